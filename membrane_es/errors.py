@@ -1,0 +1,81 @@
+"""The errors the engine raises, and the one table that maps each to a gRPC and HTTP status.
+
+Every error derives from :class:`MembraneError`, so callers can catch the family or one kind.
+"""
+
+from __future__ import annotations
+
+
+class MembraneError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ValidationError(MembraneError, ValueError):
+    """Input that breaks the schema or a limit; names the offending field. Nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"validation error for {field}: {message}")
+
+
+class NotFoundError(MembraneError, LookupError):
+    """No record with that id exists (at the moment asked about)."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(f"record not found: {record_id}")
+
+
+class AccessDeniedError(MembraneError, PermissionError):
+    """The record exists but the trust context may not read it."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__("access denied by trust context")
+
+
+class EpisodicImmutableError(MembraneError):
+    """Episodic memory is raw experience: revision operations refuse it."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(
+            f"episodic memory is immutable and cannot be revised: record {record_id}"
+        )
+
+
+class AlreadyExistsError(MembraneError):
+    """A record with the requested id already exists."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(f"record already exists: {record_id}")
+
+
+class ConflictError(MembraneError):
+    """A concurrent revision of the same record won; retrying found no way through."""
+
+
+class IntegrityViolationError(MembraneError):
+    """The event log failed verification: an event was altered, removed or reordered."""
+
+
+# One row per error kind: (gRPC status code name, HTTP status). Servers read only this table.
+STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
+    ValidationError: ("INVALID_ARGUMENT", 400),
+    NotFoundError: ("NOT_FOUND", 404),
+    AccessDeniedError: ("PERMISSION_DENIED", 403),
+    EpisodicImmutableError: ("FAILED_PRECONDITION", 409),
+    AlreadyExistsError: ("ALREADY_EXISTS", 409),
+    ConflictError: ("ABORTED", 409),
+    IntegrityViolationError: ("DATA_LOSS", 500),
+}
+
+
+def status_of(error: BaseException) -> tuple[str, int]:
+    """The (gRPC code, HTTP status) for an error; anything unknown is INTERNAL / 500."""
+    for kind in type(error).__mro__:
+        if kind in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[kind]
+    return ("INTERNAL", 500)

@@ -1,0 +1,29 @@
+"""The timestamp type of the schema: timezone-aware datetimes only.
+
+A naive datetime is ambiguous in an append-only log read "as of" a moment, so decoding
+rejects it; everything the engine stamps is UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import msgspec
+
+Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+def utc(moment: datetime) -> datetime:
+    """The same instant in UTC; a naive value is rejected."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamp must be timezone-aware")
+    return moment.astimezone(UTC)
+
+
+def rfc3339(moment: datetime | None) -> str:
+    """RFC 3339 in UTC with trailing zero fractions trimmed (the reference wire form)."""
+    if moment is None:
+        return ""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return text + "Z"

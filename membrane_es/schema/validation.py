@@ -1,0 +1,264 @@
+"""Input validation: the limits of the reference gRPC boundary, applied to every entry point.
+
+Every check raises :class:`~membrane_es.errors.ValidationError` naming the field, before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from membrane_es.errors import ValidationError
+from membrane_es.schema.enums import MemoryType, RevisionStatus, Sensitivity
+from membrane_es.schema.payloads import PAYLOAD_TYPES, SemanticPayload
+from membrane_es.schema.records import MemoryRecord, TrustContext
+
+MAX_STRING_BYTES = 100_000
+MAX_TAGS = 100
+MAX_TAG_BYTES = 256
+MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+MAX_IDS = 10_000
+
+_PAYLOAD_KINDS = tuple(t.value for t in MemoryType)
+_AT_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_record_encoder = msgspec.msgpack.Encoder()
+_record_decoder = msgspec.msgpack.Decoder(MemoryRecord)
+
+
+def check_text(field: str, value: str, *, required: bool = False) -> str:
+    """A string of at most 100,000 UTF-8 bytes (and non-empty when required)."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ValidationError(field, f"{field} is required")
+    if len(value) > MAX_STRING_BYTES // 4 and len(value.encode()) > MAX_STRING_BYTES:
+        raise ValidationError(field, f"{field} exceeds maximum length of {MAX_STRING_BYTES}")
+    return value
+
+
+def check_tags(field: str, tags: Iterable[str]) -> list[str]:
+    """At most 100 distinct tags of at most 256 bytes each."""
+    if isinstance(tags, str):
+        raise ValidationError(field, "must be a list of strings, not a string")
+    tags = list(tags)
+    if len(tags) > MAX_TAGS:
+        raise ValidationError(field, f"too many tags: {len(tags)} (max {MAX_TAGS})")
+    seen: set[str] = set()
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str):
+            raise ValidationError(f"{field}[{i}]", "tag must be a string")
+        if len(tag.encode()) > MAX_TAG_BYTES:
+            raise ValidationError(f"{field}[{i}]", f"tag exceeds maximum length of {MAX_TAG_BYTES}")
+        if tag in seen:
+            raise ValidationError(f"{field}[{i}]", f"duplicate tag {tag!r}")
+        seen.add(tag)
+    return tags
+
+
+def check_amount(field: str, value: float) -> float:
+    """A non-negative, finite number (penalty amounts, thresholds)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"{field} must be a number")
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(field, f"{field} must be non-negative and finite")
+    return float(value)
+
+
+def check_unit_interval(field: str, value: float) -> float:
+    """A finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"{field} must be a number")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValidationError(field, f"{field} must be in range [0, 1]")
+    return float(value)
+
+
+def check_id(field: str, value: str) -> str:
+    """A non-empty record id."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(field, f"{field} is required")
+    return check_text(field, value)
+
+
+def check_ids(field: str, ids: Iterable[str]) -> list[str]:
+    """Between 1 and 10,000 record ids (merge sources)."""
+    if isinstance(ids, str):
+        raise ValidationError(field, "must be a list of ids, not a string")
+    ids = list(ids)
+    if not ids:
+        raise ValidationError(field, f"{field} must not be empty")
+    if len(ids) > MAX_IDS:
+        raise ValidationError(field, f"too many ids: {len(ids)} (max {MAX_IDS})")
+    for i, record_id in enumerate(ids):
+        check_id(f"{field}[{i}]", record_id)
+    return ids
+
+
+def check_trust(trust: TrustContext | None, field: str = "trust") -> TrustContext:
+    """A trust context is required on every read; its sensitivity must be a known level."""
+    if trust is None:
+        raise ValidationError(field, "trust context is required")
+    if isinstance(trust, Mapping):
+        trust = _convert(trust, TrustContext, field)
+    if not isinstance(trust, TrustContext):
+        raise ValidationError(field, "must be a TrustContext")
+    try:
+        Sensitivity(trust.max_sensitivity)
+    except ValueError:
+        raise ValidationError(
+            f"{field}.max_sensitivity",
+            "must be one of: " + ", ".join(s.value for s in Sensitivity),
+        ) from None
+    return trust
+
+
+def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record") -> MemoryRecord:
+    """A validated private copy of a record given as a :class:`MemoryRecord` or a dict.
+
+    Dicts may use the reference JSON form (flat payload with ``kind``) or the SDK form
+    (payload wrapped under its variant name); a payload without ``kind`` takes the record's
+    type. The copy means later changes to the caller's object cannot reach stored state.
+    """
+    if value is None:
+        raise ValidationError(field, f"{field} is required")
+    if isinstance(value, Mapping):
+        record = _convert(_normalise_record_dict(value), MemoryRecord, field)
+        raw = _record_encoder.encode(record)
+    elif isinstance(value, MemoryRecord):
+        _check_finite_scores(value, field)
+        try:
+            raw = _record_encoder.encode(value)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(field, str(exc)) from None
+        record = _decode(raw, field)
+    else:
+        kind = type(value).__name__
+        raise ValidationError(field, f"must be a MemoryRecord or a dict, not {kind}")
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise ValidationError(
+            f"{field}.payload", f"exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
+        )
+    validate_record(record, field)
+    return record
+
+
+def validate_record(record: MemoryRecord, field: str = "record") -> None:
+    """The record-level rules, in the reference order, plus the checks its store enforced."""
+    _check_finite_scores(record, field)
+    if record.id:
+        check_text(f"{field}.id", record.id)
+    if not 0.0 <= record.confidence <= 1.0:
+        raise ValidationError(f"{field}.confidence", "confidence must be in range [0, 1]")
+    if record.salience < 0:
+        raise ValidationError(f"{field}.salience", "salience must be >= 0")
+    if record.payload is None:
+        raise ValidationError(f"{field}.payload", "payload is required")
+    if PAYLOAD_TYPES[record.type] is not type(record.payload):
+        raise ValidationError(f"{field}.payload", "payload kind must match memory type")
+    check_text(f"{field}.scope", record.scope)
+    check_tags(f"{field}.tags", record.tags)
+    decay = record.lifecycle.decay
+    if decay.half_life_seconds <= 0:
+        raise ValidationError(
+            f"{field}.lifecycle.decay.half_life_seconds", "half_life_seconds must be > 0"
+        )
+    if decay.max_age_seconds < 0:
+        raise ValidationError(
+            f"{field}.lifecycle.decay.max_age_seconds", "max_age_seconds must be >= 0"
+        )
+    check_amount(f"{field}.lifecycle.decay.min_salience", decay.min_salience)
+    check_amount(f"{field}.lifecycle.decay.reinforcement_gain", decay.reinforcement_gain)
+    for i, relation in enumerate(record.relations):
+        where = f"{field}.relations[{i}]"
+        if not relation.predicate.strip():
+            raise ValidationError(f"{where}.predicate", "predicate is required")
+        check_id(f"{where}.target_id", relation.target_id)
+        check_unit_interval(f"{where}.weight", relation.weight)
+    if isinstance(record.payload, SemanticPayload) and record.payload.revision is not None:
+        status = record.payload.revision.status
+        if status and status not in {s.value for s in RevisionStatus}:
+            raise ValidationError(
+                f"{field}.payload.revision.status",
+                "status must be one of: " + ", ".join(s.value for s in RevisionStatus),
+            )
+
+
+def require_evidence(record: MemoryRecord, field: str = "record") -> None:
+    """A semantic replacement must cite evidence or provenance (reference §4.1)."""
+    payload = record.payload
+    if (
+        record.type is MemoryType.SEMANTIC
+        and isinstance(payload, SemanticPayload)
+        and not payload.evidence
+        and not record.provenance.sources
+    ):
+        raise ValidationError(
+            f"{field}.payload.evidence",
+            "semantic revision requires evidence: "
+            f"record {record.id} has no evidence references or provenance sources",
+        )
+
+
+def _check_finite_scores(record: MemoryRecord, field: str) -> None:
+    for name in ("confidence", "salience"):
+        value = getattr(record, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(f"{field}.{name}", f"{name} must be a number")
+        if not math.isfinite(value):
+            raise ValidationError(f"{field}.{name}", f"{name} must be finite")
+
+
+def _normalise_record_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept the SDK's dict shapes: oneof-wrapped payloads, bare-string aliases, legacy keys."""
+    record = dict(value)
+    payload = record.get("payload")
+    if isinstance(payload, Mapping):
+        payload = dict(payload)
+        wrapped = [k for k in _PAYLOAD_KINDS if k in payload and isinstance(payload[k], Mapping)]
+        if wrapped and "kind" not in payload:
+            payload = {**payload[wrapped[0]], "kind": wrapped[0]}
+        elif not payload:
+            payload = None
+        elif "kind" not in payload or not payload["kind"]:
+            payload["kind"] = record.get("type")
+        if payload is not None and payload.get("kind") == "entity":
+            payload["aliases"] = [
+                {"value": a} if isinstance(a, str) else a for a in payload.get("aliases") or []
+            ]
+        record["payload"] = payload
+    relations = record.get("relations")
+    if isinstance(relations, list):
+        record["relations"] = [
+            {("predicate" if k == "kind" and "predicate" not in r else k): v for k, v in r.items()}
+            if isinstance(r, Mapping)
+            else r
+            for r in relations
+        ]
+    return record
+
+
+def _convert(value: Any, kind: type[Any], field: str) -> Any:
+    try:
+        return msgspec.convert(value, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        raise _as_validation_error(exc, field) from None
+
+
+def _decode(raw: bytes, field: str) -> MemoryRecord:
+    try:
+        return _record_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise _as_validation_error(exc, field) from None
+
+
+def _as_validation_error(exc: msgspec.ValidationError, field: str) -> ValidationError:
+    """msgspec says "Expected `int`, got `str` - at `$.a.b`"; name the field ``record.a.b``."""
+    match = _AT_PATH.match(str(exc))
+    assert match is not None
+    path = match.group("path") or ""
+    return ValidationError(field + path, match.group("message"))
