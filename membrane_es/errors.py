@@ -40,9 +40,7 @@ class EpisodicImmutableError(MembraneError):
 
     def __init__(self, record_id: str) -> None:
         self.record_id = record_id
-        super().__init__(
-            f"episodic memory is immutable and cannot be revised: record {record_id}"
-        )
+        super().__init__(f"episodic memory is immutable and cannot be revised: record {record_id}")
 
 
 class AlreadyExistsError(MembraneError):

@@ -1,0 +1,417 @@
+"""The ``MemoryRecord`` aggregate: one memory, rebuilt from its immutable events.
+
+A record's *content* (type, payload, scope, sensitivity, tags, initial relations) is fixed by
+its ``Created`` event. Every later event changes only a small *state*: the salience base and
+the moment it was set, revision status, pinning, relations added, an attached outcome. The
+audit log is derived from the events as they are applied; nothing stores it twice.
+
+Every event carries ``actor`` and ``rationale``. Revisions (supersede, fork, merge, retract,
+contest) refuse episodic records: raw experience is evidence and never rewritten.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import msgspec
+from eventsourcing.domain import Aggregate
+
+from membrane_es.decay import penalized, reinforced, salience_at
+from membrane_es.errors import EpisodicImmutableError
+from membrane_es.schema.enums import (
+    AuditAction,
+    GraphPredicate,
+    MemoryType,
+    ProvenanceKind,
+    RevisionStatus,
+)
+from membrane_es.schema.payloads import EpisodicPayload, RevisionState, SemanticPayload
+from membrane_es.schema.records import (
+    AuditEntry,
+    ProvenanceSource,
+    Relation,
+)
+from membrane_es.schema.records import (
+    MemoryRecord as RecordData,
+)
+from membrane_es.schema.timestamps import Timestamp
+
+from .identity import record_key
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+
+class RecordState(msgspec.Struct, kw_only=True):
+    """What an aggregate knows after applying its events (also its snapshot form)."""
+
+    content: RecordData
+    salience_base: float
+    salience_anchor: Timestamp
+    last_reinforced_at: Timestamp
+    updated_at: Timestamp
+    pinned: bool = False
+    retracted: bool = False
+    status: str = ""
+    superseded_by: str = ""
+    relations: list[Relation] = msgspec.field(default_factory=list)
+    provenance_added: list[ProvenanceSource] = msgspec.field(default_factory=list)
+    outcome: str = ""
+    audit: list[AuditEntry] = msgspec.field(default_factory=list)
+
+
+class SnapshotState(TypedDict):
+    """The typed shape of a snapshot's ``state`` dict, so the codec can restore Structs."""
+
+    _created_on: datetime
+    _modified_on: datetime
+    state: RecordState
+
+
+class MemoryRecord(Aggregate):
+    """One memory record as an event-sourced aggregate."""
+
+    if TYPE_CHECKING:  # assigned by Created.apply; not a constructor argument
+        state: RecordState
+
+    class Snapshot(Aggregate.Snapshot):
+        """A snapshot whose state is typed, so the codec restores the record Structs."""
+
+        state: SnapshotState  # type: ignore[assignment]
+
+    # --- events --------------------------------------------------------------------------
+
+    class Created(Aggregate.Created):
+        """The record came into being with this content."""
+
+        record: RecordData
+        actor: str
+        rationale: str
+
+        def apply(self, aggregate: Any) -> None:
+            record = self.record
+            anchor = record.lifecycle.last_reinforced_at or self.timestamp
+            aggregate.state = RecordState(
+                content=record,
+                salience_base=record.salience,
+                salience_anchor=anchor,
+                last_reinforced_at=anchor,
+                updated_at=record.updated_at or self.timestamp,
+                pinned=record.lifecycle.pinned,
+                relations=list(record.relations),
+                audit=[
+                    *record.audit_log,
+                    AuditEntry(
+                        action=AuditAction.CREATE,
+                        actor=self.actor,
+                        timestamp=self.timestamp,
+                        rationale=self.rationale,
+                    ),
+                ],
+            )
+
+    class Event(Aggregate.Event):
+        """A change to an existing record, by someone, for a reason."""
+
+        actor: str
+        rationale: str
+
+        def audit(self, aggregate: MemoryRecord, action: AuditAction, rationale: str) -> None:
+            aggregate.state.audit.append(
+                AuditEntry(
+                    action=action, actor=self.actor, timestamp=self.timestamp, rationale=rationale
+                )
+            )
+
+        def retract(self, aggregate: MemoryRecord) -> None:
+            state = aggregate.state
+            state.salience_base = 0.0
+            state.salience_anchor = self.timestamp
+            state.retracted = True
+            state.status = RevisionStatus.RETRACTED.value
+            state.updated_at = self.timestamp
+
+    class Superseded(Event):
+        """A newer record replaced this one; this one is retracted."""
+
+        by_id: str
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            self.retract(aggregate)
+            aggregate.state.superseded_by = self.by_id
+            self.audit(
+                aggregate, AuditAction.REVISE, f"superseded by {self.by_id}: {self.rationale}"
+            )
+
+    class Forked(Event):
+        """A conditional variant was derived from this record; this one stays active."""
+
+        to_id: str
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            self.audit(aggregate, AuditAction.FORK, f"forked to {self.to_id}: {self.rationale}")
+
+    class MergedInto(Event):
+        """This record was merged into another and retracted."""
+
+        into_id: str
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            self.retract(aggregate)
+            self.audit(
+                aggregate, AuditAction.MERGE, f"merged into {self.into_id}: {self.rationale}"
+            )
+
+    class Retracted(Event):
+        """The record was withdrawn (kept in the log; excluded from active reads)."""
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            self.retract(aggregate)
+            self.audit(aggregate, AuditAction.DELETE, self.rationale)
+
+    class Contested(Event):
+        """Conflicting evidence exists; salience is unchanged."""
+
+        contesting_ref: str
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            state = aggregate.state
+            state.status = RevisionStatus.CONTESTED.value
+            state.updated_at = self.timestamp
+            if self.contesting_ref:
+                _put_relation(
+                    state.relations,
+                    Relation(
+                        predicate=GraphPredicate.CONTESTED_BY.value,
+                        target_id=self.contesting_ref,
+                        weight=1.0,
+                        created_at=self.timestamp,
+                    ),
+                )
+            self.audit(aggregate, AuditAction.REVISE, self.rationale)
+
+    class Reinforced(Event):
+        """The record proved useful: salience raised to ``salience``, decay clock reset."""
+
+        salience: float
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            state = aggregate.state
+            state.salience_base = self.salience
+            state.salience_anchor = self.timestamp
+            state.last_reinforced_at = self.timestamp
+            state.updated_at = self.timestamp
+            self.audit(aggregate, AuditAction.REINFORCE, self.rationale)
+
+    class Penalized(Event):
+        """The record misled: salience lowered by ``amount`` to ``salience`` (floored)."""
+
+        amount: float
+        salience: float
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            state = aggregate.state
+            state.salience_base = self.salience
+            state.salience_anchor = self.timestamp
+            state.updated_at = self.timestamp
+            self.audit(aggregate, AuditAction.DECAY, f"penalty: {self.rationale}")
+
+    class RelationAdded(Event):
+        """An outgoing relation was added (or its weight updated)."""
+
+        relation: Relation
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            _put_relation(aggregate.state.relations, self.relation)
+
+    class OutcomeRecorded(Event):
+        """The outcome of the episode this record describes became known."""
+
+        status: str
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            state = aggregate.state
+            state.outcome = self.status
+            state.updated_at = self.timestamp
+            state.provenance_added.append(
+                ProvenanceSource(
+                    kind=ProvenanceKind.OUTCOME,
+                    ref=f"outcome:{aggregate.record_id}:{self.status}",
+                    created_by=self.actor,
+                    timestamp=self.timestamp,
+                )
+            )
+            self.audit(aggregate, AuditAction.REVISE, f"Outcome recorded: {self.status}")
+
+    class Pinned(Event):
+        """The record is exempt from decay-based hiding and compression."""
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            aggregate.state.pinned = True
+            aggregate.state.updated_at = self.timestamp
+
+    class Unpinned(Event):
+        """The record decays and may be hidden again."""
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            aggregate.state.pinned = False
+            aggregate.state.updated_at = self.timestamp
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, record: RecordData, *, actor: str, rationale: str, at: datetime
+    ) -> MemoryRecord:
+        """A new record aggregate; ``record.id`` must already be set."""
+        return cls._create(
+            cls.Created,
+            id=record_key(record.id),
+            timestamp=at,
+            record=record,
+            actor=actor,
+            rationale=rationale,
+        )
+
+    # --- reading --------------------------------------------------------------------------
+
+    @property
+    def record_id(self) -> str:
+        return self.state.content.id
+
+    @property
+    def key(self) -> UUID:
+        return self.id
+
+    @property
+    def memory_type(self) -> MemoryType:
+        return self.state.content.type
+
+    def salience(self, at: datetime) -> float:
+        """Salience at moment ``at`` (decay is computed, never stored)."""
+        state = self.state
+        created = state.content.created_at or self.created_on
+        return salience_at(
+            state.salience_base, state.salience_anchor, created, state.content.lifecycle.decay, at
+        )
+
+    def view(self, at: datetime) -> RecordData:
+        """The full record as a reader sees it at moment ``at``.
+
+        The result shares nested payload objects with this aggregate: copy before mutating.
+        """
+        state = self.state
+        content = state.content
+        payload = content.payload
+        if isinstance(payload, SemanticPayload) and (state.status or state.superseded_by):
+            revision = payload.revision or RevisionState()
+            revision = msgspec.structs.replace(
+                revision,
+                status=state.status or revision.status,
+                superseded_by=state.superseded_by or revision.superseded_by,
+            )
+            payload = msgspec.structs.replace(payload, revision=revision)
+        elif isinstance(payload, EpisodicPayload) and state.outcome:
+            payload = msgspec.structs.replace(payload, outcome=state.outcome)
+        provenance = content.provenance
+        if state.provenance_added:
+            provenance = msgspec.structs.replace(
+                provenance, sources=[*provenance.sources, *state.provenance_added]
+            )
+        lifecycle = msgspec.structs.replace(
+            content.lifecycle, last_reinforced_at=state.last_reinforced_at, pinned=state.pinned
+        )
+        return msgspec.structs.replace(
+            content,
+            salience=self.salience(at),
+            created_at=content.created_at or self.created_on,
+            updated_at=state.updated_at,
+            lifecycle=lifecycle,
+            provenance=provenance,
+            relations=list(state.relations),
+            payload=payload,
+            audit_log=list(state.audit),
+        )
+
+    # --- commands -------------------------------------------------------------------------
+
+    def check_revisable(self) -> None:
+        """Revision operations refuse episodic records."""
+        if self.state.content.type is MemoryType.EPISODIC:
+            raise EpisodicImmutableError(self.record_id)
+
+    def supersede(self, by_id: str, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_revisable()
+        self.trigger_event(
+            self.Superseded, timestamp=at, by_id=by_id, actor=actor, rationale=rationale
+        )
+
+    def fork(self, to_id: str, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_revisable()
+        self.trigger_event(self.Forked, timestamp=at, to_id=to_id, actor=actor, rationale=rationale)
+
+    def merge_into(self, into_id: str, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_revisable()
+        self.trigger_event(
+            self.MergedInto, timestamp=at, into_id=into_id, actor=actor, rationale=rationale
+        )
+
+    def retract(self, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_revisable()
+        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale)
+
+    def contest(self, contesting_ref: str, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_revisable()
+        self.trigger_event(
+            self.Contested,
+            timestamp=at,
+            contesting_ref=contesting_ref,
+            actor=actor,
+            rationale=rationale,
+        )
+
+    def reinforce(self, *, actor: str, rationale: str, at: datetime) -> None:
+        """Raise salience by the record's gain (capped at 1) and reset the decay clock."""
+        new_base = reinforced(self.salience(at), self.state.content.lifecycle.decay)
+        self.trigger_event(
+            self.Reinforced, timestamp=at, salience=new_base, actor=actor, rationale=rationale
+        )
+
+    def penalize(self, amount: float, *, actor: str, rationale: str, at: datetime) -> None:
+        """Lower salience by ``amount``, never below the record's floor."""
+        new_base = penalized(self.salience(at), amount, self.state.content.lifecycle.decay)
+        self.trigger_event(
+            self.Penalized,
+            timestamp=at,
+            amount=amount,
+            salience=new_base,
+            actor=actor,
+            rationale=rationale,
+        )
+
+    def add_relation(self, relation: Relation, *, actor: str, rationale: str, at: datetime) -> None:
+        self.trigger_event(
+            self.RelationAdded, timestamp=at, relation=relation, actor=actor, rationale=rationale
+        )
+
+    def record_outcome(self, status: str, *, actor: str, rationale: str, at: datetime) -> None:
+        """Attach an outcome to an episodic record (allowed: it is evidence, not a revision)."""
+        self.trigger_event(
+            self.OutcomeRecorded, timestamp=at, status=status, actor=actor, rationale=rationale
+        )
+
+    def pin(self, *, actor: str, rationale: str, at: datetime) -> None:
+        self.trigger_event(self.Pinned, timestamp=at, actor=actor, rationale=rationale)
+
+    def unpin(self, *, actor: str, rationale: str, at: datetime) -> None:
+        self.trigger_event(self.Unpinned, timestamp=at, actor=actor, rationale=rationale)
+
+
+def _put_relation(relations: list[Relation], relation: Relation) -> None:
+    """At most one relation per (predicate, target): a repeat replaces the earlier one."""
+    for i, existing in enumerate(relations):
+        if existing.predicate == relation.predicate and existing.target_id == relation.target_id:
+            relations[i] = relation
+            return
+    relations.append(relation)

@@ -1,0 +1,47 @@
+"""Salience over time: computed from a base value and a clock, never written back.
+
+``s(t) = max(floor, base · 2^(−(t − anchor) / half_life))``, where ``anchor`` is the moment
+``base`` was last set (creation, reinforcement, penalty). A base of 0 (retracted) stays 0,
+and a record past its ``max_age_seconds`` reads 0 without the floor, as in the reference.
+Because nothing is rewritten, decay never compounds and reading at any past moment is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from membrane_es.schema.records import DecayProfile
+
+MAX_SALIENCE_AFTER_REINFORCE = 1.0
+
+
+def salience_at(
+    base: float,
+    anchor: datetime,
+    created_at: datetime,
+    profile: DecayProfile,
+    at: datetime,
+) -> float:
+    """The salience a record with this base and profile has at moment ``at``."""
+    if base <= 0.0:
+        return 0.0
+    if profile.max_age_seconds > 0 and (at - created_at).total_seconds() >= profile.max_age_seconds:
+        return 0.0
+    elapsed = max(0.0, (at - anchor).total_seconds())
+    if profile.half_life_seconds <= 0:
+        return max(base, profile.min_salience)
+    decayed = base * math.exp(-elapsed * math.log(2) / profile.half_life_seconds)
+    if not math.isfinite(decayed):
+        return profile.min_salience
+    return max(decayed, profile.min_salience)
+
+
+def reinforced(current: float, profile: DecayProfile) -> float:
+    """The new base after a reinforcement: current plus the record's gain, capped at 1."""
+    return min(current + profile.reinforcement_gain, MAX_SALIENCE_AFTER_REINFORCE)
+
+
+def penalized(current: float, amount: float, profile: DecayProfile) -> float:
+    """The new base after a penalty: current minus amount, never below the floor."""
+    return max(current - amount, profile.min_salience)
