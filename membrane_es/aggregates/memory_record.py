@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Snapshot as AggregateSnapshot
 
 from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import EpisodicImmutableError
@@ -75,7 +76,7 @@ class MemoryRecord(Aggregate):
     if TYPE_CHECKING:  # assigned by Created.apply; not a constructor argument
         state: RecordState
 
-    class Snapshot(Aggregate.Snapshot):
+    class Snapshot(AggregateSnapshot):
         """A snapshot whose state is typed, so the codec restores the record Structs."""
 
         state: SnapshotState  # type: ignore[assignment]
