@@ -12,7 +12,7 @@ contest) refuse episodic records: raw experience is evidence and never rewritten
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import msgspec
 from eventsourcing.domain import Aggregate
@@ -42,6 +42,9 @@ from .identity import record_key
 
 if TYPE_CHECKING:
     from uuid import UUID
+
+
+_AUDIT_ACTIONS = frozenset(a.value for a in AuditAction)
 
 
 class RecordState(msgspec.Struct, kw_only=True):
@@ -90,6 +93,11 @@ class MemoryRecord(Aggregate):
         actor: str
         rationale: str
 
+        action: ClassVar[str] = "create"
+
+        def audit_rationale(self) -> str:
+            return self.rationale
+
         def apply(self, aggregate: Any) -> None:
             record = self.record
             anchor = record.lifecycle.last_reinforced_at or self.timestamp
@@ -118,12 +126,24 @@ class MemoryRecord(Aggregate):
         actor: str
         rationale: str
 
-        def audit(self, aggregate: MemoryRecord, action: AuditAction, rationale: str) -> None:
-            aggregate.state.audit.append(
-                AuditEntry(
-                    action=action, actor=self.actor, timestamp=self.timestamp, rationale=rationale
+        # The audit action this event is filed under; events outside the reference's seven
+        # actions (relations, pins) appear in history but not in the record's audit log.
+        action: ClassVar[str] = ""
+
+        def audit_rationale(self) -> str:
+            """The rationale as the audit log words it."""
+            return self.rationale
+
+        def audit(self, aggregate: MemoryRecord) -> None:
+            if self.action in _AUDIT_ACTIONS:
+                aggregate.state.audit.append(
+                    AuditEntry(
+                        action=AuditAction(self.action),
+                        actor=self.actor,
+                        timestamp=self.timestamp,
+                        rationale=self.audit_rationale(),
+                    )
                 )
-            )
 
         def retract(self, aggregate: MemoryRecord) -> None:
             state = aggregate.state
@@ -136,43 +156,58 @@ class MemoryRecord(Aggregate):
     class Superseded(Event):
         """A newer record replaced this one; this one is retracted."""
 
+        action: ClassVar[str] = "revise"
+
+        def audit_rationale(self) -> str:
+            return f"superseded by {self.by_id}: {self.rationale}"
+
         by_id: str
 
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
             aggregate.state.superseded_by = self.by_id
-            self.audit(
-                aggregate, AuditAction.REVISE, f"superseded by {self.by_id}: {self.rationale}"
-            )
+            self.audit(aggregate)
 
     class Forked(Event):
         """A conditional variant was derived from this record; this one stays active."""
 
+        action: ClassVar[str] = "fork"
+
+        def audit_rationale(self) -> str:
+            return f"forked to {self.to_id}: {self.rationale}"
+
         to_id: str
 
         def apply(self, aggregate: MemoryRecord) -> None:
-            self.audit(aggregate, AuditAction.FORK, f"forked to {self.to_id}: {self.rationale}")
+            self.audit(aggregate)
 
     class MergedInto(Event):
         """This record was merged into another and retracted."""
+
+        action: ClassVar[str] = "merge"
+
+        def audit_rationale(self) -> str:
+            return f"merged into {self.into_id}: {self.rationale}"
 
         into_id: str
 
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
-            self.audit(
-                aggregate, AuditAction.MERGE, f"merged into {self.into_id}: {self.rationale}"
-            )
+            self.audit(aggregate)
 
     class Retracted(Event):
         """The record was withdrawn (kept in the log; excluded from active reads)."""
 
+        action: ClassVar[str] = "delete"
+
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
-            self.audit(aggregate, AuditAction.DELETE, self.rationale)
+            self.audit(aggregate)
 
     class Contested(Event):
         """Conflicting evidence exists; salience is unchanged."""
+
+        action: ClassVar[str] = "revise"
 
         contesting_ref: str
 
@@ -190,10 +225,12 @@ class MemoryRecord(Aggregate):
                         created_at=self.timestamp,
                     ),
                 )
-            self.audit(aggregate, AuditAction.REVISE, self.rationale)
+            self.audit(aggregate)
 
     class Reinforced(Event):
         """The record proved useful: salience raised to ``salience``, decay clock reset."""
+
+        action: ClassVar[str] = "reinforce"
 
         salience: float
 
@@ -203,10 +240,15 @@ class MemoryRecord(Aggregate):
             state.salience_anchor = self.timestamp
             state.last_reinforced_at = self.timestamp
             state.updated_at = self.timestamp
-            self.audit(aggregate, AuditAction.REINFORCE, self.rationale)
+            self.audit(aggregate)
 
     class Penalized(Event):
         """The record misled: salience lowered by ``amount`` to ``salience`` (floored)."""
+
+        action: ClassVar[str] = "decay"
+
+        def audit_rationale(self) -> str:
+            return f"penalty: {self.rationale}"
 
         amount: float
         salience: float
@@ -216,10 +258,12 @@ class MemoryRecord(Aggregate):
             state.salience_base = self.salience
             state.salience_anchor = self.timestamp
             state.updated_at = self.timestamp
-            self.audit(aggregate, AuditAction.DECAY, f"penalty: {self.rationale}")
+            self.audit(aggregate)
 
     class RelationAdded(Event):
         """An outgoing relation was added (or its weight updated)."""
+
+        action: ClassVar[str] = "relate"
 
         relation: Relation
 
@@ -228,6 +272,11 @@ class MemoryRecord(Aggregate):
 
     class OutcomeRecorded(Event):
         """The outcome of the episode this record describes became known."""
+
+        action: ClassVar[str] = "revise"
+
+        def audit_rationale(self) -> str:
+            return f"Outcome recorded: {self.status}"
 
         status: str
 
@@ -243,10 +292,12 @@ class MemoryRecord(Aggregate):
                     timestamp=self.timestamp,
                 )
             )
-            self.audit(aggregate, AuditAction.REVISE, f"Outcome recorded: {self.status}")
+            self.audit(aggregate)
 
     class Pinned(Event):
         """The record is exempt from decay-based hiding and compression."""
+
+        action: ClassVar[str] = "pin"
 
         def apply(self, aggregate: MemoryRecord) -> None:
             aggregate.state.pinned = True
@@ -254,6 +305,8 @@ class MemoryRecord(Aggregate):
 
     class Unpinned(Event):
         """The record decays and may be hidden again."""
+
+        action: ClassVar[str] = "unpin"
 
         def apply(self, aggregate: MemoryRecord) -> None:
             aggregate.state.pinned = False

@@ -1,0 +1,1 @@
+"""The read use cases: one function per query, each applying the trust rules."""

@@ -1,0 +1,332 @@
+"""One handler per command: validate, load, call the aggregates, save them all at once.
+
+Every handler validates its whole input before it loads or writes anything, so bad input
+raises :class:`~membrane_es.errors.ValidationError` and leaves the log untouched; and every
+operation that touches several records saves them in a single atomic write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from membrane_es.aggregates.identity import new_record_id
+from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.commands.messages import (
+    AddRelation,
+    Command,
+    Contest,
+    CreateRecord,
+    Fork,
+    Merge,
+    Penalize,
+    Pin,
+    RecordOutcome,
+    Reinforce,
+    Retract,
+    Supersede,
+    Unpin,
+)
+from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.errors import AlreadyExistsError, NotFoundError, ValidationError
+from membrane_es.schema.enums import GraphPredicate, MemoryType, OutcomeStatus, ProvenanceKind
+from membrane_es.schema.payloads import RevisionState, SemanticPayload
+from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import ProvenanceSource, Relation
+from membrane_es.schema.validation import (
+    check_amount,
+    check_id,
+    check_ids,
+    check_text,
+    check_unit_interval,
+    coerce_record,
+    require_evidence,
+)
+
+replace = msgspec.structs.replace
+
+
+# --- record creation ------------------------------------------------------------------------
+
+
+def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
+    """Store a record as given; ids, times and relation stamps are filled in when absent."""
+    _check_reason(cmd)
+    record = coerce_record(cmd.record, "record")
+    record = replace(record, id=record.id or new_record_id())
+    _check_relation_targets(record, "record", uow)
+    _check_new_id(record.id, uow)
+    at = uow.now()
+    aggregate = MemoryRecord.create(
+        _stamped(record, at, keep_created=True), actor=cmd.actor, rationale=cmd.rationale, at=at
+    )
+    uow.save(aggregate)
+    return aggregate.view(at)
+
+
+def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
+    """Replace a record by a new one; the old is retracted and linked by ``supersedes``."""
+    check_id("old_id", cmd.old_id)
+    _check_reason(cmd)
+    new = coerce_record(cmd.new_record, "new_record")
+    old = uow.get(cmd.old_id)
+    old.check_revisable()
+    require_evidence(new, "new_record")
+    new = replace(new, id=new.id or new_record_id())
+    _check_relation_targets(new, "new_record", uow)
+    _check_new_id(new.id, uow)
+
+    old.supersede(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    at = uow.now()
+    new = _with_source(new, ref=cmd.old_id, actor=cmd.actor, at=at)
+    payload = new.payload
+    if isinstance(payload, SemanticPayload):
+        revision = payload.revision or RevisionState()
+        revision = replace(revision, supersedes=cmd.old_id, status="active")
+        new = replace(new, payload=replace(payload, revision=revision))
+    new = _with_relation(new, GraphPredicate.SUPERSEDES, cmd.old_id, at)
+    created = MemoryRecord.create(
+        _stamped(new, at),
+        actor=cmd.actor,
+        rationale=f"supersedes {cmd.old_id}: {cmd.rationale}",
+        at=at,
+    )
+    uow.save(old, created)
+    return created.view(at)
+
+
+def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
+    """Derive a conditional variant; the source stays active."""
+    check_id("source_id", cmd.source_id)
+    _check_reason(cmd)
+    new = coerce_record(cmd.forked_record, "forked_record")
+    source = uow.get(cmd.source_id)
+    source.check_revisable()
+    require_evidence(new, "forked_record")
+    new = replace(new, id=new.id or new_record_id())
+    _check_relation_targets(new, "forked_record", uow)
+    _check_new_id(new.id, uow)
+
+    source.fork(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    at = uow.now()
+    new = _with_relation(new, GraphPredicate.DERIVED_FROM, cmd.source_id, at)
+    created = MemoryRecord.create(
+        _stamped(new, at),
+        actor=cmd.actor,
+        rationale=f"forked from {cmd.source_id}: {cmd.rationale}",
+        at=at,
+    )
+    uow.save(source, created)
+    return created.view(at)
+
+
+def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
+    """Combine sources into one record; every source is retracted, all in one write."""
+    ids = check_ids("ids", cmd.record_ids)
+    _check_reason(cmd)
+    new = coerce_record(cmd.merged_record, "merged_record")
+    unique_ids = list(dict.fromkeys(ids))
+    sources = [uow.get(record_id) for record_id in unique_ids]
+    for source in sources:
+        source.check_revisable()
+    require_evidence(new, "merged_record")
+    new = replace(new, id=new.id or new_record_id())
+    _check_relation_targets(new, "merged_record", uow)
+    _check_new_id(new.id, uow)
+
+    for source in sources:
+        source.merge_into(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    at = uow.now()
+    for record_id in unique_ids:
+        new = _with_relation(new, GraphPredicate.DERIVED_FROM, record_id, at)
+    created = MemoryRecord.create(
+        _stamped(new, at),
+        actor=cmd.actor,
+        rationale=f"merged from [{' '.join(ids)}]: {cmd.rationale}",
+        at=at,
+    )
+    uow.save(*sources, created)
+    return created.view(at)
+
+
+# --- single-record revisions ----------------------------------------------------------------
+
+
+def retract(cmd: Retract, uow: UnitOfWork) -> None:
+    check_id("id", cmd.record_id)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.retract(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def contest(cmd: Contest, uow: UnitOfWork) -> None:
+    """Mark a record contested; a non-empty ``contesting_ref`` must name an existing record."""
+    check_id("id", cmd.record_id)
+    check_text("contesting_ref", cmd.contesting_ref)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.check_revisable()
+    if cmd.contesting_ref and not uow.exists(cmd.contesting_ref):
+        raise NotFoundError(cmd.contesting_ref)
+    record.contest(cmd.contesting_ref, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def reinforce(cmd: Reinforce, uow: UnitOfWork) -> None:
+    check_id("id", cmd.record_id)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.reinforce(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def penalize(cmd: Penalize, uow: UnitOfWork) -> None:
+    check_amount("amount", cmd.amount)
+    check_id("id", cmd.record_id)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.penalize(cmd.amount, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def add_relation(cmd: AddRelation, uow: UnitOfWork) -> None:
+    """Add ``source -predicate-> target`` (and ``target -inverse-> source``) atomically."""
+    check_id("source_id", cmd.source_id)
+    check_id("target_id", cmd.target_id)
+    predicate = check_text("predicate", cmd.predicate, required=True).strip().lower()
+    inverse = check_text("inverse", cmd.inverse).strip().lower()
+    weight = check_unit_interval("weight", cmd.weight) or 1.0
+    _check_reason(cmd)
+    source = uow.get(cmd.source_id)
+    if cmd.target_id == cmd.source_id:
+        raise ValidationError("target_id", "a record cannot relate to itself")
+    target = uow.get(cmd.target_id)
+    at = uow.now()
+    source.add_relation(
+        Relation(predicate=predicate, target_id=cmd.target_id, weight=weight, created_at=at),
+        actor=cmd.actor,
+        rationale=cmd.rationale,
+        at=at,
+    )
+    if not inverse:
+        uow.save(source)
+        return
+    at = uow.now()
+    target.add_relation(
+        Relation(predicate=inverse, target_id=cmd.source_id, weight=weight, created_at=at),
+        actor=cmd.actor,
+        rationale=cmd.rationale,
+        at=at,
+    )
+    uow.save(source, target)
+
+
+def record_outcome(cmd: RecordOutcome, uow: UnitOfWork) -> None:
+    """Attach an outcome to an episodic record (evidence, so not a revision)."""
+    check_id("target_record_id", cmd.record_id)
+    statuses = [s.value for s in OutcomeStatus]
+    if cmd.status not in statuses:
+        raise ValidationError("outcome_status", f"invalid outcome status {cmd.status!r}")
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    if record.memory_type is not MemoryType.EPISODIC:
+        raise ValidationError("target_record_id", f"target record {cmd.record_id} is not episodic")
+    record.record_outcome(cmd.status, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def pin(cmd: Pin, uow: UnitOfWork) -> None:
+    check_id("id", cmd.record_id)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.pin(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+def unpin(cmd: Unpin, uow: UnitOfWork) -> None:
+    check_id("id", cmd.record_id)
+    _check_reason(cmd)
+    record = uow.get(cmd.record_id)
+    record.unpin(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    uow.save(record)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _check_reason(cmd: Command) -> None:
+    check_text("actor", cmd.actor)
+    check_text("rationale", cmd.rationale)
+
+
+def _check_new_id(record_id: str, uow: UnitOfWork) -> None:
+    if uow.exists(record_id):
+        raise AlreadyExistsError(record_id)
+
+
+def _check_relation_targets(record: RecordData, field: str, uow: UnitOfWork) -> None:
+    """Relations point at existing records (the reference store's foreign key)."""
+    for i, relation in enumerate(record.relations):
+        if relation.target_id != record.id and not uow.exists(relation.target_id):
+            raise ValidationError(
+                f"{field}.relations[{i}].target_id",
+                f"target record {relation.target_id} does not exist",
+            )
+
+
+def _stamped(record: RecordData, at: datetime, *, keep_created: bool = False) -> RecordData:
+    """Fill in the times the engine owns: created/updated, decay clock, relation stamps.
+
+    Revisions overwrite created_at/updated_at (as the reference does); a direct create keeps
+    times the caller supplied, so history imported from elsewhere keeps its dates.
+    """
+    created = (record.created_at or at) if keep_created else at
+    updated = (record.updated_at or created) if keep_created else at
+    lifecycle = record.lifecycle
+    if lifecycle.last_reinforced_at is None:
+        lifecycle = replace(lifecycle, last_reinforced_at=created)
+    relations = [
+        replace(r, weight=r.weight or 1.0, created_at=r.created_at or at) for r in record.relations
+    ]
+    return replace(
+        record, created_at=created, updated_at=updated, lifecycle=lifecycle, relations=relations
+    )
+
+
+def _with_relation(
+    record: RecordData, predicate: GraphPredicate, target_id: str, at: datetime
+) -> RecordData:
+    relation = Relation(predicate=predicate.value, target_id=target_id, weight=1.0, created_at=at)
+    kept = [
+        r
+        for r in record.relations
+        if not (r.predicate == relation.predicate and r.target_id == target_id)
+    ]
+    return replace(record, relations=[*kept, relation])
+
+
+def _with_source(record: RecordData, *, ref: str, actor: str, at: datetime) -> RecordData:
+    source = ProvenanceSource(kind=ProvenanceKind.EVENT, ref=ref, created_by=actor, timestamp=at)
+    provenance = replace(record.provenance, sources=[*record.provenance.sources, source])
+    return replace(record, provenance=provenance)
+
+
+# The registry: each command type maps to exactly one handler.
+COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
+    CreateRecord: create_record,
+    Supersede: supersede,
+    Fork: fork,
+    Merge: merge,
+    Retract: retract,
+    Contest: contest,
+    Reinforce: reinforce,
+    Penalize: penalize,
+    AddRelation: add_relation,
+    RecordOutcome: record_outcome,
+    Pin: pin,
+    Unpin: unpin,
+}

@@ -1,0 +1,298 @@
+"""The ``Membrane`` facade: the one object users hold, and the composition root.
+
+Method names and signatures follow the reference Python SDK, so code written against it
+ports by changing how the client is made::
+
+    with Membrane.open("./memory") as memory:          # durable, LMDB-backed
+        fact = memory.create_record({...})
+        memory.reinforce(fact.id, "agent", "it helped")
+        memory.retrieve_by_id(fact.id, trust=TrustContext(max_sensitivity="medium"))
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from eventsourcing.persistence import IntegrityError
+
+from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
+from membrane_es.clock import MonotonicClock
+from membrane_es.commands import (
+    COMMAND_HANDLERS,
+    AddRelation,
+    Command,
+    Contest,
+    CreateRecord,
+    Fork,
+    Merge,
+    Penalize,
+    Pin,
+    RecordOutcome,
+    Reinforce,
+    Retract,
+    Supersede,
+    Unpin,
+)
+from membrane_es.commands.messages import RecordInput
+from membrane_es.errors import ConflictError, MembraneError
+from membrane_es.queries import records as record_queries
+from membrane_es.queries.records import HistoryEntry
+from membrane_es.schema.records import MemoryRecord, TrustContext
+
+# How often a command that lost an optimistic-concurrency race is retried from a fresh load.
+CONFLICT_ATTEMPTS = 5
+_LEAST_PRIVILEGE = TrustContext()
+
+
+class Membrane:
+    """An event-sourced memory engine.
+
+    :param app: the eventsourcing application holding the log (see :meth:`open`,
+        :meth:`in_memory`).
+    :param clock: the engine's clock; tests may pass one driven by hand.
+
+    Writes are serialised within one process (event times then increase in log order);
+    a write that loses a race with another process is retried from a fresh load, then
+    reported as :class:`~membrane_es.errors.ConflictError`.
+    """
+
+    def __init__(self, app: MemoryApplication, clock: MonotonicClock | None = None) -> None:
+        self._app = app
+        self._clock = clock or MonotonicClock()
+        last = app.last_event_time()
+        if last is not None:
+            self._clock.observe(last)
+        self._write_lock = threading.RLock()
+        self._batch = threading.local()
+        self._closed = False
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        env: Mapping[str, str] | None = None,
+        clock: MonotonicClock | None = None,
+    ) -> Self:
+        """A durable store in directory ``path`` (created if missing), backed by LMDB.
+
+        :param sync: fsync every commit (durable); ``False`` trades the last few commits on
+            power loss for speed, never consistency.
+        :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
+        """
+        directory = Path(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+            "LMDB_PATH": str(directory),
+            "LMDB_SYNC": "y" if sync else "n",
+            **(env or {}),
+        }
+        return cls(MemoryApplication(settings), clock)
+
+    @classmethod
+    def in_memory(
+        cls, *, env: Mapping[str, str] | None = None, clock: MonotonicClock | None = None
+    ) -> Self:
+        """A store that lives in this process only (eventsourcing's in-memory recorders)."""
+        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
+        return cls(MemoryApplication(settings), clock)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._app.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def application(self) -> MemoryApplication:
+        """The underlying eventsourcing application (log, recorder, repository)."""
+        return self._app
+
+    # --- writes (reference SDK names and signatures) --------------------------------------
+
+    def create_record(
+        self, record: RecordInput, *, actor: str = "system", rationale: str = "Initial creation"
+    ) -> MemoryRecord:
+        """Store a record as given (the reference's direct create); returns it as stored."""
+        result: MemoryRecord = self.handle(
+            CreateRecord(record=record, actor=actor, rationale=rationale)
+        )
+        return result
+
+    def supersede(
+        self, old_id: str, new_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted."""
+        result: MemoryRecord = self.handle(
+            Supersede(old_id=old_id, new_record=new_record, actor=actor, rationale=rationale)
+        )
+        return result
+
+    def fork(
+        self, source_id: str, forked_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Derive a conditional variant of ``source_id``; both stay active."""
+        result: MemoryRecord = self.handle(
+            Fork(source_id=source_id, forked_record=forked_record, actor=actor, rationale=rationale)
+        )
+        return result
+
+    def retract(self, record_id: str, actor: str, rationale: str) -> None:
+        """Withdraw a record: salience 0, excluded from active reads, kept in history."""
+        self.handle(Retract(record_id=record_id, actor=actor, rationale=rationale))
+
+    def merge(
+        self, record_ids: list[str], merged_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Combine records into one; every source is retracted, all in one atomic write."""
+        result: MemoryRecord = self.handle(
+            Merge(
+                record_ids=record_ids, merged_record=merged_record, actor=actor, rationale=rationale
+            )
+        )
+        return result
+
+    def contest(self, record_id: str, contesting_ref: str, actor: str, rationale: str) -> None:
+        """Flag conflicting evidence (``contesting_ref``: an existing record id, or "")."""
+        self.handle(
+            Contest(
+                record_id=record_id, contesting_ref=contesting_ref, actor=actor, rationale=rationale
+            )
+        )
+
+    def reinforce(self, record_id: str, actor: str, rationale: str) -> None:
+        """The record helped: salience + its gain (capped at 1), decay clock reset."""
+        self.handle(Reinforce(record_id=record_id, actor=actor, rationale=rationale))
+
+    def penalize(self, record_id: str, amount: float, actor: str, rationale: str) -> None:
+        """The record misled: salience − ``amount`` (never below its floor)."""
+        self.handle(Penalize(record_id=record_id, amount=amount, actor=actor, rationale=rationale))
+
+    def add_relation(
+        self,
+        source_id: str,
+        predicate: str,
+        target_id: str,
+        *,
+        weight: float = 1.0,
+        inverse: str = "",
+        actor: str = "system",
+        rationale: str = "",
+    ) -> None:
+        """Relate two existing records (and, with ``inverse``, the target back), atomically."""
+        self.handle(
+            AddRelation(
+                source_id=source_id,
+                predicate=predicate,
+                target_id=target_id,
+                weight=weight,
+                inverse=inverse,
+                actor=actor,
+                rationale=rationale,
+            )
+        )
+
+    def record_outcome(
+        self, record_id: str, status: str, *, actor: str = "system", rationale: str = ""
+    ) -> None:
+        """Attach an outcome (``success``, ``failure``, ``partial``) to an episodic record."""
+        self.handle(
+            RecordOutcome(record_id=record_id, status=status, actor=actor, rationale=rationale)
+        )
+
+    def pin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
+        """Exempt a record from decay-based hiding."""
+        self.handle(Pin(record_id=record_id, actor=actor, rationale=rationale))
+
+    def unpin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
+        self.handle(Unpin(record_id=record_id, actor=actor, rationale=rationale))
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def retrieve_by_id(
+        self,
+        record_id: str,
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        as_of: datetime | None = None,
+    ) -> MemoryRecord:
+        """One record in full, now or as it stood at ``as_of`` (decay evaluated then).
+
+        Raises :class:`~membrane_es.errors.NotFoundError` for an unknown id (or one created
+        after ``as_of``) and :class:`~membrane_es.errors.AccessDeniedError` when the trust
+        context may not read it in full. The default trust is least privilege (``low``, no
+        scopes), as in the reference SDK; ``trust=None`` is an error.
+        """
+        return record_queries.retrieve_by_id(
+            self._app, record_id, trust, now=self._clock.now(), as_of=as_of
+        )
+
+    def history(
+        self, record_id: str, *, trust: TrustContext | None = _LEAST_PRIVILEGE
+    ) -> list[HistoryEntry]:
+        """Every event of a record: version, time, event, audit action, actor, rationale."""
+        return record_queries.history(self._app, record_id, trust, now=self._clock.now())
+
+    # --- the command bus ------------------------------------------------------------------
+
+    def handle(self, command: Command) -> Any:
+        """Run one command; inside :meth:`batch` its events join the batch's single write."""
+        handler = COMMAND_HANDLERS[type(command)]
+        batch: EventStoreUnitOfWork | None = getattr(self._batch, "uow", None)
+        if batch is not None:
+            return handler(command, batch)
+        for attempt in range(CONFLICT_ATTEMPTS):
+            with self._write_lock:
+                uow = EventStoreUnitOfWork(self._app, self._clock)
+                try:
+                    return handler(command, uow)
+                except IntegrityError:
+                    # Another writer (another process) saved first: reload and try again.
+                    if attempt == CONFLICT_ATTEMPTS - 1:
+                        break
+        raise ConflictError(
+            f"{type(command).__name__} lost {CONFLICT_ATTEMPTS} races with concurrent writers"
+        )
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run many commands as one atomic, durable write (one commit for all of them).
+
+        Inside the block every write returns as usual; nothing is visible to other readers
+        until the block ends, and if it raises, none of it is written.
+        """
+        if getattr(self._batch, "uow", None) is not None:
+            raise MembraneError("batches do not nest")
+        with self._write_lock:
+            uow = EventStoreUnitOfWork(self._app, self._clock)
+            uow.deferred = True
+            self._batch.uow = uow
+            try:
+                yield
+                uow.commit()
+            except BaseException:
+                uow.rollback()
+                raise
+            finally:
+                self._batch.uow = None

@@ -1,0 +1,99 @@
+"""Single-record reads from the event store: by id (now or as of a moment) and history.
+
+These are the reads that need the events themselves: a record's full audit trail, and its
+exact state at any past moment (replaying its events up to then, decay evaluated then).
+By-id reads never redact: a record the caller may not read in full is denied.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
+from membrane_es.errors import AccessDeniedError, ValidationError
+from membrane_es.queries.trust import allows
+from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.timestamps import Timestamp, utc
+from membrane_es.schema.validation import check_id, check_trust
+
+_copy_encoder = msgspec.msgpack.Encoder()
+_copy_decoder = msgspec.msgpack.Decoder(MemoryRecord)
+
+
+class EventReader(Protocol):
+    def load(self, record_id: str) -> RecordAggregate: ...
+
+    def load_as_of(self, record_id: str, moment: datetime) -> RecordAggregate: ...
+
+    def record_events(self, record_id: str) -> list[Any]: ...
+
+
+class HistoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+    """One event in a record's life: what happened, when, by whom, and why."""
+
+    version: int
+    timestamp: Timestamp
+    event: str
+    action: str
+    actor: str
+    rationale: str = ""
+
+
+def retrieve_by_id(
+    reader: EventReader,
+    record_id: str,
+    trust: TrustContext | None,
+    *,
+    now: datetime,
+    as_of: datetime | None = None,
+) -> MemoryRecord:
+    """The record in full, now or as it stood at ``as_of``; denied rather than redacted."""
+    trust = check_trust(trust)
+    check_id("id", record_id)
+    if as_of is None:
+        aggregate, at = reader.load(record_id), now
+    else:
+        at = _moment("as_of", as_of)
+        aggregate = reader.load_as_of(record_id, at)
+    record = aggregate.view(at)
+    if not allows(trust, record):
+        raise AccessDeniedError(record_id)
+    # A private copy: the caller may mutate it without touching cached state.
+    return _copy_decoder.decode(_copy_encoder.encode(record))
+
+
+def history(
+    reader: EventReader, record_id: str, trust: TrustContext | None, *, now: datetime
+) -> list[HistoryEntry]:
+    """Every event of a record the caller may read in full, oldest first."""
+    trust = check_trust(trust)
+    check_id("id", record_id)
+    events = reader.record_events(record_id)
+    current = reader.load(record_id).view(now)
+    if not allows(trust, current):
+        raise AccessDeniedError(record_id)
+    entries = []
+    for event in events:
+        entries.append(
+            HistoryEntry(
+                version=event.originator_version,
+                timestamp=event.timestamp,
+                event=type(event).__name__,
+                action=event.action,
+                actor=event.actor,
+                rationale=event.audit_rationale(),
+            )
+        )
+    return entries
+
+
+def _moment(field: str, value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise ValidationError(field, "must be a datetime")
+    try:
+        return utc(value)
+    except ValueError as exc:
+        raise ValidationError(field, str(exc)) from None
