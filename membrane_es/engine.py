@@ -254,6 +254,14 @@ class Membrane:
         """Every event of a record: version, time, event, audit action, actor, rationale."""
         return record_queries.history(self._app, record_id, trust, now=self._clock.now())
 
+    def verify(self) -> Any:
+        """Walk the log's hash chain; the report names the first altered, missing or
+        reordered event (LMDB stores; other persistence modules keep no chain)."""
+        verify = getattr(self._app.recorder, "verify", None)
+        if verify is None:
+            raise MembraneError("this persistence module keeps no hash chain to verify")
+        return verify()
+
     # --- the command bus ------------------------------------------------------------------
 
     def handle(self, command: Command) -> Any:

@@ -1,0 +1,3 @@
+from membrane_es.cli import main
+
+raise SystemExit(main())
