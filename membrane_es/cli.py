@@ -21,6 +21,7 @@ import msgspec
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError
 from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.payloads import SemanticPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
 
 _FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -181,7 +182,7 @@ def _print(label: str, record: MemoryRecord) -> None:
 def _line(record: MemoryRecord) -> str:
     payload = record.payload
     fact = ""
-    if payload is not None and hasattr(payload, "subject"):
+    if isinstance(payload, SemanticPayload):
         fact = f"{payload.subject} {payload.predicate} {payload.object!r}"
         if payload.revision is not None and payload.revision.status:
             fact += f" [{payload.revision.status}]"

@@ -388,6 +388,24 @@ class MemoryRecord(Aggregate):
             audit_log=list(state.audit),
         )
 
+    def copy(self) -> MemoryRecord:
+        """An independent copy for one command to change.
+
+        Events only assign state fields and add to its lists, and never touch ``content``,
+        so copying the lists is enough; this stays cheap however long the history.
+        """
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._pending_events = []
+        state = self.state
+        clone.state = msgspec.structs.replace(
+            state,
+            relations=list(state.relations),
+            provenance_added=list(state.provenance_added),
+            audit=list(state.audit),
+        )
+        return clone
+
     # --- commands -------------------------------------------------------------------------
 
     def check_revisable(self) -> None:
