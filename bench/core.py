@@ -16,9 +16,10 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -117,8 +118,8 @@ def rebuild(events: int, repeats: int) -> tuple[float, float]:
         return statistics.median(rebuild_times), statistics.median(read_times)
 
 
-def _fold(aggregate: object, events: object) -> object:
-    for event in events:  # type: ignore[attr-defined]
+def _fold(aggregate: Any, events: Iterable[Any]) -> Any:
+    for event in events:
         aggregate = event.mutate(aggregate)
     return aggregate
 
