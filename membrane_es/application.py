@@ -61,8 +61,11 @@ class MemoryApplication(Application):
             assert isinstance(loaded, MemoryRecord)
             cached = loaded
         else:
-            # Another process may have written since: catch up from the log.
-            cached = _project(cached, self.events.get(key, gt=cached.version))
+            # Another process may have written since: catch up from the log, on a copy,
+            # because concurrent readers share the cached object.
+            newer = list(self.events.get(key, gt=cached.version))
+            if newer:
+                cached = _project(cached.copy(), newer)
         self.cache.put(cached)
         return cached.copy()
 
@@ -173,6 +176,9 @@ class EventStoreUnitOfWork:
         known = self._created.get(record_id) or self._loaded.get(record_id)
         if known is None:
             known = self._loaded[record_id] = self._app.load(record_id)
+            # Another engine (or process) may have written it with a clock ahead of ours:
+            # this record's next event must still come after its last one.
+            self._clock.observe(known.modified_on)
         return known
 
     def exists(self, record_id: str) -> bool:

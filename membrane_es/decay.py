@@ -4,6 +4,7 @@
 ``base`` was last set (creation, reinforcement, penalty). A base of 0 (retracted) stays 0,
 and a record past its ``max_age_seconds`` reads 0 without the floor, as in the reference.
 Because nothing is rewritten, decay never compounds and reading at any past moment is exact.
+Pinning freezes salience at its value when pinned; unpinning lets it decay again from there.
 """
 
 from __future__ import annotations
@@ -22,10 +23,17 @@ def salience_at(
     created_at: datetime,
     profile: DecayProfile,
     at: datetime,
+    *,
+    pinned: bool = False,
 ) -> float:
-    """The salience a record with this base and profile has at moment ``at``."""
+    """The salience a record with this base and profile has at moment ``at``.
+
+    A pinned record does not decay: it keeps the base it had when it was pinned.
+    """
     if base <= 0.0:
         return 0.0
+    if pinned:
+        return base
     if profile.max_age_seconds > 0 and (at - created_at).total_seconds() >= profile.max_age_seconds:
         return 0.0
     elapsed = max(0.0, (at - anchor).total_seconds())

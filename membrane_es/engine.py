@@ -298,7 +298,12 @@ class Membrane:
             self._batch.uow = uow
             try:
                 yield
-                uow.commit()
+                try:
+                    uow.commit()
+                except IntegrityError:
+                    raise ConflictError(
+                        "another writer changed a record this batch revised; nothing was written"
+                    ) from None
             except BaseException:
                 uow.rollback()
                 raise

@@ -295,13 +295,17 @@ class MemoryRecord(Aggregate):
             self.audit(aggregate)
 
     class Pinned(Event):
-        """The record is exempt from decay-based hiding and compression."""
+        """The record stops decaying and is exempt from hiding and compression."""
 
         action: ClassVar[str] = "pin"
 
         def apply(self, aggregate: MemoryRecord) -> None:
-            aggregate.state.pinned = True
-            aggregate.state.updated_at = self.timestamp
+            state = aggregate.state
+            # Freeze salience at its value now; it stays there while pinned.
+            state.salience_base = aggregate.salience(self.timestamp)
+            state.salience_anchor = self.timestamp
+            state.pinned = True
+            state.updated_at = self.timestamp
 
     class Unpinned(Event):
         """The record decays and may be hidden again."""
@@ -309,8 +313,11 @@ class MemoryRecord(Aggregate):
         action: ClassVar[str] = "unpin"
 
         def apply(self, aggregate: MemoryRecord) -> None:
-            aggregate.state.pinned = False
-            aggregate.state.updated_at = self.timestamp
+            state = aggregate.state
+            # Decay resumes from the pinned value, starting now.
+            state.salience_anchor = self.timestamp
+            state.pinned = False
+            state.updated_at = self.timestamp
 
     # --- construction ---------------------------------------------------------------------
 
@@ -347,7 +354,12 @@ class MemoryRecord(Aggregate):
         state = self.state
         created = state.content.created_at or self.created_on
         return salience_at(
-            state.salience_base, state.salience_anchor, created, state.content.lifecycle.decay, at
+            state.salience_base,
+            state.salience_anchor,
+            created,
+            state.content.lifecycle.decay,
+            at,
+            pinned=state.pinned,
         )
 
     def view(self, at: datetime) -> RecordData:

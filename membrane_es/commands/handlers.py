@@ -35,7 +35,7 @@ from membrane_es.errors import AlreadyExistsError, NotFoundError, ValidationErro
 from membrane_es.schema.enums import GraphPredicate, MemoryType, OutcomeStatus, ProvenanceKind
 from membrane_es.schema.payloads import RevisionState, SemanticPayload
 from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.records import ProvenanceSource, Relation
+from membrane_es.schema.records import ProvenanceSource, Relation, copy_record
 from membrane_es.schema.validation import (
     check_amount,
     check_id,
@@ -64,7 +64,7 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
         _stamped(record, at, keep_created=True), actor=cmd.actor, rationale=cmd.rationale, at=at
     )
     uow.save(aggregate)
-    return aggregate.view(at)
+    return copy_record(aggregate.view(at))
 
 
 def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
@@ -95,7 +95,7 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
         at=at,
     )
     uow.save(old, created)
-    return created.view(at)
+    return copy_record(created.view(at))
 
 
 def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
@@ -120,7 +120,7 @@ def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
         at=at,
     )
     uow.save(source, created)
-    return created.view(at)
+    return copy_record(created.view(at))
 
 
 def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
@@ -149,7 +149,7 @@ def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
         at=at,
     )
     uow.save(*sources, created)
-    return created.view(at)
+    return copy_record(created.view(at))
 
 
 # --- single-record revisions ----------------------------------------------------------------

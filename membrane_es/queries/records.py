@@ -15,12 +15,9 @@ import msgspec
 from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
 from membrane_es.errors import AccessDeniedError, ValidationError
 from membrane_es.queries.trust import allows
-from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.records import MemoryRecord, TrustContext, copy_record
 from membrane_es.schema.timestamps import Timestamp, utc
 from membrane_es.schema.validation import check_id, check_trust
-
-_copy_encoder = msgspec.msgpack.Encoder()
-_copy_decoder = msgspec.msgpack.Decoder(MemoryRecord)
 
 
 class EventReader(Protocol):
@@ -62,7 +59,7 @@ def retrieve_by_id(
     if not allows(trust, record):
         raise AccessDeniedError(record_id)
     # A private copy: the caller may mutate it without touching cached state.
-    return _copy_decoder.decode(_copy_encoder.encode(record))
+    return copy_record(record)
 
 
 def history(

@@ -157,3 +157,12 @@ class TrustContext(_Part):
     authenticated: bool = False
     actor_id: str = ""
     scopes: list[str] = msgspec.field(default_factory=list)
+
+
+_copy_encoder = msgspec.msgpack.Encoder()
+_copy_decoder = msgspec.msgpack.Decoder(MemoryRecord)
+
+
+def copy_record(record: MemoryRecord) -> MemoryRecord:
+    """A deep, independent copy (records handed to callers never share state with the engine)."""
+    return _copy_decoder.decode(_copy_encoder.encode(record))
