@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from types import TracebackType
 
     Txn = lmdb.Transaction[bytes]
@@ -308,12 +308,15 @@ class LMDBStore:
             self._check_open()
             for _ in range(64):
                 try:
-                    with self.env.begin(write=create) as txn:
+                    # Always a write transaction: a handle opened in a read
+                    # transaction is closed again when that transaction ends.
+                    with self.env.begin(write=True) as txn:
                         db = self.env.open_db(key, txn=txn, create=create)
                 except lmdb.NotFoundError:
                     return None
-                except lmdb.MapFullError:
-                    self._grow_map()
+                except lmdb.MapFullError as e:
+                    if not self._grow_map():
+                        raise translate_error(e) from e
                     continue
                 except lmdb.MapResizedError:
                     self._set_map_size(0)
@@ -331,13 +334,12 @@ class LMDBStore:
         return _ReadTxn(self)
 
     def last_txnid(self) -> int:
-        """Return the id of the last transaction committed by any process."""
-        self.gate.enter()
-        try:
-            self._check_open()
-            return self.env.info()["last_txnid"]
-        finally:
-            self.gate.leave()
+        """Return the id of the newest transaction, by any process, that readers can see."""
+        # Not env.info(): it reads the meta page, which a writer updates before
+        # new readers can see its commit, so a head read just after it could
+        # still be older than the id it reported.
+        with self.reading() as txn:
+            return txn.id()
 
     def map_size(self) -> int:
         """Return the current size of the memory map in bytes."""
@@ -391,17 +393,15 @@ class LMDBStore:
             try:
                 outcomes = self._try_commit(group)
             except lmdb.MapFullError as e:
-                if not self._grow_map():
-                    error = translate_error(e)
-                    outcomes = [(False, error)] * len(group)
-                else:
+                if self._grow_map():
                     continue
+                outcomes = [(False, translate_error(e)) for _ in group]
             except lmdb.MapResizedError:
                 self._set_map_size(0)
                 continue
             except lmdb.Error as e:
-                error = translate_error(e)
-                outcomes = [(False, error)] * len(group)
+                # Nothing was committed, so every batch in the group fails.
+                outcomes = [(False, translate_error(e)) for _ in group]
             break
         committed: set[str] = set()
         with self._cond:
@@ -603,13 +603,6 @@ def open_store(
             _registry[real] = (identity, store)
         store.retain()
         return store
-
-
-def open_stores() -> Iterator[LMDBStore]:
-    """Iterate over the stores currently open in this process (for diagnostics)."""
-    with _registry_lock:
-        stores = [store for _, store in _registry.values()]
-    return iter(stores)
 
 
 def _forget_after_fork() -> None:

@@ -1,0 +1,349 @@
+"""How events, the notification log and tracking are laid out in LMDB, and checked.
+
+Package-private support for :mod:`membrane_es.lmdb_store`. Sub-databases:
+
+events         key: originator key ‖ u64(version + 2**63)
+               value: u64(notification id, 0 if none) ‖ u32(len topic) ‖ topic ‖ state
+notifications  key: u64(notification id)
+               value: chain hash (32 bytes) ‖ events key
+meta           b"head" → u64(last notification id) ‖ chain hash of that row
+tracking       key: application name (UTF-8) → u64(notification id)
+
+The originator key carries a type tag so that ids come back as the type they
+went in as, and a length for strings so that one originator's keys are
+contiguous. The chain hash of a notification is
+blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InternalError,
+    Notification,
+    StoredEvent,
+    Tracking,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import lmdb
+
+    from membrane_es._lmdb_env import LMDBStore, Txn
+
+U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+_ROW = struct.Struct(">QI")
+_UUID_TAG = 1
+_STR_TAG = 2
+_VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
+HASH_SIZE = 32
+GENESIS = bytes(HASH_SIZE)
+HEAD_KEY = b"head"
+
+
+def originator_key(originator_id: UUID | str) -> bytes:
+    """Return the key prefix shared by all events of one originator."""
+    if isinstance(originator_id, UUID):
+        return bytes((_UUID_TAG,)) + originator_id.bytes
+    if isinstance(originator_id, str):
+        raw = originator_id.encode("utf-8")
+        return bytes((_STR_TAG,)) + _U32.pack(len(raw)) + raw
+    raise DataError(f"Originator id must be a UUID or str: {originator_id!r}")
+
+
+def decode_originator(key: bytes) -> UUID | str:
+    """Return the originator id an events key starts with."""
+    if key[0] == _UUID_TAG:
+        return UUID(bytes=key[1:17])
+    (length,) = _U32.unpack_from(key, 1)
+    return key[5 : 5 + length].decode("utf-8")
+
+
+def version_suffix(version: int) -> bytes:
+    """Return the part of an events key that orders one originator's versions."""
+    try:
+        return U64.pack(version + _VERSION_BIAS)
+    except struct.error:
+        raise DataError(f"Originator version out of range: {version}") from None
+
+
+def version_of(key: bytes) -> int:
+    """Return the version an events key ends with."""
+    (biased,) = U64.unpack_from(key, len(key) - 8)
+    return int(biased) - _VERSION_BIAS
+
+
+def decode_row(value: bytes) -> tuple[int, str, bytes]:
+    """Return (notification id, topic, state) of an events row."""
+    notification_id, topic_length = _ROW.unpack_from(value)
+    end = _ROW.size + topic_length
+    return notification_id, value[_ROW.size : end].decode("utf-8"), value[end:]
+
+
+def chain_hash(
+    previous: bytes, notification_id: int, event_key: bytes, topic: bytes, state: bytes
+) -> bytes:
+    """Return the hash chaining one notification to the previous one."""
+    # Every field before the state is self-delimiting, so the input is unambiguous.
+    return hashlib.blake2b(
+        previous + U64.pack(notification_id) + event_key + _U32.pack(len(topic)) + topic + state,
+        digest_size=HASH_SIZE,
+    ).digest()
+
+
+def read_head(txn: Txn, meta_db: lmdb._Database) -> tuple[int, bytes]:
+    """Return the last notification id (0 if none) and its chain hash."""
+    head = txn.get(HEAD_KEY, db=meta_db)
+    if head is None:
+        return 0, GENESIS
+    return int(U64.unpack_from(head)[0]), head[8 : 8 + HASH_SIZE]
+
+
+def _conflict(event: StoredEvent) -> str:
+    return (
+        f"Event already recorded: originator {event.originator_id!r} "
+        f"version {event.originator_version}"
+    )
+
+
+# Writes: each runs inside a (possibly shared) write transaction and raises to undo.
+
+
+def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEvent]) -> None:
+    """Write events that are not part of a notification log (snapshots)."""
+    for event in events:
+        key = originator_key(event.originator_id) + version_suffix(event.originator_version)
+        topic = event.topic.encode("utf-8")
+        value = _ROW.pack(0, len(topic)) + topic + event.state
+        if not txn.put(key, value, overwrite=False, db=events_db):
+            raise IntegrityError(_conflict(event))
+
+
+def append_events(
+    txn: Txn,
+    dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
+    events: Sequence[StoredEvent],
+) -> list[int]:
+    """Write events and append them to the hash-chained log; return their ids."""
+    events_db, log_db, meta_db = dbs
+    last, previous = read_head(txn, meta_db)
+    notification_ids = []
+    for event in events:
+        # Ids come from the head inside the write transaction: LMDB has one
+        # writer, so they are gap-free and in commit order.
+        last += 1
+        key = originator_key(event.originator_id) + version_suffix(event.originator_version)
+        topic = event.topic.encode("utf-8")
+        row = _ROW.pack(last, len(topic)) + topic + event.state
+        if not txn.put(key, row, overwrite=False, db=events_db):
+            raise IntegrityError(_conflict(event))
+        previous = chain_hash(previous, last, key, topic, event.state)
+        if not txn.put(U64.pack(last), previous + key, append=True, db=log_db):
+            raise IntegrityError(f"Notification id {last} already used")
+        notification_ids.append(last)
+    if notification_ids:
+        txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
+    return notification_ids
+
+
+def put_tracking(txn: Txn, tracking_db: lmdb._Database, tracking: Tracking) -> None:
+    """Record tracking unless its id is not above the one already recorded."""
+    key = tracking.application_name.encode("utf-8")
+    current = txn.get(key, db=tracking_db)
+    if current is not None:
+        (current_id,) = U64.unpack(current)
+        if current_id >= tracking.notification_id:
+            raise IntegrityError(
+                f"Tracking notification ID {tracking.notification_id} not greater than "
+                f"current max tracking ID {current_id} for {tracking.application_name!r}"
+            )
+    txn.put(key, U64.pack(tracking.notification_id), db=tracking_db)
+
+
+# Reads -------------------------------------------------------------------------------
+
+
+def read_events(
+    txn: Txn,
+    events_db: lmdb._Database,
+    originator_id: UUID | str,
+    gt: int | None,
+    lte: int | None,
+    desc: bool,
+    limit: int | None,
+) -> list[StoredEvent]:
+    """Return one originator's events with gt < version <= lte, in version order."""
+    prefix = originator_key(originator_id)
+    size = len(prefix) + 8
+    results: list[StoredEvent] = []
+    cursor = txn.cursor(db=events_db)
+    if not desc:
+        start = prefix if gt is None else prefix + version_suffix(gt + 1)
+        if not cursor.set_range(start):
+            return results
+        rows = cursor.iternext()
+    else:
+        end = prefix + (b"\xff" * 8 if lte is None else version_suffix(lte))
+        if cursor.set_range(end):
+            positioned = cursor.key() == end or cursor.prev()
+        else:
+            positioned = cursor.last()
+        if not positioned:
+            return results
+        rows = cursor.iterprev()
+    for key, value in rows:
+        if len(key) != size or not key.startswith(prefix):
+            break
+        version = version_of(key)
+        if (lte is not None and version > lte) or (gt is not None and version <= gt):
+            break
+        _, topic, state = decode_row(value)
+        results.append(StoredEvent(originator_id, version, topic, state))
+        if limit is not None and len(results) >= limit:
+            break
+    return results
+
+
+def read_notifications(
+    txn: Txn,
+    events_db: lmdb._Database,
+    log_db: lmdb._Database,
+    first: int,
+    limit: int,
+    stop: int | None,
+    topics: frozenset[str],
+) -> list[Notification]:
+    """Return up to limit notifications with first <= id <= stop, optionally of topics."""
+    results: list[Notification] = []
+    cursor = txn.cursor(db=log_db)
+    if not cursor.set_range(U64.pack(max(first, 1))):
+        return results
+    for key, value in cursor.iternext():
+        (notification_id,) = U64.unpack(key)
+        if stop is not None and notification_id > stop:
+            break
+        event_key = value[HASH_SIZE:]
+        row = txn.get(event_key, db=events_db)
+        if row is None:
+            raise InternalError(
+                f"Notification {notification_id} refers to a missing event row; run verify()"
+            )
+        _, topic, state = decode_row(row)
+        if topics and topic not in topics:
+            continue
+        results.append(
+            Notification(
+                id=notification_id,
+                originator_id=decode_originator(event_key),
+                originator_version=version_of(event_key),
+                topic=topic,
+                state=state,
+            )
+        )
+        if len(results) >= limit:
+            break
+    return results
+
+
+# Verification ------------------------------------------------------------------------
+
+
+class ChainFault(StrEnum):
+    """What is wrong at the first bad position of a notification log."""
+
+    ALTERED = "altered"
+    MISSING = "missing"
+    REORDERED = "reordered"
+    UNLOGGED = "unlogged"
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The outcome of verifying a notification log: OK, or its first fault."""
+
+    checked: int
+    fault: ChainFault | None = None
+    notification_id: int | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.fault is None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"OK: {self.checked} notifications verified"
+        where = "" if self.notification_id is None else f" at notification {self.notification_id}"
+        return f"{self.fault}{where}: {self.detail}"
+
+
+def verify_log(
+    store: LMDBStore,
+    dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
+    chunk_size: int = 1000,
+) -> ChainReport:
+    """Walk a notification log up to its head and report the first broken link, if any."""
+    events_db, log_db, meta_db = dbs
+    with store.reading() as txn:
+        head_id, head_hash = read_head(txn, meta_db)
+    expected, previous = 1, GENESIS
+
+    def fault(kind: ChainFault, detail: str) -> ChainReport:
+        return ChainReport(expected - 1, kind, expected, detail)
+
+    # One short read transaction per chunk, so a long walk doesn't pin old pages.
+    while expected <= head_id:
+        with store.reading() as txn:
+            cursor = txn.cursor(db=log_db)
+            if not cursor.set_range(U64.pack(expected)):
+                return fault(ChainFault.MISSING, f"log ends before its head ({head_id})")
+            for count, (key, value) in enumerate(cursor.iternext(), start=1):
+                (notification_id,) = U64.unpack(key)
+                if notification_id > head_id:
+                    break
+                if notification_id != expected:
+                    return fault(ChainFault.MISSING, f"next row is {notification_id}")
+                stored_hash, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
+                row = txn.get(event_key, db=events_db)
+                if row is None:
+                    return fault(ChainFault.MISSING, "the event row it refers to is missing")
+                recorded_id, topic, state = decode_row(row)
+                if recorded_id != notification_id:
+                    return fault(
+                        ChainFault.REORDERED,
+                        f"holds the event recorded as notification {recorded_id}",
+                    )
+                topic_bytes = topic.encode("utf-8")
+                if chain_hash(previous, expected, event_key, topic_bytes, state) != stored_hash:
+                    return fault(ChainFault.ALTERED, "content does not match the hash chain")
+                previous = stored_hash
+                expected += 1
+                if count >= chunk_size:
+                    break
+    if previous != head_hash:
+        return ChainReport(head_id, ChainFault.ALTERED, head_id, "log head does not match")
+    with store.reading() as txn:
+        # Rows and log entries commit together, so in one snapshot they match.
+        logged, _ = read_head(txn, meta_db)
+        entries = txn.stat(events_db)["entries"]
+    if entries > logged:
+        return ChainReport(
+            head_id,
+            ChainFault.UNLOGGED,
+            None,
+            f"{entries - logged} event rows are not in the notification log",
+        )
+    return ChainReport(head_id)
