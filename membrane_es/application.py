@@ -60,13 +60,14 @@ class MemoryApplication(Application):
                 raise NotFoundError(record_id) from None
             assert isinstance(loaded, MemoryRecord)
             cached = loaded
+            self.cache.put(cached)
         else:
             # Another process may have written since: catch up from the log, on a copy,
             # because concurrent readers share the cached object.
             newer = list(self.events.get(key, gt=cached.version))
             if newer:
                 cached = _project(cached.copy(), newer)
-        self.cache.put(cached)
+                self.cache.put(cached)
         return cached.copy()
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
@@ -75,7 +76,7 @@ class MemoryApplication(Application):
         Same steps as the library's ``save``, but our aggregates are recognised by class:
         its runtime ``Protocol`` checks cost more than a durable commit's CPU work.
         """
-        processing = ProcessingEvent[UUID]()
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, MemoryRecord):
                 processing.events.extend(obj.collect_events())
