@@ -24,22 +24,7 @@ from eventsourcing.persistence import IntegrityError
 
 from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
 from membrane_es.clock import MonotonicClock
-from membrane_es.commands import (
-    COMMAND_HANDLERS,
-    AddRelation,
-    Command,
-    Contest,
-    CreateRecord,
-    Fork,
-    Merge,
-    Penalize,
-    Pin,
-    RecordOutcome,
-    Reinforce,
-    Retract,
-    Supersede,
-    Unpin,
-)
+from membrane_es.commands import COMMAND_HANDLERS, Command, messages
 from membrane_es.commands.messages import RecordInput
 from membrane_es.errors import ConflictError, MembraneError
 from membrane_es.queries import records as record_queries
@@ -136,7 +121,7 @@ class Membrane:
     ) -> MemoryRecord:
         """Store a record as given (the reference's direct create); returns it as stored."""
         result: MemoryRecord = self.handle(
-            CreateRecord(record=record, actor=actor, rationale=rationale)
+            messages.CreateRecord(record=record, actor=actor, rationale=rationale)
         )
         return result
 
@@ -145,7 +130,9 @@ class Membrane:
     ) -> MemoryRecord:
         """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted."""
         result: MemoryRecord = self.handle(
-            Supersede(old_id=old_id, new_record=new_record, actor=actor, rationale=rationale)
+            messages.Supersede(
+                old_id=old_id, new_record=new_record, actor=actor, rationale=rationale
+            )
         )
         return result
 
@@ -154,20 +141,22 @@ class Membrane:
     ) -> MemoryRecord:
         """Derive a conditional variant of ``source_id``; both stay active."""
         result: MemoryRecord = self.handle(
-            Fork(source_id=source_id, forked_record=forked_record, actor=actor, rationale=rationale)
+            messages.Fork(
+                source_id=source_id, forked_record=forked_record, actor=actor, rationale=rationale
+            )
         )
         return result
 
     def retract(self, record_id: str, actor: str, rationale: str) -> None:
         """Withdraw a record: salience 0, excluded from active reads, kept in history."""
-        self.handle(Retract(record_id=record_id, actor=actor, rationale=rationale))
+        self.handle(messages.Retract(record_id=record_id, actor=actor, rationale=rationale))
 
     def merge(
         self, record_ids: list[str], merged_record: RecordInput, actor: str, rationale: str
     ) -> MemoryRecord:
         """Combine records into one; every source is retracted, all in one atomic write."""
         result: MemoryRecord = self.handle(
-            Merge(
+            messages.Merge(
                 record_ids=record_ids, merged_record=merged_record, actor=actor, rationale=rationale
             )
         )
@@ -176,18 +165,20 @@ class Membrane:
     def contest(self, record_id: str, contesting_ref: str, actor: str, rationale: str) -> None:
         """Flag conflicting evidence (``contesting_ref``: an existing record id, or "")."""
         self.handle(
-            Contest(
+            messages.Contest(
                 record_id=record_id, contesting_ref=contesting_ref, actor=actor, rationale=rationale
             )
         )
 
     def reinforce(self, record_id: str, actor: str, rationale: str) -> None:
         """The record helped: salience + its gain (capped at 1), decay clock reset."""
-        self.handle(Reinforce(record_id=record_id, actor=actor, rationale=rationale))
+        self.handle(messages.Reinforce(record_id=record_id, actor=actor, rationale=rationale))
 
     def penalize(self, record_id: str, amount: float, actor: str, rationale: str) -> None:
         """The record misled: salience − ``amount`` (never below its floor)."""
-        self.handle(Penalize(record_id=record_id, amount=amount, actor=actor, rationale=rationale))
+        self.handle(
+            messages.Penalize(record_id=record_id, amount=amount, actor=actor, rationale=rationale)
+        )
 
     def add_relation(
         self,
@@ -202,7 +193,7 @@ class Membrane:
     ) -> None:
         """Relate two existing records (and, with ``inverse``, the target back), atomically."""
         self.handle(
-            AddRelation(
+            messages.AddRelation(
                 source_id=source_id,
                 predicate=predicate,
                 target_id=target_id,
@@ -218,15 +209,17 @@ class Membrane:
     ) -> None:
         """Attach an outcome (``success``, ``failure``, ``partial``) to an episodic record."""
         self.handle(
-            RecordOutcome(record_id=record_id, status=status, actor=actor, rationale=rationale)
+            messages.RecordOutcome(
+                record_id=record_id, status=status, actor=actor, rationale=rationale
+            )
         )
 
     def pin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
         """Exempt a record from decay-based hiding."""
-        self.handle(Pin(record_id=record_id, actor=actor, rationale=rationale))
+        self.handle(messages.Pin(record_id=record_id, actor=actor, rationale=rationale))
 
     def unpin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
-        self.handle(Unpin(record_id=record_id, actor=actor, rationale=rationale))
+        self.handle(messages.Unpin(record_id=record_id, actor=actor, rationale=rationale))
 
     # --- reads ----------------------------------------------------------------------------
 

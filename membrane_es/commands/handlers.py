@@ -73,11 +73,7 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
     _check_reason(cmd)
     new = coerce_record(cmd.new_record, "new_record")
     old = uow.get(cmd.old_id)
-    old.check_revisable()
-    require_evidence(new, "new_record")
-    new = replace(new, id=new.id or new_record_id())
-    _check_relation_targets(new, "new_record", uow)
-    _check_new_id(new.id, uow)
+    new = _revision_record(new, [old], "new_record", uow)
 
     old.supersede(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
@@ -88,14 +84,7 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
         revision = replace(revision, supersedes=cmd.old_id, status="active")
         new = replace(new, payload=replace(payload, revision=revision))
     new = _with_relation(new, GraphPredicate.SUPERSEDES, cmd.old_id, at)
-    created = MemoryRecord.create(
-        _stamped(new, at),
-        actor=cmd.actor,
-        rationale=f"supersedes {cmd.old_id}: {cmd.rationale}",
-        at=at,
-    )
-    uow.save(old, created)
-    return copy_record(created.view(at))
+    return _create_revision(new, f"supersedes {cmd.old_id}: {cmd.rationale}", cmd, at, uow, [old])
 
 
 def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
@@ -104,23 +93,13 @@ def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
     _check_reason(cmd)
     new = coerce_record(cmd.forked_record, "forked_record")
     source = uow.get(cmd.source_id)
-    source.check_revisable()
-    require_evidence(new, "forked_record")
-    new = replace(new, id=new.id or new_record_id())
-    _check_relation_targets(new, "forked_record", uow)
-    _check_new_id(new.id, uow)
+    new = _revision_record(new, [source], "forked_record", uow)
 
     source.fork(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
     new = _with_relation(new, GraphPredicate.DERIVED_FROM, cmd.source_id, at)
-    created = MemoryRecord.create(
-        _stamped(new, at),
-        actor=cmd.actor,
-        rationale=f"forked from {cmd.source_id}: {cmd.rationale}",
-        at=at,
-    )
-    uow.save(source, created)
-    return copy_record(created.view(at))
+    rationale = f"forked from {cmd.source_id}: {cmd.rationale}"
+    return _create_revision(new, rationale, cmd, at, uow, [source])
 
 
 def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
@@ -130,24 +109,40 @@ def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
     new = coerce_record(cmd.merged_record, "merged_record")
     unique_ids = list(dict.fromkeys(ids))
     sources = [uow.get(record_id) for record_id in unique_ids]
-    for source in sources:
-        source.check_revisable()
-    require_evidence(new, "merged_record")
-    new = replace(new, id=new.id or new_record_id())
-    _check_relation_targets(new, "merged_record", uow)
-    _check_new_id(new.id, uow)
+    new = _revision_record(new, sources, "merged_record", uow)
 
     for source in sources:
         source.merge_into(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
     for record_id in unique_ids:
         new = _with_relation(new, GraphPredicate.DERIVED_FROM, record_id, at)
-    created = MemoryRecord.create(
-        _stamped(new, at),
-        actor=cmd.actor,
-        rationale=f"merged from [{' '.join(ids)}]: {cmd.rationale}",
-        at=at,
-    )
+    rationale = f"merged from [{' '.join(ids)}]: {cmd.rationale}"
+    return _create_revision(new, rationale, cmd, at, uow, sources)
+
+
+def _revision_record(
+    new: RecordData, sources: list[MemoryRecord], field: str, uow: UnitOfWork
+) -> RecordData:
+    """Check a revision may go ahead (in the reference's order) and give the new record an id."""
+    for source in sources:
+        source.check_revisable()
+    require_evidence(new, field)
+    new = replace(new, id=new.id or new_record_id())
+    _check_relation_targets(new, field, uow)
+    _check_new_id(new.id, uow)
+    return new
+
+
+def _create_revision(
+    new: RecordData,
+    rationale: str,
+    cmd: Command,
+    at: datetime,
+    uow: UnitOfWork,
+    sources: list[MemoryRecord],
+) -> RecordData:
+    """Create the revision's new record and save it with its sources in one write."""
+    created = MemoryRecord.create(_stamped(new, at), actor=cmd.actor, rationale=rationale, at=at)
     uow.save(*sources, created)
     return copy_record(created.view(at))
 
