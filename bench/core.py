@@ -133,6 +133,20 @@ def _timed(work: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
+def write_section(path: Path, name: str, text: str) -> None:
+    """Replace the generated section ``name`` of a Markdown file, keeping the prose around it."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    block = f"{begin}\n{text}\n{end}"
+    current = path.read_text() if path.exists() else "# Benchmarks\n"
+    if begin in current and end in current:
+        head, rest = current.split(begin, 1)
+        current = head + block + rest.split(end, 1)[1]
+    else:
+        current = current.rstrip("\n") + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(current)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=2000)
@@ -188,8 +202,7 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write:
-        Path("docs").mkdir(exist_ok=True)
-        Path("docs/benchmarks.md").write_text("# Benchmarks\n\n" + report + "\n")
+        write_section(Path("docs/benchmarks.md"), "bench.core", report)
 
 
 if __name__ == "__main__":
