@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -24,7 +24,11 @@ from eventsourcing.persistence import IntegrityError
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.clock import MonotonicClock
+from membrane_es.embedding.protocol import Embedder
+from membrane_es.embedding.vectors import record_embedding
 from membrane_es.errors import NotFoundError
+from membrane_es.schema.records import Embedding
+from membrane_es.schema.records import MemoryRecord as RecordData
 
 APPLICATION_NAME = "memory"
 
@@ -165,9 +169,12 @@ class RecordCache:
 class EventStoreUnitOfWork:
     """One command's (or one batch's) view of the write side, with an identity map."""
 
-    def __init__(self, app: MemoryApplication, clock: MonotonicClock) -> None:
+    def __init__(
+        self, app: MemoryApplication, clock: MonotonicClock, embedder: Embedder | None = None
+    ) -> None:
         self._app = app
         self._clock = clock
+        self._embedder = embedder
         self._loaded: dict[str, MemoryRecord] = {}
         self._created: dict[str, MemoryRecord] = {}
         self._pending: dict[str, MemoryRecord] = {}
@@ -197,6 +204,9 @@ class EventStoreUnitOfWork:
             self._pending[aggregate.record_id] = aggregate
         if not self.deferred:
             self.commit()
+
+    def embed(self, record: RecordData, given: Sequence[float] | None = None) -> Embedding | None:
+        return record_embedding(record, self._embedder, given)
 
     def commit(self) -> None:
         """Write every pending event in one atomic save."""

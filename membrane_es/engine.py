@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command, messages
 from membrane_es.commands.messages import RecordInput
+from membrane_es.embedding.protocol import Embedder
 from membrane_es.errors import ConflictError, MembraneError
 from membrane_es.queries import records as record_queries
 from membrane_es.queries.records import HistoryEntry
@@ -48,9 +49,15 @@ class Membrane:
     reported as :class:`~membrane_es.errors.ConflictError`.
     """
 
-    def __init__(self, app: MemoryApplication, clock: MonotonicClock | None = None) -> None:
+    def __init__(
+        self,
+        app: MemoryApplication,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         self._app = app
         self._clock = clock or MonotonicClock()
+        self._embedder = embedder
         last = app.last_event_time()
         if last is not None:
             self._clock.observe(last)
@@ -68,12 +75,15 @@ class Membrane:
         sync: bool = True,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
         :param sync: fsync every commit (durable); ``False`` trades the last few commits on
             power loss for speed, never consistency.
         :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
+        :param embedder: embeds each new record's search text; its vector is stored in the
+            record's ``Created`` event (see :mod:`membrane_es.embedding`).
         """
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
@@ -83,15 +93,19 @@ class Membrane:
             "LMDB_SYNC": "y" if sync else "n",
             **(env or {}),
         }
-        return cls(MemoryApplication(settings), clock)
+        return cls(MemoryApplication(settings), clock, embedder)
 
     @classmethod
     def in_memory(
-        cls, *, env: Mapping[str, str] | None = None, clock: MonotonicClock | None = None
+        cls,
+        *,
+        env: Mapping[str, str] | None = None,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
     ) -> Self:
         """A store that lives in this process only (eventsourcing's in-memory recorders)."""
         settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
-        return cls(MemoryApplication(settings), clock)
+        return cls(MemoryApplication(settings), clock, embedder)
 
     def close(self) -> None:
         if not self._closed:
@@ -117,11 +131,24 @@ class Membrane:
     # --- writes (reference SDK names and signatures) --------------------------------------
 
     def create_record(
-        self, record: RecordInput, *, actor: str = "system", rationale: str = "Initial creation"
+        self,
+        record: RecordInput,
+        *,
+        actor: str = "system",
+        rationale: str = "Initial creation",
+        embedding: Sequence[float] | None = None,
     ) -> MemoryRecord:
-        """Store a record as given (the reference's direct create); returns it as stored."""
+        """Store a record as given (the reference's direct create); returns it as stored.
+
+        :param embedding: the record's own vector (else the engine's embedder makes one).
+        """
         result: MemoryRecord = self.handle(
-            messages.CreateRecord(record=record, actor=actor, rationale=rationale)
+            messages.CreateRecord(
+                record=record,
+                actor=actor,
+                rationale=rationale,
+                embedding=None if embedding is None else list(embedding),
+            )
         )
         return result
 
@@ -265,7 +292,7 @@ class Membrane:
             return handler(command, batch)
         for attempt in range(CONFLICT_ATTEMPTS):
             with self._write_lock:
-                uow = EventStoreUnitOfWork(self._app, self._clock)
+                uow = EventStoreUnitOfWork(self._app, self._clock, self._embedder)
                 try:
                     return handler(command, uow)
                 except IntegrityError:
@@ -286,7 +313,7 @@ class Membrane:
         if getattr(self._batch, "uow", None) is not None:
             raise MembraneError("batches do not nest")
         with self._write_lock:
-            uow = EventStoreUnitOfWork(self._app, self._clock)
+            uow = EventStoreUnitOfWork(self._app, self._clock, self._embedder)
             uow.deferred = True
             self._batch.uow = uow
             try:

@@ -30,6 +30,7 @@ from membrane_es.schema.enums import (
 from membrane_es.schema.payloads import EpisodicPayload, RevisionState, SemanticPayload
 from membrane_es.schema.records import (
     AuditEntry,
+    Embedding,
     ProvenanceSource,
     Relation,
 )
@@ -92,6 +93,9 @@ class MemoryRecord(Aggregate):
         record: RecordData
         actor: str
         rationale: str
+        # The vector the record is searched by, when an embedder (or the caller) gave one.
+        # Stored in the log so rebuilding the read side never re-runs a model.
+        embedding: Embedding | None = None
 
         action: ClassVar[str] = "create"
 
@@ -323,7 +327,13 @@ class MemoryRecord(Aggregate):
 
     @classmethod
     def create(
-        cls, record: RecordData, *, actor: str, rationale: str, at: datetime
+        cls,
+        record: RecordData,
+        *,
+        actor: str,
+        rationale: str,
+        at: datetime,
+        embedding: Embedding | None = None,
     ) -> MemoryRecord:
         """A new record aggregate; ``record.id`` must already be set."""
         return cls._create(
@@ -333,6 +343,7 @@ class MemoryRecord(Aggregate):
             record=record,
             actor=actor,
             rationale=rationale,
+            embedding=embedding,
         )
 
     # --- reading --------------------------------------------------------------------------

@@ -61,7 +61,11 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
     _check_new_id(record.id, uow)
     at = uow.now()
     aggregate = MemoryRecord.create(
-        _stamped(record, at, keep_created=True), actor=cmd.actor, rationale=cmd.rationale, at=at
+        _stamped(record, at, keep_created=True),
+        actor=cmd.actor,
+        rationale=cmd.rationale,
+        at=at,
+        embedding=uow.embed(record, cmd.embedding),
     )
     uow.save(aggregate)
     return copy_record(aggregate.view(at))
@@ -142,7 +146,9 @@ def _create_revision(
     sources: list[MemoryRecord],
 ) -> RecordData:
     """Create the revision's new record and save it with its sources in one write."""
-    created = MemoryRecord.create(_stamped(new, at), actor=cmd.actor, rationale=rationale, at=at)
+    created = MemoryRecord.create(
+        _stamped(new, at), actor=cmd.actor, rationale=rationale, at=at, embedding=uow.embed(new)
+    )
     uow.save(*sources, created)
     return copy_record(created.view(at))
 

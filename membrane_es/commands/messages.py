@@ -28,6 +28,8 @@ class CreateRecord(Command, frozen=True, kw_only=True):
     record: RecordInput
     actor: str = "system"
     rationale: str = "Initial creation"
+    # The record's own vector, if the caller has one (checked against the store's dimensions).
+    embedding: list[float] | None = None
 
 
 class Supersede(Command, frozen=True, kw_only=True):

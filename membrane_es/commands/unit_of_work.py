@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
 from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.schema.records import Embedding
+from membrane_es.schema.records import MemoryRecord as RecordData
 
 
 class UnitOfWork(Protocol):
@@ -25,4 +28,9 @@ class UnitOfWork(Protocol):
 
     def save(self, *aggregates: MemoryRecord) -> None:
         """Append all pending events of these aggregates in one atomic write."""
+        ...
+
+    def embed(self, record: RecordData, given: Sequence[float] | None = None) -> Embedding | None:
+        """The vector to store with a new record: ``given`` (checked), else the engine's
+        embedder's, else none."""
         ...

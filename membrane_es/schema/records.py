@@ -147,6 +147,13 @@ class MemoryRecord(_Part, kw_only=True):
     audit_log: list[AuditEntry] = msgspec.field(default_factory=lambda: [])
 
 
+class Embedding(_Part):
+    """A record's vector as stored in its ``Created`` event: float32, little-endian bytes."""
+
+    model: str
+    vector: bytes
+
+
 class TrustContext(_Part):
     """Who is asking: the highest sensitivity it may read in full, and its allowed scopes.
 

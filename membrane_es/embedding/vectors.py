@@ -1,0 +1,48 @@
+"""Vectors as the log stores them: float32 little-endian bytes, tagged with their model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from membrane_es.embedding.protocol import Embedder, Matrix, normalise
+from membrane_es.embedding.text import search_text
+from membrane_es.errors import ValidationError
+from membrane_es.schema.records import Embedding, MemoryRecord
+
+CALLER_MODEL = "caller-supplied"
+
+
+def pack(model: str, vector: Matrix) -> Embedding:
+    return Embedding(model=model, vector=np.asarray(vector, dtype="<f4").tobytes())
+
+
+def unpack(embedding: Embedding) -> Matrix:
+    """The stored vector as float32 (a read-only view of the bytes)."""
+    return np.frombuffer(embedding.vector, dtype="<f4")
+
+
+def record_embedding(
+    record: MemoryRecord,
+    embedder: Embedder | None,
+    given: Sequence[float] | None = None,
+    *,
+    field: str = "embedding",
+) -> Embedding | None:
+    """The vector to store with a new record: the caller's (checked, normalised), else the
+    embedder's reading of the record's search text, else none."""
+    if given is not None:
+        values = list(given)
+        if embedder is not None and len(values) != embedder.dimensions:
+            raise ValidationError(
+                field, f"expected {embedder.dimensions} dimensions, got {len(values)}"
+            )
+        if not values or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+            raise ValidationError(field, "must be a non-empty list of finite numbers")
+        model = embedder.model if embedder is not None else CALLER_MODEL
+        return pack(model, normalise(np.asarray([values], dtype=np.float32))[0])
+    if embedder is None:
+        return None
+    return pack(embedder.model, embedder.embed([search_text(record)])[0])
