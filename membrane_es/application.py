@@ -179,6 +179,7 @@ class EventStoreUnitOfWork:
         self._created: dict[str, MemoryRecord] = {}
         self._pending: dict[str, MemoryRecord] = {}
         self.deferred = False
+        self.recordings: list[Recording[UUID]] = []  # what the commits wrote, in log order
 
     def get(self, record_id: str) -> MemoryRecord:
         known = self._created.get(record_id) or self._loaded.get(record_id)
@@ -213,7 +214,7 @@ class EventStoreUnitOfWork:
         if self._pending:
             pending = list(self._pending.values())
             self._pending.clear()
-            self._app.save(*pending)
+            self.recordings.extend(self._app.save(*pending))
 
     def rollback(self) -> None:
         """Forget pending work; cached aggregates were copies, so nothing else to undo."""

@@ -28,6 +28,7 @@ from membrane_es.commands import COMMAND_HANDLERS, Command, messages
 from membrane_es.commands.messages import RecordInput
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.errors import ConflictError, MembraneError
+from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries import records as record_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
@@ -54,10 +55,24 @@ class Membrane:
         app: MemoryApplication,
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
+        views_dir: Path | None = None,
     ) -> None:
         self._app = app
         self._clock = clock or MonotonicClock()
         self._embedder = embedder
+        self._views_dir = views_dir
+        self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
+        max_id = app.recorder.max_notification_id() or 0
+        if self._views.position > max_id:
+            # The checkpoint is ahead of this log (a different or restored store): start over.
+            self._views = ReadModel()
+        self._views.catch_up(app)
+        index = self._views.embeddings
+        if embedder is not None and index.dimensions and index.model != embedder.model:
+            raise MembraneError(
+                f"this store's vectors were made by {index.model!r}; "
+                f"open it with that embedder, not {embedder.model!r}"
+            )
         last = app.last_event_time()
         if last is not None:
             self._clock.observe(last)
@@ -93,7 +108,7 @@ class Membrane:
             "LMDB_SYNC": "y" if sync else "n",
             **(env or {}),
         }
-        return cls(MemoryApplication(settings), clock, embedder)
+        return cls(MemoryApplication(settings), clock, embedder, views_dir=directory / "views")
 
     @classmethod
     def in_memory(
@@ -108,9 +123,33 @@ class Membrane:
         return cls(MemoryApplication(settings), clock, embedder)
 
     def close(self) -> None:
+        """Checkpoint the read side (durable stores) and release the store."""
         if not self._closed:
             self._closed = True
+            if self._views_dir is not None:
+                self._views.catch_up(self._app)
+                self._views.save(self._views_dir)
+            self._views.close()
             self._app.close()
+
+    @property
+    def views(self) -> ReadModel:
+        """The read side, caught up with the log (writes by other processes included)."""
+        self._views.catch_up(self._app)
+        return self._views
+
+    def rebuild_views(self) -> None:
+        """Replace the read side by one rebuilt from the whole log."""
+        rebuilt = ReadModel.rebuild(self._app)
+        with self._write_lock:
+            old, self._views = self._views, rebuilt
+        old.close()
+
+    def checkpoint(self) -> None:
+        """Save the read side now (durable stores); a restart replays only what follows."""
+        if self._views_dir is not None:
+            self._views.catch_up(self._app)
+            self._views.save(self._views_dir)
 
     def __enter__(self) -> Self:
         return self
@@ -294,7 +333,9 @@ class Membrane:
             with self._write_lock:
                 uow = EventStoreUnitOfWork(self._app, self._clock, self._embedder)
                 try:
-                    return handler(command, uow)
+                    result = handler(command, uow)
+                    self._views.follow(uow.recordings, self._app)  # callers read their own writes
+                    return result
                 except IntegrityError:
                     # Another writer (another process) saved first: reload and try again.
                     if attempt == CONFLICT_ATTEMPTS - 1:
@@ -320,6 +361,7 @@ class Membrane:
                 yield
                 try:
                     uow.commit()
+                    self._views.follow(uow.recordings, self._app)
                 except IntegrityError:
                     raise ConflictError(
                         "another writer changed a record this batch revised; nothing was written"

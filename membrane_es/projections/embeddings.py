@@ -1,0 +1,78 @@
+"""The embedding matrix, partitioned by scope: float32, L2-normalised, grown by doubling.
+
+Rows of one scope are stored together, so a query limited to a few scopes multiplies only
+their rows — at 5 % selectivity a per-scope block is far faster than masking a global matrix
+(notes/vector-search.md). A query over every scope visits every block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
+
+
+class Block:
+    """The vectors of one scope and the table rows they belong to."""
+
+    def __init__(self, dimensions: int, capacity: int = 256) -> None:
+        self.matrix = np.zeros((capacity, dimensions), dtype=np.float32)
+        self.rows = np.zeros(capacity, dtype=np.int64)
+        self.size = 0
+
+    def append(self, row: int, vector: Array) -> None:
+        if self.size == len(self.rows):
+            grown = np.zeros((len(self.rows) * 2, self.matrix.shape[1]), dtype=np.float32)
+            grown[: self.size] = self.matrix
+            self.matrix = grown
+            rows = np.zeros(len(self.rows) * 2, dtype=np.int64)
+            rows[: self.size] = self.rows
+            self.rows = rows
+        self.matrix[self.size] = vector
+        self.rows[self.size] = row
+        self.size += 1
+
+
+class EmbeddingIndex:
+    """Vectors by scope; one model and one dimension for the whole store."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.dimensions = 0
+        self.blocks: dict[int, Block] = {}
+        self.skipped = 0  # vectors from another model or of another size, not indexed
+
+    def add(self, row: int, scope: int, model: str, vector: Array) -> None:
+        if not self.dimensions:
+            self.model, self.dimensions = model, len(vector)
+        if len(vector) != self.dimensions:
+            self.skipped += 1
+            return
+        block = self.blocks.get(scope)
+        if block is None:
+            block = self.blocks[scope] = Block(self.dimensions)
+        block.append(row, vector)
+
+    def __len__(self) -> int:
+        return sum(block.size for block in self.blocks.values())
+
+    def similarities(self, query: Array, scopes: list[int] | None) -> tuple[Array, Array]:
+        """(rows, cosine similarity) for every vector in the given scopes (all if None)."""
+        if not self.dimensions:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        query = np.asarray(query, dtype=np.float32)
+        chosen = (
+            list(self.blocks.values())
+            if scopes is None
+            else [self.blocks[s] for s in scopes if s in self.blocks]
+        )
+        if not chosen:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rows = [b.rows[: b.size] for b in chosen]
+        scores = [b.matrix[: b.size] @ query for b in chosen]
+        if len(chosen) == 1:
+            return rows[0], scores[0]
+        return np.concatenate(rows), np.concatenate(scores)

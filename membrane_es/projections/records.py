@@ -1,0 +1,271 @@
+"""The record table: one row per record, numpy columns, and the timeline of its state.
+
+Content columns (type, sensitivity, scope, creation, decay profile, confidence, selector
+signals) are written once, when the record's ``Created`` event arrives. State columns (the
+salience base and the moment it was set, pinning, revision status) change with later events;
+every change is also appended to a timeline, with periodic full checkpoints, so the state of
+*every* record at any past moment is one checkpoint plus the changes after it (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es.aggregates.identity import record_key
+from membrane_es.projections.timecodes import micros
+from membrane_es.schema.enums import DeletionPolicy, MemoryType, RevisionStatus, Sensitivity
+from membrane_es.schema.payloads import CompetencePayload, PlanGraphPayload, SemanticPayload
+from membrane_es.schema.records import MemoryRecord
+
+TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
+TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
+LN2 = math.log(2)
+
+STATUS_NONE, STATUS_ACTIVE, STATUS_CONTESTED, STATUS_RETRACTED = 0, 1, 2, 3
+_STATUS_CODE = {
+    "": STATUS_NONE,
+    RevisionStatus.ACTIVE.value: STATUS_ACTIVE,
+    RevisionStatus.CONTESTED.value: STATUS_CONTESTED,
+    RevisionStatus.RETRACTED.value: STATUS_RETRACTED,
+}
+
+# Columns fixed at creation, and columns that change; (name, dtype).
+CONTENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("type", "i1"),
+    ("sensitivity", "i1"),
+    ("scope", "i4"),
+    ("tx_time", "i8"),  # when the Created event was recorded (transaction time)
+    ("created_at", "i8"),  # the record's own created_at
+    ("confidence", "f4"),
+    ("half_life", "f8"),
+    ("floor", "f8"),
+    ("max_age", "f8"),
+    ("auto_prune", "?"),
+    ("success", "f4"),  # competence success rate / plan 1 - failure rate; NaN if unknown
+)
+STATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("base", "f8"),
+    ("anchor", "i8"),
+    ("last_reinforced", "i8"),
+    ("updated", "i8"),
+    ("pinned", "?"),
+    ("retracted", "?"),
+    ("status", "i1"),
+)
+
+Array = npt.NDArray[Any]
+
+
+@dataclass
+class State:
+    """State columns of the first ``size`` rows at one moment."""
+
+    size: int
+    columns: dict[str, Array]
+
+
+class RecordTable:
+    """Rows in creation order; ``row_of`` maps record ids to rows."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.size = 0
+        self.ids: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.row_of_key: dict[UUID, int] = {}  # by aggregate id, for events
+        self.scope_names: list[str] = [""]
+        self.scope_ids: dict[str, int] = {"": 0}
+        self.content = {n: np.zeros(capacity, dtype=d) for n, d in CONTENT_COLUMNS}
+        self.state = {n: np.zeros(capacity, dtype=d) for n, d in STATE_COLUMNS}
+        self.timeline = Timeline()
+
+    # --- writes (called by the read model, in log order) ---------------------------------
+
+    def add(self, record: MemoryRecord, tx_time: int) -> int:
+        """Append the row of a newly created record; returns its row."""
+        if self.size == len(self.content["type"]):
+            self._grow()
+        row = self.size
+        self.size += 1
+        self.ids.append(record.id)
+        self.row_of[record.id] = row
+        self.row_of_key[record_key(record.id)] = row
+        decay = record.lifecycle.decay
+        content = self.content
+        content["type"][row] = TYPE_CODE[record.type]
+        content["sensitivity"][row] = Sensitivity(record.sensitivity).level
+        content["scope"][row] = self.scope_id(record.scope)
+        content["tx_time"][row] = tx_time
+        content["created_at"][row] = micros(record.created_at) if record.created_at else tx_time
+        content["confidence"][row] = record.confidence
+        content["half_life"][row] = decay.half_life_seconds
+        content["floor"][row] = decay.min_salience
+        content["max_age"][row] = decay.max_age_seconds
+        content["auto_prune"][row] = record.lifecycle.deletion_policy is DeletionPolicy.AUTO_PRUNE
+        content["success"][row] = _success_signal(record)
+        anchor = record.lifecycle.last_reinforced_at
+        anchor_us = micros(anchor) if anchor else tx_time
+        status = ""
+        if isinstance(record.payload, SemanticPayload) and record.payload.revision is not None:
+            status = record.payload.revision.status
+        self.set_state(
+            row,
+            tx_time,
+            base=record.salience,
+            anchor=anchor_us,
+            last_reinforced=anchor_us,
+            updated=micros(record.updated_at) if record.updated_at else tx_time,
+            pinned=record.lifecycle.pinned,
+            retracted=False,
+            status=_STATUS_CODE.get(status, STATUS_NONE),
+        )
+        return row
+
+    def set_state(self, row: int, at: int, **values: Any) -> None:
+        """Change some state columns of one row at moment ``at`` (recorded on the timeline)."""
+        for name, value in values.items():
+            self.state[name][row] = value
+        self.timeline.record(row, at, {n: self.state[n][row] for n, _ in STATE_COLUMNS})
+        self.timeline.maybe_checkpoint(self.size, self.state)
+
+    def scope_id(self, scope: str) -> int:
+        known = self.scope_ids.get(scope)
+        if known is None:
+            known = self.scope_ids[scope] = len(self.scope_names)
+            self.scope_names.append(scope)
+        return known
+
+    def _grow(self) -> None:
+        for columns in (self.content, self.state):
+            for name, column in columns.items():
+                grown = np.zeros(len(column) * 2, dtype=column.dtype)
+                grown[: len(column)] = column
+                columns[name] = grown
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def salience_of(self, row: int, at: int) -> float:
+        """One row's salience at ``at`` (for events that freeze it, e.g. pinning)."""
+        rows = np.array([row])
+        return float(self.salience(rows, at, self.state_now())[0])
+
+    def state_now(self) -> State:
+        return State(self.size, {n: c[: self.size] for n, c in self.state.items()})
+
+    def state_at(self, at: int) -> State:
+        """The state columns as they stood at ``at`` (rows created later are excluded)."""
+        size = int(np.searchsorted(self.content["tx_time"][: self.size], at, side="right"))
+        return self.timeline.state_at(at, size, self.state)
+
+    def salience(self, rows: Array, at: int, state: State) -> Array:
+        """Vectorised salience of ``rows`` at moment ``at`` (the same rule as
+        :func:`membrane_es.decay.salience_at`)."""
+        cols = state.columns
+        base = cols["base"][rows]
+        pinned = cols["pinned"][rows]
+        half_life = self.content["half_life"][rows]
+        floor = self.content["floor"][rows]
+        max_age = self.content["max_age"][rows]
+        elapsed = np.maximum(0, at - cols["anchor"][rows]) / 1e6
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            decayed = base * np.exp(-elapsed * LN2 / np.where(half_life > 0, half_life, 1.0))
+        decayed = np.where(half_life > 0, decayed, base)
+        decayed = np.where(np.isfinite(decayed), np.maximum(decayed, floor), floor)
+        aged = (max_age > 0) & ((at - self.content["created_at"][rows]) / 1e6 >= max_age)
+        out = np.where(aged, 0.0, decayed)
+        out = np.where(pinned, base, out)
+        return np.where(base <= 0, 0.0, out)
+
+    def hidden(self, rows: Array, salience: Array, state: State) -> Array:
+        """Rows decayed to nothing that the reference would have pruned: kept, but hidden
+        from active retrieval (auto_prune, not pinned, at the floor and below 0.001)."""
+        return (
+            self.content["auto_prune"][rows]
+            & ~state.columns["pinned"][rows]
+            & (salience <= self.content["floor"][rows])
+            & (salience < 0.001)
+            & (state.columns["base"][rows] > 0)
+        )
+
+
+class Timeline:
+    """Every state change in time order, with a full copy of the state every so often."""
+
+    def __init__(self) -> None:
+        self.times = np.zeros(1024, dtype="i8")
+        self.rows = np.zeros(1024, dtype="i4")
+        self.values = {n: np.zeros(1024, dtype=d) for n, d in STATE_COLUMNS}
+        self.size = 0
+        # (change count, table size, state copies) taken at change counts 0, K, 2K, ...
+        self.checkpoints: list[tuple[int, int, dict[str, Array]]] = []
+        self.interval = 4096
+
+    def record(self, row: int, at: int, values: dict[str, Any]) -> None:
+        if self.size == len(self.times):
+            self._grow()
+        i = self.size
+        self.times[i] = at
+        self.rows[i] = row
+        for name, value in values.items():
+            self.values[name][i] = value
+        self.size += 1
+
+    def maybe_checkpoint(self, table_size: int, state: dict[str, Array]) -> None:
+        """After a change: keep a full copy every ``interval`` changes (amortised O(1))."""
+        if self.size - (self.checkpoints[-1][0] if self.checkpoints else 0) >= self.interval:
+            copies = {n: c[:table_size].copy() for n, c in state.items()}
+            self.checkpoints.append((self.size, table_size, copies))
+            # Keep checkpoint memory proportional to the changes they stand for.
+            self.interval = max(4096, table_size)
+
+    def state_at(self, at: int, size: int, current: dict[str, Array]) -> State:
+        upto = int(np.searchsorted(self.times[: self.size], at, side="right"))
+        start, columns = 0, {n: np.zeros(size, dtype=c.dtype) for n, c in current.items()}
+        for count, table_size, copies in reversed(self.checkpoints):
+            if count <= upto:
+                start = count
+                n = min(size, table_size)
+                for name in columns:
+                    columns[name][:n] = copies[name][:n]
+                break
+        rows = self.rows[start:upto]
+        keep = rows < size
+        rows = rows[keep]
+        if len(rows):
+            # Later changes win: take the last change of each row.
+            order = np.arange(len(rows))
+            last = np.zeros(size, dtype=np.int64) - 1
+            np.maximum.at(last, rows, order)
+            changed = np.nonzero(last >= 0)[0]
+            picks = np.nonzero(keep)[0][last[changed]] + start
+            for name in columns:
+                columns[name][changed] = self.values[name][picks]
+        return State(size, columns)
+
+    def _grow(self) -> None:
+        def double(column: Array) -> Array:
+            grown = np.zeros(len(column) * 2, dtype=column.dtype)
+            grown[: len(column)] = column
+            return grown
+
+        self.times = double(self.times)
+        self.rows = double(self.rows)
+        self.values = {n: double(c) for n, c in self.values.items()}
+
+
+def _success_signal(record: MemoryRecord) -> float:
+    payload = record.payload
+    if isinstance(payload, CompetencePayload) and payload.performance is not None:
+        stats = payload.performance
+        total = stats.success_count + stats.failure_count
+        if total > 0:
+            return stats.success_count / total
+    if isinstance(payload, PlanGraphPayload) and payload.metrics is not None:
+        if payload.metrics.execution_count > 0:
+            return 1.0 - payload.metrics.failure_rate
+    return math.nan
