@@ -203,7 +203,8 @@ class Timeline:
         self.size = 0
         # (change count, table size, state copies) taken at change counts 0, K, 2K, ...
         self.checkpoints: list[tuple[int, int, dict[str, Array]]] = []
-        self.interval = 4096
+        self.min_interval = 4096
+        self.interval = self.min_interval
 
     def record(self, row: int, at: int, values: dict[str, Any]) -> None:
         if self.size == len(self.times):
@@ -221,7 +222,7 @@ class Timeline:
             copies = {n: c[:table_size].copy() for n, c in state.items()}
             self.checkpoints.append((self.size, table_size, copies))
             # Keep checkpoint memory proportional to the changes they stand for.
-            self.interval = max(4096, table_size)
+            self.interval = max(self.min_interval, table_size)
 
     def state_at(self, at: int, size: int, current: dict[str, Array]) -> State:
         upto = int(np.searchsorted(self.times[: self.size], at, side="right"))

@@ -1,0 +1,86 @@
+"""Shared helpers for read-side tests: random histories, and view equality."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from membrane_es import Membrane
+from membrane_es.projections.read_model import ReadModel
+
+SCOPES = ["", "project:alpha", "project:beta"]
+WORDS = ["orchid", "deploy", "staging", "postgres", "latency", "build", "cache", "token"]
+
+
+def fact(rng: random.Random) -> dict[str, Any]:
+    return {
+        "type": "semantic",
+        "scope": rng.choice(SCOPES),
+        "sensitivity": rng.choice(["low", "medium", "high"]),
+        "tags": [rng.choice(WORDS)],
+        "payload": {
+            "kind": "semantic",
+            "subject": rng.choice(WORDS),
+            "predicate": "relates_to",
+            "object": " ".join(rng.sample(WORDS, 2)),
+        },
+        "provenance": {"sources": [{"kind": "observation", "ref": "test"}]},
+    }
+
+
+def random_history(memory: Membrane, rng: random.Random, steps: int) -> list[str]:
+    """Create, revise, relate, pin and retract records at random; returns the ids created."""
+    ids: list[str] = []
+    for _ in range(steps):
+        action = rng.random()
+        live = [i for i in ids]
+        if action < 0.35 or len(live) < 2:
+            ids.append(memory.create_record(fact(rng)).id)
+        elif action < 0.5:
+            memory.reinforce(rng.choice(live), "t", "useful")
+        elif action < 0.6:
+            memory.penalize(rng.choice(live), rng.random() / 2, "t", "misled")
+        elif action < 0.7:
+            source, target = rng.sample(live, 2)
+            memory.add_relation(source, "supports", target, inverse="supported_by")
+        elif action < 0.75:
+            memory.pin(rng.choice(live))
+        elif action < 0.8:
+            memory.unpin(rng.choice(live))
+        elif action < 0.85:
+            old = rng.choice(live)
+            ids.append(memory.supersede(old, fact(rng), "t", "newer").id)
+        elif action < 0.9:
+            memory.contest(rng.choice(live), rng.choice(live), "t", "doubt")
+        else:
+            memory.retract(rng.choice(live), "t", "wrong")
+    return ids
+
+
+def assert_same_views(left: ReadModel, right: ReadModel) -> None:
+    assert left.position == right.position
+    a, b = left.table, right.table
+    assert a.size == b.size
+    assert a.ids == b.ids
+    assert a.scope_names == b.scope_names
+    for columns_a, columns_b in ((a.content, b.content), (a.state, b.state)):
+        for name in columns_a:
+            np.testing.assert_array_equal(columns_a[name][: a.size], columns_b[name][: b.size])
+    ta, tb = a.timeline, b.timeline
+    assert ta.size == tb.size
+    np.testing.assert_array_equal(ta.times[: ta.size], tb.times[: tb.size])
+    np.testing.assert_array_equal(ta.rows[: ta.size], tb.rows[: tb.size])
+    assert left.graph.outgoing == right.graph.outgoing
+    assert left.embeddings.model == right.embeddings.model
+    assert sorted(left.embeddings.blocks) == sorted(right.embeddings.blocks)
+    for scope, block in left.embeddings.blocks.items():
+        other = right.embeddings.blocks[scope]
+        np.testing.assert_array_equal(block.rows[: block.size], other.rows[: other.size])
+        np.testing.assert_array_equal(block.matrix[: block.size], other.matrix[: other.size])
+    for word in WORDS:
+        rows_a, scores_a = left.text.search(word)
+        rows_b, scores_b = right.text.search(word)
+        np.testing.assert_array_equal(rows_a, rows_b)
+        np.testing.assert_allclose(scores_a, scores_b)
