@@ -7,13 +7,15 @@ ports by changing how the client is made::
         fact = memory.create_record({...})
         memory.reinforce(fact.id, "agent", "it helped")
         memory.retrieve_by_id(fact.id, trust=TrustContext(max_sensitivity="medium"))
+        memory.retrieve("deploy the service", limit=10)       # layered, ranked
+        memory.retrieve_graph("Orchid")                        # roots and their neighbours
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -29,9 +31,14 @@ from membrane_es.commands.messages import RecordInput
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.errors import ConflictError, MembraneError
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
+from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
+from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
+from membrane_es.schema.validation import check_unit_interval
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load.
 CONFLICT_ATTEMPTS = 5
@@ -44,6 +51,8 @@ class Membrane:
     :param app: the eventsourcing application holding the log (see :meth:`open`,
         :meth:`in_memory`).
     :param clock: the engine's clock; tests may pass one driven by hand.
+    :param selection_threshold: the selector's confidence below which a retrieval's
+        selection says ``needs_more`` (the reference's default, 0.7).
 
     Writes are serialised within one process (event times then increase in log order);
     a write that loses a race with another process is retried from a fresh load, then
@@ -56,7 +65,9 @@ class Membrane:
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
         views_dir: Path | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
+        self._selection_threshold = check_unit_interval("selection_threshold", selection_threshold)
         self._app = app
         self._clock = clock or MonotonicClock()
         self._embedder = embedder
@@ -91,6 +102,7 @@ class Membrane:
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
@@ -100,6 +112,7 @@ class Membrane:
         :param embedder: embeds each new record's search text; its vector is stored in the
             record's ``Created`` event (see :mod:`membrane_es.embedding`).
         """
+        check_unit_interval("selection_threshold", selection_threshold)  # before opening
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
@@ -108,7 +121,13 @@ class Membrane:
             "LMDB_SYNC": "y" if sync else "n",
             **(env or {}),
         }
-        return cls(MemoryApplication(settings), clock, embedder, views_dir=directory / "views")
+        return cls(
+            MemoryApplication(settings),
+            clock,
+            embedder,
+            views_dir=directory / "views",
+            selection_threshold=selection_threshold,
+        )
 
     @classmethod
     def in_memory(
@@ -117,10 +136,14 @@ class Membrane:
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
     ) -> Self:
         """A store that lives in this process only (eventsourcing's in-memory recorders)."""
+        check_unit_interval("selection_threshold", selection_threshold)
         settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
-        return cls(MemoryApplication(settings), clock, embedder)
+        return cls(
+            MemoryApplication(settings), clock, embedder, selection_threshold=selection_threshold
+        )
 
     def close(self) -> None:
         """Checkpoint the read side (durable stores) and release the store."""
@@ -305,6 +328,102 @@ class Membrane:
         """
         return record_queries.retrieve_by_id(
             self._app, record_id, trust, now=self._clock.now(), as_of=as_of
+        )
+
+    def retrieve(
+        self,
+        task_descriptor: str = "",
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        memory_types: Iterable[str] | None = None,
+        min_salience: float = 0.0,
+        limit: int = 0,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+        include_retracted: bool = False,
+        query_embedding: Sequence[float] | None = None,
+    ) -> RetrieveResult:
+        """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
+
+        Layers run working → entity → semantic → competence → plan_graph → episodic
+        (``memory_types`` restricts them). Records are ranked by salience, or, when the
+        descriptor gives evidence (shared words; with an embedder or ``query_embedding``,
+        vector similarity), by that evidence blended with salience; ties by salience, newer,
+        then id. Competence and plan_graph candidates are also scored by the multi-solution
+        selector (``selection``; None when there are none).
+
+        :param trust: who asks; records one level above its ceiling come back redacted,
+            higher ones and those outside its scopes not at all. Default: least privilege.
+        :param min_salience: leave out records less salient than this (decay evaluated at
+            the moment answered for).
+        :param limit: at most this many records (0: all).
+        :param as_of: answer as the store stood at that moment, exactly as a read then did.
+        :param valid_at: keep only semantic facts whose validity window contains it.
+        :param include_retracted: also return retracted records and records decayed to
+            nothing (both excluded from active reads, kept in history).
+        :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        """
+        query = retrieve_queries.Retrieve(
+            task_descriptor=task_descriptor,
+            trust=trust,
+            memory_types=memory_types,
+            min_salience=min_salience,
+            limit=limit,
+            as_of=as_of,
+            valid_at=valid_at,
+            include_retracted=include_retracted,
+            query_embedding=query_embedding,
+        )
+        return retrieve_queries.retrieve(query, self._sources())
+
+    def retrieve_graph(
+        self,
+        task_descriptor: str = "",
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        memory_types: Iterable[str] | None = None,
+        min_salience: float = 0.0,
+        root_limit: int = graph_queries.DEFAULT_ROOT_LIMIT,
+        node_limit: int = graph_queries.DEFAULT_NODE_LIMIT,
+        edge_limit: int = graph_queries.DEFAULT_EDGE_LIMIT,
+        max_hops: int = graph_queries.DEFAULT_MAX_HOPS,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+        query_embedding: Sequence[float] | None = None,
+    ) -> RetrieveGraphResult:
+        """Ranked roots for a task and the records related to them, within bounds.
+
+        Roots come from :meth:`retrieve` (``3 × root_limit`` candidates) plus entities named
+        exactly by the descriptor, reranked towards records tied to what it names. Then
+        relations are followed breadth first up to ``max_hops`` (0: roots only), never to a
+        record the caller may not see. Nodes: roots first in rank order, then the others by
+        hop, then salience.
+
+        Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
+        0 to the default and −1 to "roots only" for ``max_hops``.
+        """
+        query = graph_queries.RetrieveGraph(
+            task_descriptor=task_descriptor,
+            trust=trust,
+            memory_types=memory_types,
+            min_salience=min_salience,
+            root_limit=root_limit,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+            max_hops=max_hops,
+            as_of=as_of,
+            valid_at=valid_at,
+            query_embedding=query_embedding,
+        )
+        return graph_queries.retrieve_graph(query, self._sources())
+
+    def _sources(self) -> retrieve_queries.Sources:
+        return retrieve_queries.Sources(
+            views=self.views,
+            reader=self._app,
+            now=self._clock.now(),
+            embedder=self._embedder,
+            selection_threshold=self._selection_threshold,
         )
 
     def history(

@@ -79,6 +79,10 @@ def assert_same_views(left: ReadModel, right: ReadModel) -> None:
         other = right.embeddings.blocks[scope]
         np.testing.assert_array_equal(block.rows[: block.size], other.rows[: other.size])
         np.testing.assert_array_equal(block.matrix[: block.size], other.matrix[: other.size])
+    assert left.entities.names == right.entities.names
+    np.testing.assert_array_equal(
+        left.text.lengths(np.arange(a.size)), right.text.lengths(np.arange(b.size))
+    )
     for word in WORDS:
         rows_a, scores_a = left.text.search(word)
         rows_b, scores_b = right.text.search(word)

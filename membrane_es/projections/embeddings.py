@@ -59,8 +59,17 @@ class EmbeddingIndex:
     def __len__(self) -> int:
         return sum(block.size for block in self.blocks.values())
 
-    def similarities(self, query: Array, scopes: list[int] | None) -> tuple[Array, Array]:
-        """(rows, cosine similarity) for every vector in the given scopes (all if None)."""
+    def similarities(
+        self, query: Array, scopes: list[int] | None, below: int | None = None
+    ) -> tuple[Array, Array]:
+        """(rows, cosine similarity) for every vector in the given scopes (all if None), of
+        the rows under ``below`` when given (the records that existed at some moment).
+
+        Each row's score depends only on its vector and the query: ``einsum`` computes every
+        dot product the same way whatever the matrix's size, where BLAS matrix-vector
+        kernels round rows differently by their position in the batch — so a similarity read
+        "as of" a moment equals the one computed then, to the bit.
+        """
         if not self.dimensions:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32)
@@ -71,8 +80,15 @@ class EmbeddingIndex:
         )
         if not chosen:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        rows = [b.rows[: b.size] for b in chosen]
-        scores = [b.matrix[: b.size] @ query for b in chosen]
+        # Rows of a block ascend (appended in log order), so "under below" is a prefix.
+        sizes = [
+            b.size if below is None else int(np.searchsorted(b.rows[: b.size], below))
+            for b in chosen
+        ]
+        rows = [b.rows[:n] for b, n in zip(chosen, sizes, strict=True)]
+        scores = [
+            np.einsum("ij,j->i", b.matrix[:n], query) for b, n in zip(chosen, sizes, strict=True)
+        ]
         if len(chosen) == 1:
             return rows[0], scores[0]
         return np.concatenate(rows), np.concatenate(scores)

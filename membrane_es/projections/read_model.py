@@ -23,6 +23,7 @@ from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.embedding.text import search_text
 from membrane_es.embedding.vectors import unpack
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
+from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.records import (
     STATUS_CONTESTED,
@@ -32,10 +33,11 @@ from membrane_es.projections.records import (
 from membrane_es.projections.text import TextIndex
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import GraphPredicate
+from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: validity columns, entity names, text lengths
 
 
 class NotificationSource(Protocol):
@@ -50,13 +52,15 @@ class NotificationSource(Protocol):
 
 class ReadModel:
     """The record table (with its state timeline), the scope-partitioned embedding matrix,
-    the relation graph and the text index, and the log position they reflect."""
+    the relation graph, the text index and the entity names, and the log position they
+    reflect."""
 
     def __init__(self) -> None:
         self.table = RecordTable()
         self.embeddings = EmbeddingIndex()
         self.graph = RelationGraph()
         self.text = TextIndex()
+        self.entities = EntityIndex()
         self.position = 0
         self.lock = threading.RLock()
 
@@ -110,6 +114,8 @@ class ReadModel:
         for relation in record.relations:
             self.graph.add(record.id, relation)
         self.text.add(row, search_text(record))
+        if isinstance(record.payload, EntityPayload):
+            self.entities.add(row, record.payload)
         if event.embedding is not None:
             vector = unpack(event.embedding)
             self.embeddings.add(
@@ -198,6 +204,10 @@ class ReadModel:
                 "dimensions": self.embeddings.dimensions,
                 "skipped": self.embeddings.skipped,
                 "graph": self.graph.outgoing,
+                "entities": [
+                    [row, canonical, list(aliases)]
+                    for row, (canonical, aliases) in self.entities.names.items()
+                ],
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             self.text.save(staging / "text.sqlite")
@@ -271,6 +281,8 @@ class ReadModel:
         for source, relations in manifest["graph"].items():
             for relation in relations:
                 model.graph.add(source, relation_type(relation, Relation, strict=False))
+        for row, canonical, aliases in manifest["entities"]:
+            model.entities.put(row, canonical, tuple(aliases))
         model.text.load(current / "text.sqlite")
         model.position = manifest["position"]
         return model

@@ -48,6 +48,8 @@ CONTENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("max_age", "f8"),
     ("auto_prune", "?"),
     ("success", "f4"),  # competence success rate / plan 1 - failure rate; NaN if unknown
+    ("valid_from", "i8"),  # a semantic fact's validity window [from, until); open bounds are
+    ("valid_until", "i8"),  # OPEN_START / OPEN_END (every other type: always open)
 )
 STATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("base", "f8"),
@@ -60,6 +62,9 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 Array = npt.NDArray[Any]
+
+OPEN_START = int(np.iinfo(np.int64).min)
+OPEN_END = int(np.iinfo(np.int64).max)
 
 
 @dataclass
@@ -108,6 +113,7 @@ class RecordTable:
         content["max_age"][row] = decay.max_age_seconds
         content["auto_prune"][row] = record.lifecycle.deletion_policy is DeletionPolicy.AUTO_PRUNE
         content["success"][row] = _success_signal(record)
+        content["valid_from"][row], content["valid_until"][row] = _validity_window(record)
         anchor = record.lifecycle.last_reinforced_at
         anchor_us = micros(anchor) if anchor else tx_time
         status = ""
@@ -189,7 +195,6 @@ class RecordTable:
             & ~state.columns["pinned"][rows]
             & (salience <= self.content["floor"][rows])
             & (salience < 0.001)
-            & (state.columns["base"][rows] > 0)
         )
 
 
@@ -257,6 +262,18 @@ class Timeline:
         self.times = double(self.times)
         self.rows = double(self.rows)
         self.values = {n: double(c) for n, c in self.values.items()}
+
+
+def _validity_window(record: MemoryRecord) -> tuple[int, int]:
+    """A semantic fact's validity window in microseconds; missing bounds are open."""
+    payload = record.payload
+    if not isinstance(payload, SemanticPayload):
+        return OPEN_START, OPEN_END
+    start, end = payload.validity.start, payload.validity.end
+    return (
+        OPEN_START if start is None else micros(start),
+        OPEN_END if end is None else micros(end),
+    )
 
 
 def _success_signal(record: MemoryRecord) -> float:

@@ -3,12 +3,19 @@
 Append-only like the content it indexes. Queries are natural language: words are
 lower-cased, stop words dropped and the rest OR-ed, because FTS5's implicit AND of every word
 of a question matches almost nothing (notes/retrieval.md).
+
+FTS5's own ``bm25()`` weighs terms by statistics of the whole index, so a record written
+later changes the scores of older ones. For answers "as of" a moment, :meth:`TextIndex.postings`
+and :meth:`TextIndex.corpus` give the raw statistics (term occurrences per row, document
+lengths, document count) restricted to the rows that existed then; rows are table rows, in
+log order, so "existed at T" is "row below the table size at T".
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +45,72 @@ class TextIndex:
         self._db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='porter unicode61')"
         )
+        # Helpers in the temp schema (never part of a saved index): every term occurrence, and
+        # a one-row scratch table that stems query words exactly as the index stems documents.
+        self._db.executescript(
+            """
+            CREATE VIRTUAL TABLE temp.doc_terms USING fts5vocab(main, docs, instance);
+            CREATE VIRTUAL TABLE temp.scratch USING fts5(body, tokenize='porter unicode61');
+            CREATE VIRTUAL TABLE temp.scratch_terms USING fts5vocab(temp, scratch, instance);
+            """
+        )
+        self._scratch_lock = threading.Lock()
+        # Tokens in each row's document; -1 for rows without one.
+        self._lengths = np.full(1024, -1, dtype=np.int32)
 
     def add(self, row: int, text: str) -> None:
         if text.strip():
             self._db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", (row, text))
+            (size,) = self._db.execute(
+                "SELECT sz FROM docs_docsize WHERE id = ?", (row,)
+            ).fetchone()
+            self._set_length(row, _varint(size))
+
+    def _set_length(self, row: int, length: int) -> None:
+        if row >= len(self._lengths):
+            grown = np.full(max(2 * len(self._lengths), row + 1), -1, dtype=np.int32)
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
+        self._lengths[row] = length
+
+    def postings(self, query: str, below: int) -> list[tuple[Array, Array]]:
+        """For each distinct content word of ``query`` (stemmed as documents are): the rows
+        under ``below`` whose document contains it, and how many times."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        with self._scratch_lock:
+            self._db.execute("DELETE FROM temp.scratch")
+            self._db.execute(
+                "INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(terms),)
+            )
+            stems = [t for (t,) in self._db.execute("SELECT term FROM temp.scratch_terms")]
+        result = []
+        for stem in dict.fromkeys(stems):
+            found = self._db.execute(
+                "SELECT doc, count(*) FROM temp.doc_terms WHERE term = ? AND doc < ? GROUP BY doc",
+                (stem, below),
+            ).fetchall()
+            if found:
+                rows, counts = zip(*found, strict=True)
+                result.append((np.asarray(rows, dtype=np.int64), np.asarray(counts, np.float64)))
+            else:
+                result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
+        return result
+
+    def corpus(self, below: int) -> tuple[int, int]:
+        """(documents, tokens in them) among the rows under ``below``."""
+        lengths = self._lengths[: max(0, below)]
+        present = lengths >= 0
+        return int(present.sum()), int(lengths[present].sum(dtype=np.int64))
+
+    def lengths(self, rows: Array) -> Array:
+        """Tokens in each row's document (-1 for rows without one)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.full(len(rows), -1, dtype=np.int64)
+        known = rows < len(self._lengths)
+        out[known] = self._lengths[rows[known]]
+        return out
 
     def search(self, query: str, limit: int = 1000) -> tuple[Array, Array]:
         """(rows, BM25 score — higher is better) of the best ``limit`` matches."""
@@ -71,6 +140,21 @@ class TextIndex:
             source.backup(self._db)
         finally:
             source.close()
+        self._lengths = np.full(1024, -1, dtype=np.int32)
+        for row, size in self._db.execute("SELECT id, sz FROM docs_docsize ORDER BY id"):
+            self._set_length(row, _varint(size))
 
     def close(self) -> None:
         self._db.close()
+
+
+def _varint(blob: bytes) -> int:
+    """The first SQLite varint in ``blob`` (FTS5 stores document sizes this way)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value

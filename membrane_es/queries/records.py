@@ -13,11 +13,11 @@ from typing import Any, Protocol
 import msgspec
 
 from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
-from membrane_es.errors import AccessDeniedError, ValidationError
+from membrane_es.errors import AccessDeniedError
 from membrane_es.queries.trust import allows
 from membrane_es.schema.records import MemoryRecord, TrustContext, copy_record
-from membrane_es.schema.timestamps import Timestamp, utc
-from membrane_es.schema.validation import check_id, check_trust
+from membrane_es.schema.timestamps import Timestamp
+from membrane_es.schema.validation import check_id, check_moment, check_trust
 
 
 class EventReader(Protocol):
@@ -53,7 +53,7 @@ def retrieve_by_id(
     if as_of is None:
         aggregate, at = reader.load(record_id), now
     else:
-        at = _moment("as_of", as_of)
+        at = check_moment("as_of", as_of)
         aggregate = reader.load_as_of(record_id, at)
     record = aggregate.view(at)
     if not allows(trust, record):
@@ -85,12 +85,3 @@ def history(
             )
         )
     return entries
-
-
-def _moment(field: str, value: datetime) -> datetime:
-    if not isinstance(value, datetime):
-        raise ValidationError(field, "must be a datetime")
-    try:
-        return utc(value)
-    except ValueError as exc:
-        raise ValidationError(field, str(exc)) from None

@@ -11,7 +11,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from membrane_es.schema.enums import DecayCurve, DeletionPolicy, Sensitivity
 from membrane_es.schema.records import (
@@ -21,6 +26,8 @@ from membrane_es.schema.records import (
     Provenance,
     TrustContext,
 )
+
+Array = npt.NDArray[Any]
 
 
 class Access(Enum):
@@ -51,6 +58,27 @@ def access(trust: TrustContext, sensitivity: str, scope: str) -> Access:
     if record_level == max_level + 1:
         return Access.REDACTED
     return Access.NONE
+
+
+def access_columns(
+    trust: TrustContext, levels: Array, scopes: Array, scope_ids: Mapping[str, int]
+) -> tuple[Array, Array]:
+    """:func:`access` over columns at once: (full, redacted) masks for records with these
+    sensitivity ``levels`` and ``scopes`` (ids in ``scope_ids``, where id 0 is unscoped)."""
+    max_level = _level(trust.max_sensitivity)
+    if max_level < 0:
+        nothing = np.zeros(len(levels), dtype=bool)
+        return nothing, nothing.copy()
+    if trust.scopes:
+        allowed = [0, *(scope_ids[s] for s in trust.scopes if s in scope_ids)]
+        in_scope = np.isin(scopes, np.asarray(allowed, dtype=scopes.dtype))
+    else:
+        in_scope = np.ones(len(levels), dtype=bool)
+    valid = levels >= 0
+    return (
+        in_scope & valid & (levels <= max_level),
+        in_scope & valid & (levels == max_level + 1),
+    )
 
 
 def allows(trust: TrustContext, record: MemoryRecord) -> bool:

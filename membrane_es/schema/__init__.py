@@ -60,6 +60,12 @@ from membrane_es.schema.records import (
     RelationCandidate,
     TrustContext,
 )
+from membrane_es.schema.results import (
+    GraphNode,
+    RetrieveGraphResult,
+    RetrieveResult,
+    SelectionResult,
+)
 from membrane_es.schema.timestamps import (
     Timestamp,
     rfc3339,
@@ -85,6 +91,7 @@ __all__ = [
     "EnvironmentSnapshot",
     "EpisodicPayload",
     "GraphEdge",
+    "GraphNode",
     "GraphPredicate",
     "Interpretation",
     "InterpretationStatus",
@@ -108,8 +115,11 @@ __all__ = [
     "ReferenceCandidate",
     "Relation",
     "RelationCandidate",
+    "RetrieveGraphResult",
+    "RetrieveResult",
     "RevisionState",
     "RevisionStatus",
+    "SelectionResult",
     "SemanticPayload",
     "Sensitivity",
     "SourceKind",

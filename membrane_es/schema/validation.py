@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -17,12 +18,14 @@ from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType, RevisionStatus, Sensitivity
 from membrane_es.schema.payloads import PAYLOAD_TYPES, SemanticPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.timestamps import utc
 
 MAX_STRING_BYTES = 100_000
 MAX_TAGS = 100
 MAX_TAG_BYTES = 256
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
 MAX_IDS = 10_000
+MAX_LIMIT = 10_000
 
 _PAYLOAD_KINDS = tuple(t.value for t in MemoryType)
 _AT_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
@@ -76,6 +79,61 @@ def check_unit_interval(field: str, value: float) -> float:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValidationError(field, f"{field} must be in range [0, 1]")
     return float(value)
+
+
+def check_limit(field: str, value: int, *, low: int = 0, high: int = MAX_LIMIT) -> int:
+    """An integer in [low, high] (result limits, hop counts)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field, f"{field} must be an integer")
+    if not low <= value <= high:
+        raise ValidationError(field, f"{field} must be between {low} and {high}")
+    return value
+
+
+def check_flag(field: str, value: bool) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"{field} must be true or false")
+    return value
+
+
+def check_moment(field: str, value: datetime) -> datetime:
+    """A timezone-aware datetime, as UTC."""
+    if not isinstance(value, datetime):
+        raise ValidationError(field, f"{field} must be a datetime")
+    try:
+        return utc(value)
+    except ValueError as exc:
+        raise ValidationError(field, str(exc)) from None
+
+
+def check_memory_types(field: str, values: Iterable[str] | None) -> list[MemoryType]:
+    """A list of memory types (an empty list or None: every type)."""
+    if values is None:
+        return []
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValidationError(field, f"{field} must be a list of memory types")
+    types = []
+    for i, value in enumerate(values):
+        try:
+            types.append(MemoryType(value))
+        except ValueError:
+            raise ValidationError(
+                f"{field}[{i}]",
+                f"{field}[{i}] must be one of: " + ", ".join(t.value for t in MemoryType),
+            ) from None
+    return types
+
+
+def check_vector(field: str, values: Iterable[float]) -> list[float]:
+    """A non-empty list of finite numbers (an embedding)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValidationError(field, f"{field} must be a list of numbers")
+    vector = list(values)
+    if not vector or not all(
+        not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in vector
+    ):
+        raise ValidationError(field, f"{field} must be a non-empty list of finite numbers")
+    return [float(v) for v in vector]
 
 
 def check_id(field: str, value: str) -> str:

@@ -63,3 +63,8 @@ def read(memory: Membrane, record_id: str) -> MemoryRecord:
 def audit_trail(record: MemoryRecord) -> list[tuple[str, str, str]]:
     """(action, actor, rationale) of every audit entry, oldest first."""
     return [(str(e.action), e.actor, e.rationale) for e in record.audit_log]
+
+
+def plan_graph(intent: str = "release the service", **fields: Any) -> dict[str, Any]:
+    payload = {"kind": "plan_graph", "plan_id": "plan-1", "intent": intent}
+    return {"type": "plan_graph", "sensitivity": "low", "payload": payload, **fields}

@@ -1,0 +1,111 @@
+"""Which records a read may consider: the filters of layered retrieval, over numpy columns.
+
+For a snapshot and a trust context, a record is a candidate when
+
+* its type is among the requested memory types (all types when none are given);
+* the trust rules admit it (spec §3.1): in full at or below ``max_sensitivity``, redacted one
+  level above, never two or more above; a non-empty scope list admits scoped records only in
+  those scopes, and unscoped records always;
+* it is *active*: not retracted (superseded, merged or withdrawn) and not decayed to nothing
+  (:meth:`~membrane_es.projections.records.RecordTable.hidden`, the records the reference
+  would have pruned) — unless ``include_retracted`` asks for those too;
+* a semantic fact's validity window ``[start, end)`` contains ``valid_at``, when given
+  (missing bounds are open; other types have no window);
+* its salience at the snapshot's moment is at least ``min_salience`` (when above 0;
+  redacted records keep their salience).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es.projections.records import STATUS_RETRACTED, TYPE_CODE
+from membrane_es.queries.snapshot import Snapshot
+from membrane_es.queries.trust import access_columns
+from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.records import TrustContext
+
+Array = npt.NDArray[Any]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a query asks for beyond trust. ``types`` empty means every type; ``valid_at`` is
+    in microseconds."""
+
+    types: frozenset[MemoryType] = frozenset()
+    min_salience: float = 0.0
+    include_retracted: bool = False
+    valid_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Rows that passed, with their salience at the snapshot and whether they are redacted."""
+
+    rows: Array
+    salience: Array
+    redacted: Array
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, picks: Array) -> Candidates:
+        return Candidates(self.rows[picks], self.salience[picks], self.redacted[picks])
+
+
+def find(snapshot: Snapshot, trust: TrustContext, filters: Filters) -> Candidates:
+    """Every candidate row of the snapshot, in row order."""
+    return admit(snapshot, np.arange(snapshot.size, dtype=np.int64), trust, filters)
+
+
+def admit(snapshot: Snapshot, rows: Array, trust: TrustContext, filters: Filters) -> Candidates:
+    """The rows among ``rows`` (all below the snapshot's size) that pass every filter."""
+    content = snapshot.table.content
+    if filters.types:
+        rows = rows[np.isin(content["type"][rows], type_codes(filters.types))]
+    full, redacted = visibility(snapshot, rows, trust)
+    keep = full | redacted
+    rows, redacted = rows[keep], redacted[keep]
+    salience = snapshot.salience(rows)
+    keep = active(snapshot, rows, salience, filters)
+    if filters.min_salience > 0:
+        keep &= salience >= filters.min_salience
+    return Candidates(rows[keep], salience[keep], redacted[keep])
+
+
+def visibility(snapshot: Snapshot, rows: Array, trust: TrustContext) -> tuple[Array, Array]:
+    """(full, redacted) masks of ``rows`` under ``trust``."""
+    table = snapshot.table
+    return access_columns(
+        trust,
+        table.content["sensitivity"][rows],
+        table.content["scope"][rows],
+        table.scope_ids,
+    )
+
+
+def active(snapshot: Snapshot, rows: Array, salience: Array, filters: Filters) -> Array:
+    """Mask of ``rows`` that active reads show: not retracted or decayed to nothing (unless
+    ``include_retracted``), and valid at ``valid_at`` when that is given."""
+    table, columns = snapshot.table, snapshot.state.columns
+    keep = np.ones(len(rows), dtype=bool)
+    if not filters.include_retracted:
+        retracted = columns["retracted"][rows] | (columns["status"][rows] == STATUS_RETRACTED)
+        keep &= ~retracted & ~table.hidden(rows, salience, snapshot.state)
+    if filters.valid_at is not None:
+        semantic = table.content["type"][rows] == TYPE_CODE[MemoryType.SEMANTIC]
+        inside = (table.content["valid_from"][rows] <= filters.valid_at) & (
+            filters.valid_at < table.content["valid_until"][rows]
+        )
+        keep &= ~semantic | inside
+    return keep
+
+
+def type_codes(types: Iterable[MemoryType]) -> Array:
+    return np.asarray(sorted(TYPE_CODE[t] for t in types), dtype=np.int8)

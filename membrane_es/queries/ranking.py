@@ -1,0 +1,112 @@
+"""How retrieval orders records: relevance evidence blended with salience, deterministically.
+
+Without a task descriptor (and without a query vector) records are ordered by salience, as
+in the reference. With one, each candidate gets
+
+    score = EVIDENCE_WEIGHT · relevance + SALIENCE_WEIGHT · min(salience, 1)
+
+the reference's hybrid (spec §3.3: 0.7 vector + 0.3 salience), with *relevance* widened from
+vector rank alone to every kind of evidence the engine holds for the descriptor:
+
+* **vector**: cosine similarity between the query vector (the caller's, or the engine's
+  embedder reading the descriptor) and the record's stored vector, relative to the best
+  candidate's (divided by it; negative counts as none). Models differ widely in how high
+  their cosines go, so the best match counts 1 whatever the model, as in the reference,
+  whose vector score is relative too (1 − rank / N);
+* **lexical**: BM25 of the descriptor's words against the record's search text, as the
+  fraction of a full match (:func:`membrane_es.queries.lexical.coverage`): already in
+  [0, 1] and comparable across stores, so a record sharing one common word with the task
+  gets little, not the full credit of "best lexical match".
+
+The signals present are averaged with the shares below (a signal is present when at least
+one candidate has some of that evidence). So without an embedder relevance is the lexical
+evidence alone, and a task that matches nothing falls back to salience order. The weights
+are fixed by construction — the reference's split, and equal shares for two kinds of
+evidence — not fitted to any dataset.
+
+Ties, wherever an order is produced, are broken by salience (higher first), then creation
+time (newer first), then id (ascending), so equal inputs give the same order every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
+
+EVIDENCE_WEIGHT = 0.7  # spec §3.3 hybrid: the share of "how well it matches the task"
+SALIENCE_WEIGHT = 0.3  # ... and of "how important it still is"
+VECTOR_SHARE = 0.5  # within relevance: semantic similarity
+LEXICAL_SHARE = 0.5  # ... and shared words
+
+
+def relative(scores: Array) -> Array:
+    """Scores divided by the best one (negative scores count as 0); all zeros if none is > 0."""
+    positive = np.maximum(np.nan_to_num(scores, nan=0.0), 0.0)
+    best = positive.max(initial=0.0)
+    return positive / best if best > 0 else np.zeros_like(positive)
+
+
+def relevance(similarity: Array | None, lexical: Array | None) -> Array | None:
+    """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
+    no vector) and lexical coverage; None when there is no evidence at all."""
+    signals = []
+    for share, scores in (
+        (VECTOR_SHARE, None if similarity is None else relative(similarity)),
+        (LEXICAL_SHARE, None if lexical is None else np.clip(lexical, 0.0, 1.0)),
+    ):
+        if scores is not None and scores.any():
+            signals.append((share, scores))
+    if not signals:
+        return None
+    total = sum(share for share, _ in signals)
+    combined = np.zeros_like(signals[0][1])
+    for share, scores in signals:
+        combined += share * scores
+    return combined / total
+
+
+def blend(relevance: Array, salience: Array) -> Array:
+    return EVIDENCE_WEIGHT * relevance + SALIENCE_WEIGHT * np.clip(salience, 0.0, 1.0)
+
+
+def order(
+    primary: Array,
+    salience: Array,
+    created_at: Array,
+    id_of: Callable[[int], str],
+    limit: int = 0,
+) -> Array:
+    """Indices that sort candidates by ``primary`` (higher first) with the tie-breaks above;
+    only the first ``limit`` when ``limit`` > 0. ``id_of(i)`` is candidate ``i``'s id."""
+    count = len(primary)
+    picks = np.arange(count)
+    if 0 < limit < count:
+        # Everything that can reach the top ``limit``: ties at the cut-off stay in.
+        cutoff = np.partition(primary, count - limit)[count - limit]
+        picks = picks[primary >= cutoff]
+    keys = (-created_at[picks], -salience[picks], -primary[picks])
+    ranked = picks[np.lexsort(keys)]
+    ranked = _break_ties_by_id(ranked, (primary, salience, created_at), id_of)
+    return ranked[:limit] if limit > 0 else ranked
+
+
+def _break_ties_by_id(ranked: Array, keys: tuple[Array, ...], id_of: Callable[[int], str]) -> Array:
+    """Within runs equal on every key, order by id (numpy cannot cheaply sort strings)."""
+    if len(ranked) < 2:
+        return ranked
+    same = np.ones(len(ranked) - 1, dtype=bool)
+    for key in keys:
+        values = key[ranked]
+        same &= values[1:] == values[:-1]
+    if not same.any():
+        return ranked
+    ranked = ranked.copy()
+    edges = np.diff(np.concatenate(([0], same.astype(np.int8), [0])))
+    for start, end in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
+        ranked[start : end + 1] = sorted(ranked[start : end + 1], key=lambda i: id_of(int(i)))
+    return ranked

@@ -1,0 +1,287 @@
+"""Layered retrieval (spec §3.2): the records a task needs, ranked, and the selector's verdict.
+
+Layers are the memory types in the reference's canonical order — working, entity, semantic,
+competence, plan_graph, episodic — or the requested types (any order, duplicates ignored).
+Candidates pass the filters of :mod:`membrane_es.queries.candidates` (trust, active, validity,
+``min_salience``), are ordered by :mod:`membrane_es.queries.ranking` (salience, or relevance
+blended with salience when the descriptor gives evidence) and cut to ``limit`` (0: no limit).
+Competence and plan_graph candidates — all of them, before the cut — also go through the
+multi-solution selector (:mod:`membrane_es.queries.selector`); the selection is None when
+there are none.
+
+Where this differs from the reference on purpose: retracted and decayed-to-nothing records
+are left out unless ``include_retracted`` (the reference deletes them at its next sweep);
+the selector's order does not override the ranking of ``records`` (the reference puts every
+selected record first whenever the descriptor is non-empty) — it is reported in
+``selection``; ties are ordered deterministically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es.embedding.protocol import Embedder, normalise
+from membrane_es.errors import ValidationError
+from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.timecodes import micros
+from membrane_es.queries.candidates import Candidates, Filters, find, type_codes
+from membrane_es.queries.lexical import coverage
+from membrane_es.queries.ranking import blend, order, relevance
+from membrane_es.queries.records import EventReader
+from membrane_es.queries.selector import (
+    DEFAULT_THRESHOLD,
+    Selection,
+    applicability,
+    recency,
+    scores,
+    select,
+    success_rate,
+)
+from membrane_es.queries.snapshot import Hydrator, Snapshot, take_snapshot
+from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.records import TrustContext
+from membrane_es.schema.results import RetrieveResult, SelectionResult
+from membrane_es.schema.validation import (
+    check_amount,
+    check_flag,
+    check_limit,
+    check_memory_types,
+    check_moment,
+    check_text,
+    check_trust,
+    check_vector,
+)
+
+Array = npt.NDArray[Any]
+
+LAYERS: tuple[MemoryType, ...] = (
+    MemoryType.WORKING,
+    MemoryType.ENTITY,
+    MemoryType.SEMANTIC,
+    MemoryType.COMPETENCE,
+    MemoryType.PLAN_GRAPH,
+    MemoryType.EPISODIC,
+)
+SELECTABLE = frozenset({MemoryType.COMPETENCE, MemoryType.PLAN_GRAPH})
+
+
+class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
+    """Layered retrieval for a task. Fields are checked when the query runs.
+
+    ``as_of`` answers as the store stood then (decay evaluated then); ``valid_at`` keeps only
+    semantic facts whose validity window contains that moment; ``query_embedding`` replaces
+    the embedder's reading of the descriptor.
+    """
+
+    task_descriptor: str = ""
+    trust: TrustContext | None = msgspec.field(default_factory=TrustContext)
+    memory_types: Iterable[str] | None = None
+    min_salience: float = 0.0
+    limit: int = 0
+    as_of: datetime | None = None
+    valid_at: datetime | None = None
+    include_retracted: bool = False
+    query_embedding: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What retrieval reads: the views, the event store (to hydrate what it returns), the
+    moment it runs, the embedder that reads descriptors, and the selector's threshold."""
+
+    views: ReadModel
+    reader: EventReader
+    now: datetime
+    embedder: Embedder | None = None
+    selection_threshold: float = DEFAULT_THRESHOLD
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked retrieval request."""
+
+    descriptor: str
+    trust: TrustContext
+    filters: Filters
+    limit: int
+    as_of: datetime | None
+    query_vector: Array | None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Candidates best first (cut to the limit), and the selector's verdict over the
+    competence and plan_graph candidates (its ``ranked`` indexes ``selectable``)."""
+
+    ranked: Candidates
+    selectable: Candidates | None
+    selection: Selection | None
+
+
+def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
+    trust = check_trust(query.trust)  # first, as the reference does
+    plan = make_plan(
+        sources,
+        descriptor=query.task_descriptor,
+        trust=trust,
+        memory_types=query.memory_types,
+        min_salience=query.min_salience,
+        limit=check_limit("limit", query.limit),
+        as_of=query.as_of,
+        valid_at=query.valid_at,
+        include_retracted=check_flag("include_retracted", query.include_retracted),
+        query_embedding=query.query_embedding,
+    )
+    snapshot = take_snapshot(sources.views, sources.now, plan.as_of)
+    ranking = rank(snapshot, plan, sources.selection_threshold)
+    hydrator = Hydrator(sources.reader, snapshot)
+    ranked = ranking.ranked
+    records = [
+        hydrator.visible(int(row), bool(redacted))
+        for row, redacted in zip(ranked.rows, ranked.redacted, strict=True)
+    ]
+    return RetrieveResult(records=records, selection=selection_result(ranking, hydrator))
+
+
+def make_plan(
+    sources: Sources,
+    *,
+    descriptor: str,
+    trust: TrustContext | None,
+    memory_types: Iterable[str] | None,
+    min_salience: float,
+    limit: int,
+    as_of: datetime | None,
+    valid_at: datetime | None,
+    include_retracted: bool,
+    query_embedding: Sequence[float] | None,
+) -> Plan:
+    """Check a request (every failure names its field) and read the descriptor's vector."""
+    trust = check_trust(trust)
+    descriptor = check_text("task_descriptor", descriptor)
+    types = check_memory_types("memory_types", memory_types)
+    filters = Filters(
+        types=frozenset(types),
+        min_salience=check_amount("min_salience", min_salience),
+        include_retracted=include_retracted,
+        valid_at=None if valid_at is None else micros(check_moment("valid_at", valid_at)),
+    )
+    moment = None if as_of is None else check_moment("as_of", as_of)
+    vector = _query_vector(descriptor, query_embedding, sources)
+    return Plan(descriptor, trust, filters, limit, moment, vector)
+
+
+def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sources) -> Array | None:
+    """The caller's vector (checked against the store's width), else the embedder's reading
+    of a non-blank descriptor, else none."""
+    index, embedder = sources.views.embeddings, sources.embedder
+    if given is not None:
+        values = check_vector("query_embedding", given)
+        expected = index.dimensions or (embedder.dimensions if embedder is not None else 0)
+        if expected and len(values) != expected:
+            raise ValidationError(
+                "query_embedding", f"expected {expected} dimensions, got {len(values)}"
+            )
+        vector = normalise(np.asarray(values, dtype=np.float32))
+    elif embedder is not None and descriptor.strip():
+        vector = np.asarray(embedder.embed([descriptor])[0], dtype=np.float32)
+    else:
+        return None
+    return vector if vector.any() else None
+
+
+def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -> Ranking:
+    """Find the candidates, order them and cut to the plan's limit; run the selector."""
+    table = snapshot.table
+    found = find(snapshot, plan.trust, plan.filters)
+    created = table.content["created_at"][found.rows]
+
+    def id_of(i: int) -> str:
+        return table.ids[int(found.rows[i])]
+
+    similarity = _similarity(snapshot, plan, found)
+    lexical = _lexical(snapshot, plan, found)
+    evidence = relevance(similarity, lexical)
+    primary = found.salience if evidence is None else blend(evidence, found.salience)
+    ranked = found.take(order(primary, found.salience, created, id_of, plan.limit))
+    selectable, selection = _select(snapshot, found, similarity, threshold)
+    return Ranking(ranked, selectable, selection)
+
+
+def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
+    """Cosine similarity of each candidate's vector to the query's (NaN: no vector)."""
+    if plan.query_vector is None:
+        return None
+    index = snapshot.views.embeddings
+    if not index.dimensions or len(plan.query_vector) != index.dimensions:
+        return None
+    table = snapshot.table
+    scopes = None
+    if plan.trust.scopes:
+        scopes = [0, *(table.scope_ids[s] for s in plan.trust.scopes if s in table.scope_ids)]
+    rows, cosine = index.similarities(plan.query_vector, scopes, below=snapshot.size)
+    dense = np.full(snapshot.size, np.nan, dtype=np.float64)
+    dense[rows] = cosine
+    return dense[found.rows]
+
+
+def _lexical(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
+    """Lexical coverage of the descriptor by each candidate, as of the snapshot."""
+    if not plan.descriptor.strip() or not len(found):
+        return None
+    by_row = coverage(snapshot.views.text, plan.descriptor, snapshot.size)
+    return None if by_row is None else by_row[found.rows]
+
+
+def _select(
+    snapshot: Snapshot, found: Candidates, similarity: Array | None, threshold: float
+) -> tuple[Candidates | None, Selection | None]:
+    """The selector over every competence and plan_graph candidate (None if there are none)."""
+    content, state = snapshot.table.content, snapshot.state.columns
+    picks = np.flatnonzero(np.isin(content["type"][found.rows], type_codes(SELECTABLE)))
+    if not len(picks):
+        return None, None
+    chosen = found.take(picks)
+    rows = chosen.rows
+    composite = scores(
+        applicability(
+            content["confidence"][rows].astype(np.float64),
+            None if similarity is None else similarity[picks],
+        ),
+        success_rate(content["success"][rows].astype(np.float64)),
+        recency(state["last_reinforced"][rows], snapshot.at),
+        chosen.redacted,
+    )
+    table = snapshot.table
+
+    def id_of(i: int) -> str:
+        return table.ids[int(rows[i])]
+
+    created = content["created_at"][rows]
+    return chosen, select(composite, chosen.salience, created, id_of, threshold)
+
+
+def selection_result(ranking: Ranking, hydrator: Hydrator) -> SelectionResult | None:
+    """The selector's verdict with its records hydrated (redacted where the caller's trust
+    asks)."""
+    chosen, selection = ranking.selectable, ranking.selection
+    if chosen is None or selection is None:
+        return None
+    ids = hydrator.snapshot.table.ids
+    pairs = zip(chosen.rows, selection.scores, strict=True)
+    return SelectionResult(
+        selected=[
+            hydrator.visible(int(chosen.rows[i]), bool(chosen.redacted[i]))
+            for i in selection.ranked
+        ],
+        confidence=float(selection.confidence),
+        needs_more=bool(selection.needs_more),
+        scores={ids[int(row)]: float(score) for row, score in pairs},
+    )

@@ -1,0 +1,57 @@
+"""What retrieval returns: records, the selector's verdict, and graph neighbourhoods.
+
+Names and fields follow the reference SDK (``RetrieveResult``, ``SelectionResult``,
+``GraphNode``, ``RetrieveGraphResult``); records are returned as the trust context admits
+them (in full, or redacted one level above the caller's ceiling).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from membrane_es.schema.records import GraphEdge, MemoryRecord
+
+
+class _Result(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of the result Structs: keyword-only; every field is always encoded."""
+
+
+class SelectionResult(_Result):
+    """The multi-solution selector's ranking of competence and plan_graph candidates.
+
+    ``selected`` holds every candidate, best first; ``confidence`` is the normalised gap
+    between the best two scores (the best's own score when there is one candidate, 0 when
+    there are none); ``needs_more`` says it fell below the engine's selection threshold;
+    ``scores`` maps each candidate id to its composite score.
+    """
+
+    selected: list[MemoryRecord]
+    confidence: float
+    needs_more: bool
+    scores: dict[str, float]
+
+
+class RetrieveResult(_Result):
+    """Layered retrieval: ranked records, and the selector's verdict when competence or
+    plan_graph candidates were found (None otherwise)."""
+
+    records: list[MemoryRecord]
+    selection: SelectionResult | None = None
+
+
+class GraphNode(_Result):
+    """A record in a graph neighbourhood: a ranked root (hop 0), or reached in ``hop`` steps."""
+
+    record: MemoryRecord
+    root: bool
+    hop: int
+
+
+class RetrieveGraphResult(_Result):
+    """Ranked roots and their bounded neighbourhood: nodes (roots first, then by hop),
+    the edges between returned nodes, the root ids in rank order, and the selection."""
+
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    root_ids: list[str]
+    selection: SelectionResult | None = None

@@ -1,0 +1,304 @@
+"""Ranking with a task descriptor (spec §3.3, §10.5 O1–O6 adapted): relevance evidence —
+vector similarity and BM25 — blended with salience, 0.7 / 0.3.
+
+Vectors are chosen by the tests (caller-supplied, three dimensions, cosine with the query
+vector set exactly) unless a test needs the engine's embedder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from membrane_es import Membrane, ValidationError
+from membrane_es.clock import MonotonicClock
+from membrane_es.embedding import HashingEmbedder
+from membrane_es.embedding.protocol import Matrix
+from membrane_es.projections.text import TextIndex
+from membrane_es.queries import lexical, ranking
+from tests.unit.builders import competence, episodic, semantic
+from tests.unit.retrieval_support import QUERY, at_cosine, ids, stats
+
+
+def create(memory: Membrane, record: dict[str, Any], vector: Sequence[float] | None = None) -> str:
+    return memory.create_record(record, embedding=vector).id
+
+
+# --- the blend (pure) -------------------------------------------------------------------------
+
+
+def test_weights_are_the_reference_hybrid_and_equal_shares() -> None:
+    assert (ranking.EVIDENCE_WEIGHT, ranking.SALIENCE_WEIGHT) == (0.7, 0.3)
+    assert ranking.VECTOR_SHARE == ranking.LEXICAL_SHARE == 0.5
+
+
+def test_vector_evidence_is_relative_to_the_best_candidate() -> None:
+    relevance = ranking.relevance(np.array([0.9, 0.45, -0.3, np.nan]), None)
+
+    assert relevance is not None
+    np.testing.assert_allclose(relevance, [1.0, 0.5, 0.0, 0.0])
+
+
+def test_lexical_evidence_is_taken_as_the_fraction_it_is() -> None:
+    relevance = ranking.relevance(None, np.array([0.2, 0.6, 0.0]))
+
+    assert relevance is not None
+    np.testing.assert_allclose(relevance, [0.2, 0.6, 0.0])
+
+
+def test_relevance_averages_the_signals_present() -> None:
+    both = ranking.relevance(np.array([0.8, 0.4]), np.array([1.0, 0.3]))
+    vector_only = ranking.relevance(np.array([0.8, 0.4]), np.array([0.0, 0.0]))
+
+    assert both is not None and vector_only is not None
+    np.testing.assert_allclose(both, [0.5 * 1.0 + 0.5 * 1.0, 0.5 * 0.5 + 0.5 * 0.3])
+    np.testing.assert_allclose(vector_only, [1.0, 0.5])
+    assert ranking.relevance(None, None) is None
+    assert ranking.relevance(np.array([-0.2]), np.array([0.0])) is None
+
+
+def test_blend_reproduces_the_reference_example() -> None:
+    # spec §10.5 O3: vector scores 1.0 and 0.5 with saliences 0.1 and 0.9 → 0.73 and 0.62
+    blended = ranking.blend(np.array([1.0, 0.5]), np.array([0.1, 0.9]))
+
+    np.testing.assert_allclose(blended, [0.73, 0.62])
+
+
+def test_order_breaks_ties_by_salience_then_newer_then_id() -> None:
+    primary = np.array([0.5, 0.5, 0.5, 0.5, 0.9])
+    salience = np.array([0.2, 0.3, 0.3, 0.3, 0.1])
+    created = np.array([5, 1, 9, 9, 0])
+    names = ["e", "d", "c", "b", "a"]
+
+    ranked = ranking.order(primary, salience, created, lambda i: names[i])
+
+    assert [names[i] for i in ranked] == ["a", "b", "c", "d", "e"]
+    top = ranking.order(primary, salience, created, lambda i: names[i], limit=2)
+    assert [names[i] for i in top] == ["a", "b"]
+
+
+def test_order_with_a_limit_equals_the_full_order_cut() -> None:
+    rng = np.random.default_rng(7)
+    primary = rng.integers(0, 4, 200).astype(float)
+    salience = rng.integers(0, 3, 200).astype(float)
+    created = rng.integers(0, 2, 200)
+    names = [f"id-{i:03d}" for i in rng.permutation(200)]
+
+    full = ranking.order(primary, salience, created, lambda i: names[i])
+    for limit in (1, 5, 17, 199, 200, 500):
+        cut = ranking.order(primary, salience, created, lambda i: names[i], limit=limit)
+        np.testing.assert_array_equal(cut, full[:limit])
+
+
+# --- BM25 as of a moment ----------------------------------------------------------------------
+
+
+def test_bm25_uses_only_documents_below_the_cut() -> None:
+    index = TextIndex()
+    texts = ["deploy the service", "deploy deploy pipeline", "service port 8080", "unrelated"]
+    for row, text in enumerate(texts):
+        index.add(row, text)
+
+    early = lexical.bm25(index, "deploy service", 2)
+    index.add(4, "service service service mesh")
+    after = lexical.bm25(index, "deploy service", 2)
+    everything = lexical.coverage(index, "deploy service", 5)
+
+    assert early is not None and after is not None and everything is not None
+    np.testing.assert_array_equal(early[0], after[0])  # later documents change nothing below
+    assert early[1] == after[1]
+    assert len(everything) == 5 and everything[3] == 0.0
+    assert 1.0 >= everything[0] > everything[2] > 0  # both words beat one
+    assert lexical.bm25(index, "the of and", 5) is None  # stop words only
+    assert lexical.bm25(index, "kubernetes", 5) is None  # no document has it
+
+
+def test_bm25_matches_the_textbook_formula() -> None:
+    index = TextIndex()
+    for row, text in enumerate(["alpha beta", "alpha alpha gamma delta", "beta"]):
+        index.add(row, text)
+
+    scored = lexical.bm25(index, "alpha kubernetes", 3)
+    share = lexical.coverage(index, "alpha kubernetes", 3)
+
+    assert scored is not None and share is not None
+    n, df, avgdl = 3, 2, (2 + 4 + 1) / 3
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def term(tf: int, length: int) -> float:
+        k1, b = lexical.K1, lexical.B
+        return float(idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)))
+
+    np.testing.assert_allclose(scored[0], [term(1, 2), term(2, 4), 0.0])
+    assert scored[1] == pytest.approx(idf)  # "kubernetes" occurs nowhere: no weight
+    np.testing.assert_allclose(share, np.minimum([term(1, 2) / idf, term(2, 4) / idf, 0.0], 1))
+
+
+# --- through the engine -----------------------------------------------------------------------
+
+
+def test_words_of_the_task_rank_matching_records_first(memory: Membrane) -> None:
+    loud = create(memory, semantic("user", "prefers", "dark mode", salience=1.0))
+    match = create(memory, semantic("service", "deploys_to", "staging", salience=0.3))
+
+    assert ids(memory.retrieve("where does the service deploy").records) == [match, loud]
+    assert ids(memory.retrieve().records) == [loud, match]
+
+
+def test_a_task_matching_nothing_falls_back_to_salience(memory: Membrane) -> None:
+    low = create(memory, semantic("a", salience=0.2))
+    high = create(memory, semantic("b", salience=0.9))
+
+    assert ids(memory.retrieve("kubernetes").records) == [high, low]
+
+
+def test_vector_evidence_outweighs_salience_as_in_the_reference(memory: Membrane) -> None:
+    """O3: vector order [low-salience, high-salience] → hybrid 0.73 vs 0.62."""
+    low = create(memory, episodic("one", salience=0.1), at_cosine(0.9))
+    high = create(memory, episodic("two", salience=0.9), at_cosine(0.45))
+
+    assert ids(memory.retrieve(query_embedding=QUERY).records) == [low, high]
+    assert ids(memory.retrieve().records) == [high, low]
+
+
+def test_best_applicable_competence_comes_first(memory: Membrane) -> None:
+    """O1: a very salient fact and two skills; the one matching the task comes first."""
+    create(memory, semantic("user", "prefers", "tea", salience=0.99), [0.0, 0.0, 1.0])
+    best = create(memory, competence("best", salience=0.4, confidence=0.4), at_cosine(0.9))
+    worse = create(memory, competence("worse", salience=0.8, confidence=0.95), at_cosine(-0.8))
+
+    result = memory.retrieve("compile code", query_embedding=QUERY)
+
+    assert ids(result.records)[0] == best
+    assert result.selection is not None
+    assert ids(result.selection.selected) == [best, worse]
+
+
+def test_the_selection_orders_skills_on_its_own_signals(memory: Membrane) -> None:
+    """O2/O6 adapted: records follow relevance; the selection follows the selector, which
+    also weighs success and recency. The reference would put the selection first."""
+    close = create(
+        memory,
+        competence("close", payload={"kind": "competence", "performance": stats(0, 10)}),
+        at_cosine(0.9),
+    )
+    proven = create(
+        memory,
+        competence("proven", payload={"kind": "competence", "performance": stats(10, 0)}),
+        at_cosine(0.6),
+    )
+    fact = create(memory, semantic(salience=1.0), at_cosine(0.95))
+
+    result = memory.retrieve("task", query_embedding=QUERY)
+
+    assert ids(result.records) == [fact, close, proven]
+    assert result.selection is not None
+    assert ids(result.selection.selected) == [proven, close]
+
+
+class CountingEmbedder:
+    """A hashing embedder that counts the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(16)
+        self.texts: list[str] = []
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_descriptor_is_embedded_once_unless_a_vector_is_given(clock: MonotonicClock) -> None:
+    """O4: a precomputed query vector is used as is; the embedder is not asked."""
+    embedder = CountingEmbedder()
+    with Membrane.in_memory(clock=clock, embedder=embedder) as memory:
+        memory.create_record(semantic("service", "runs_on", "port 8080"))
+        embedder.texts.clear()
+
+        memory.retrieve("service port")
+        assert embedder.texts == ["service port"]
+
+        embedder.texts.clear()
+        given = [1.0] + [0.0] * 15
+        memory.retrieve("service port", query_embedding=given)
+        memory.retrieve_graph("service port", query_embedding=given)
+        memory.retrieve("")
+        assert embedder.texts == []
+
+
+def test_the_engine_embedder_ranks_by_meaning_words(clock: MonotonicClock) -> None:
+    with Membrane.in_memory(clock=clock, embedder=HashingEmbedder(256)) as memory:
+        loud = memory.create_record(semantic("user", "prefers", "dark mode")).id
+        match = memory.create_record(
+            semantic("orchid", "deploy_target", "staging cluster", salience=0.2)
+        ).id
+
+        assert ids(memory.retrieve("orchid staging cluster").records) == [match, loud]
+
+
+def test_without_vectors_a_query_vector_changes_nothing(memory: Membrane) -> None:
+    """O5: no vector evidence → salience order."""
+    low = create(memory, semantic("a", salience=0.2))
+    high = create(memory, semantic("b", salience=0.9))
+
+    assert ids(memory.retrieve(query_embedding=QUERY).records) == [high, low]
+
+
+def test_a_query_vector_of_the_wrong_width_is_refused(memory: Membrane) -> None:
+    create(memory, semantic(), at_cosine(0.5))
+
+    with pytest.raises(ValidationError, match="expected 3 dimensions, got 2") as info:
+        memory.retrieve(query_embedding=[1.0, 0.0])
+
+    assert info.value.field == "query_embedding"
+    with pytest.raises(ValidationError):
+        memory.retrieve_graph(query_embedding=[1.0, 0.0])
+
+
+def test_words_and_vectors_are_evidence_of_equal_weight(memory: Membrane) -> None:
+    """A record matched only by its vector and one matched only by every word of the task
+    (at average length) have equal relevance; salience decides between them."""
+    no_evidence = create(memory, semantic("a", "is", "b", salience=1.0), at_cosine(-0.5))
+    vector = create(memory, semantic("c", "is", "d", salience=0.5), at_cosine(0.7))
+    words = create(memory, semantic("orchid", "is", "staging", salience=0.6))
+
+    result = memory.retrieve("orchid staging", query_embedding=QUERY)
+
+    assert ids(result.records) == [words, vector, no_evidence]
+
+
+def test_sharing_one_common_word_is_weak_evidence(memory: Membrane) -> None:
+    """Lexical evidence is the fraction of a full match, not relative to the best match: a
+    record sharing only a common word with the task gets little of it."""
+    common = [create(memory, semantic(f"job{i}", "is", "running", salience=0.1)) for i in range(6)]
+    cache = create(memory, semantic("cache", "is", "cold", salience=0.1))
+    meaning = create(memory, semantic("x", "y", "z", salience=0.1), at_cosine(0.9))
+
+    result = memory.retrieve("is the orchid cache running", query_embedding=QUERY)
+
+    assert ids(result.records)[:2] == [meaning, cache]
+    assert set(ids(result.records)[2:]) == set(common)
+
+
+def test_a_scoped_caller_is_ranked_on_its_scopes_vectors(memory: Membrane) -> None:
+    mine = create(memory, semantic("a", scope="mine", salience=0.2), at_cosine(0.9))
+    create(memory, semantic("b", scope="theirs"), at_cosine(1.0))
+    unscoped = create(memory, semantic("c", salience=0.9), at_cosine(0.3))
+
+    result = memory.retrieve(
+        trust={"max_sensitivity": "low", "scopes": ["mine"]},  # type: ignore[arg-type]
+        query_embedding=QUERY,
+    )
+
+    assert ids(result.records) == [mine, unscoped]
