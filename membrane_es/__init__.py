@@ -4,6 +4,7 @@ Typed, revisable, trust-gated memory whose every revision is an immutable event,
 whole store can be read as of any past moment.
 """
 
+from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.engine import Membrane
 from membrane_es.errors import (
     AccessDeniedError,
@@ -19,6 +20,7 @@ from membrane_es.queries.records import HistoryEntry
 from membrane_es.schema import (
     AuditAction,
     AuditEntry,
+    CaptureMemoryResult,
     CompetencePayload,
     DecayProfile,
     EntityPayload,
@@ -49,6 +51,7 @@ __all__ = [
     "AlreadyExistsError",
     "AuditAction",
     "AuditEntry",
+    "CaptureMemoryResult",
     "CompetencePayload",
     "ConflictError",
     "DecayProfile",
@@ -59,6 +62,7 @@ __all__ = [
     "GraphNode",
     "HistoryEntry",
     "IntegrityViolationError",
+    "Interpreter",
     "Lifecycle",
     "Membrane",
     "MembraneError",
@@ -71,6 +75,7 @@ __all__ = [
     "ProvenanceRef",
     "ProvenanceSource",
     "Relation",
+    "Resolver",
     "RetrieveGraphResult",
     "RetrieveResult",
     "RevisionStatus",

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 from eventsourcing.application import (
     AggregateNotFoundError,
     Application,
@@ -24,9 +25,15 @@ from eventsourcing.persistence import IntegrityError
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.clock import MonotonicClock
+from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.vectors import record_embedding
 from membrane_es.errors import NotFoundError
+from membrane_es.projections.entities import normalise_term
+from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.timecodes import micros
+from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
 
@@ -87,6 +94,10 @@ class MemoryApplication(Application):
                 processing.aggregates[obj.id] = obj
             else:
                 processing.collect_events(obj)
+        # Events carry transaction times and the log must be in time order; one save (a
+        # batch) may hold several commands' events for one aggregate, so put them in order.
+        # The sort is stable and each aggregate's events are in time order already.
+        processing.events.sort(key=_event_time)
         processing.saved_kwargs.update(kwargs)
         recordings = self._record(processing)
         for aggregate in processing.aggregates.values():
@@ -127,6 +138,11 @@ class MemoryApplication(Application):
         event: Any = self.mapper.to_domain_event(notification)
         moment: datetime = event.timestamp
         return moment
+
+
+def _event_time(event: Any) -> datetime:
+    moment: datetime = event.timestamp
+    return moment
 
 
 def _project(aggregate: Any, events: Any) -> Any:
@@ -170,11 +186,18 @@ class EventStoreUnitOfWork:
     """One command's (or one batch's) view of the write side, with an identity map."""
 
     def __init__(
-        self, app: MemoryApplication, clock: MonotonicClock, embedder: Embedder | None = None
+        self,
+        app: MemoryApplication,
+        clock: MonotonicClock,
+        embedder: Embedder | None = None,
+        views: ReadModel | None = None,
+        interpreter: Interpreter | None = None,
     ) -> None:
         self._app = app
         self._clock = clock
         self._embedder = embedder
+        self._views = views
+        self._interpreter = interpreter
         self._loaded: dict[str, MemoryRecord] = {}
         self._created: dict[str, MemoryRecord] = {}
         self._pending: dict[str, MemoryRecord] = {}
@@ -209,6 +232,71 @@ class EventStoreUnitOfWork:
     def embed(self, record: RecordData, given: Sequence[float] | None = None) -> Embedding | None:
         return record_embedding(record, self._embedder, given)
 
+    @property
+    def interpreter(self) -> Interpreter | None:
+        return self._interpreter
+
+    def find_entities(self, term: str, scope: str, limit: int = 10) -> list[RecordData]:
+        """Entities named ``term`` in ``scope`` or unscoped (the reference's
+        ``FindEntitiesByTerm``): from the entity-term index, plus entities created earlier in
+        this unit of work; retracted ones left out."""
+        wanted = normalise_term(term)
+        if not wanted:
+            return []
+        limit = limit if limit > 0 else DEFAULT_ENTITY_LIMIT
+        exact: dict[str, bool] = {}  # record id -> whether its scope is exactly ``scope``
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table = views.table
+                for row in views.entities.rows_named(wanted):
+                    row_scope = table.scope_names[int(table.content["scope"][row])]
+                    if row_scope in (scope, ""):
+                        exact[table.ids[row]] = row_scope == scope
+        for aggregate in self._created.values():
+            content = aggregate.state.content
+            payload = content.payload
+            if (
+                isinstance(payload, EntityPayload)
+                and content.scope in (scope, "")
+                and wanted in _entity_terms(payload)
+            ):
+                exact[content.id] = content.scope == scope
+        found: list[RecordData] = []
+        now = self._clock.now()
+        for record_id in sorted(exact, key=lambda i: (not exact[i], i)):
+            aggregate = self.get(record_id)
+            if aggregate.state.retracted or aggregate.memory_type is not MemoryType.ENTITY:
+                continue
+            found.append(aggregate.view(now))
+            if len(found) == limit:
+                break
+        return found
+
+    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+        """The ``limit`` most salient active records (ties: newer, then id) of exactly
+        ``scope`` (every scope for None), including records created in this unit of work."""
+        if limit <= 0:
+            return []
+        now = self._clock.now()
+        picks: list[tuple[float, int, str]] = []  # (salience, created_at µs, id)
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                picks = _most_salient(views, scope, limit, micros(now))
+        listed = {record_id for _, _, record_id in picks}
+        for aggregate in self._created.values():
+            content = aggregate.state.content
+            if content.id in listed or aggregate.state.retracted:
+                continue
+            if scope is None or content.scope == scope:
+                created = content.created_at or aggregate.created_on
+                picks.append((aggregate.salience(now), micros(created), content.id))
+        picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
+        return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
+
     def commit(self) -> None:
         """Write every pending event in one atomic save."""
         if self._pending:
@@ -219,6 +307,43 @@ class EventStoreUnitOfWork:
     def rollback(self) -> None:
         """Forget pending work; cached aggregates were copies, so nothing else to undo."""
         self._pending.clear()
+
+
+DEFAULT_ENTITY_LIMIT = 10
+
+
+def _entity_terms(payload: EntityPayload) -> set[str]:
+    terms = {normalise_term(payload.canonical_name)}
+    terms.update(normalise_term(alias.value) for alias in payload.aliases)
+    terms.discard("")
+    return terms
+
+
+def _most_salient(
+    views: ReadModel, scope: str | None, limit: int, at: int
+) -> list[tuple[float, int, str]]:
+    """(salience, created_at, id) of the ``limit`` most salient active rows of ``scope``
+    (every scope for None), best first; ties at the cut are all kept for the caller to order."""
+    table = views.table
+    rows = np.arange(table.size)
+    if scope is not None:
+        scope_id = table.scope_ids.get(scope)
+        if scope_id is None:
+            return []
+        rows = rows[table.content["scope"][: table.size] == scope_id]
+    state = table.state_now()
+    salience = table.salience(rows, at, state)
+    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, salience, state)
+    rows, salience = rows[active], salience[active]
+    if len(rows) > limit:
+        cut = np.partition(salience, len(rows) - limit)[len(rows) - limit]
+        keep = salience >= cut
+        rows, salience = rows[keep], salience[keep]
+    created = table.content["created_at"][rows]
+    return [
+        (float(s), int(c), table.ids[int(r)])
+        for r, s, c in zip(rows.tolist(), salience.tolist(), created.tolist(), strict=True)
+    ]
 
 
 __all__ = [

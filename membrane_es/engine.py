@@ -9,6 +9,7 @@ ports by changing how the client is made::
         memory.retrieve_by_id(fact.id, trust=TrustContext(max_sensitivity="medium"))
         memory.retrieve("deploy the service", limit=10)       # layered, ranked
         memory.retrieve_graph("Orchid")                        # roots and their neighbours
+        memory.capture_memory({"project": "Orchid"}, source_kind="event")  # raw content in
 """
 
 from __future__ import annotations
@@ -27,15 +28,18 @@ from eventsourcing.persistence import IntegrityError
 from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command, messages
+from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.messages import RecordInput
 from membrane_es.embedding.protocol import Embedder
-from membrane_es.errors import ConflictError, MembraneError
+from membrane_es.errors import ConflictError, MembraneError, ValidationError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
+from membrane_es.schema.capture import CaptureMemoryResult
+from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import check_unit_interval
@@ -43,6 +47,7 @@ from membrane_es.schema.validation import check_unit_interval
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load.
 CONFLICT_ATTEMPTS = 5
 _LEAST_PRIVILEGE = TrustContext()
+Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 text, or now
 
 
 class Membrane:
@@ -53,6 +58,11 @@ class Membrane:
     :param clock: the engine's clock; tests may pass one driven by hand.
     :param selection_threshold: the selector's confidence below which a retrieval's
         selection says ``needs_more`` (the reference's default, 0.7).
+    :param interpreter: reads captures and proposes mentions and links (an LLM, rules…);
+        see :class:`~membrane_es.commands.interpreter.Interpreter`. Without one, capture
+        uses its fallback interpretation only.
+    :param default_sensitivity: the sensitivity the ``ingest_*`` operations give records
+        when the caller names none (capture always defaults to ``low``, as the reference).
 
     Writes are serialised within one process (event times then increase in log order);
     a write that loses a race with another process is retried from a fresh load, then
@@ -66,8 +76,12 @@ class Membrane:
         embedder: Embedder | None = None,
         views_dir: Path | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
     ) -> None:
         self._selection_threshold = check_unit_interval("selection_threshold", selection_threshold)
+        self._default_sensitivity = _check_default_sensitivity(default_sensitivity)
+        self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
         self._embedder = embedder
@@ -103,6 +117,8 @@ class Membrane:
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
@@ -113,6 +129,7 @@ class Membrane:
             record's ``Created`` event (see :mod:`membrane_es.embedding`).
         """
         check_unit_interval("selection_threshold", selection_threshold)  # before opening
+        _check_default_sensitivity(default_sensitivity)
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
@@ -127,6 +144,8 @@ class Membrane:
             embedder,
             views_dir=directory / "views",
             selection_threshold=selection_threshold,
+            interpreter=interpreter,
+            default_sensitivity=default_sensitivity,
         )
 
     @classmethod
@@ -137,12 +156,20 @@ class Membrane:
         clock: MonotonicClock | None = None,
         embedder: Embedder | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
     ) -> Self:
         """A store that lives in this process only (eventsourcing's in-memory recorders)."""
         check_unit_interval("selection_threshold", selection_threshold)
+        _check_default_sensitivity(default_sensitivity)
         settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
         return cls(
-            MemoryApplication(settings), clock, embedder, selection_threshold=selection_threshold
+            MemoryApplication(settings),
+            clock,
+            embedder,
+            selection_threshold=selection_threshold,
+            interpreter=interpreter,
+            default_sensitivity=default_sensitivity,
         )
 
     def close(self) -> None:
@@ -310,6 +337,192 @@ class Membrane:
     def unpin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
         self.handle(messages.Unpin(record_id=record_id, actor=actor, rationale=rationale))
 
+    # --- capture and ingestion (spec §2) ------------------------------------------------------
+
+    def capture_memory(
+        self,
+        content: Any,
+        *,
+        source_kind: str = "agent_turn",
+        context: Any = None,
+        reason_to_remember: str = "",
+        proposed_type: str | None = None,
+        summary: str = "",
+        sensitivity: str = Sensitivity.LOW.value,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> CaptureMemoryResult:
+        """Remember raw content (spec §2.4; the SDK's signature).
+
+        Makes a primary record (working for ``source_kind="working_state"``, episodic for
+        anything else), an entity for each thing the content names that is not known yet,
+        a semantic fact when the content is ``{"subject", "predicate", "object"}``-shaped,
+        and the edges between them and the records they name — all in one atomic write.
+
+        :param content: any JSON value; an object's keys drive what is extracted.
+        :param context: any JSON value kept alongside (``active_entities`` guide matching).
+        :param timestamp: when it happened (aware datetime or RFC 3339); default now.
+        """
+        result: CaptureMemoryResult = self.handle(
+            messages.CaptureMemory(
+                content=content,
+                source_kind=source_kind,
+                context=context,
+                reason_to_remember=reason_to_remember,
+                proposed_type=proposed_type or "",
+                summary=summary,
+                sensitivity=sensitivity,
+                source=source,
+                tags=list(tags or []),
+                scope=scope,
+                timestamp=timestamp,
+            )
+        )
+        return result
+
+    def ingest_event(
+        self,
+        event_kind: str,
+        ref: str,
+        *,
+        summary: str = "",
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """An event as an episodic record (the older API; confidence 0.8, half-life 1 h)."""
+        result: MemoryRecord = self.handle(
+            messages.IngestEvent(
+                event_kind=event_kind,
+                ref=ref,
+                summary=summary,
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return result
+
+    def ingest_tool_output(
+        self,
+        tool_name: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        result: Any = None,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        depends_on: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """A tool call and its result as an episodic record (confidence 0.9, half-life 1 h)."""
+        record: MemoryRecord = self.handle(
+            messages.IngestToolOutput(
+                tool_name=tool_name,
+                args=dict(args or {}),
+                result=result,
+                depends_on=list(depends_on or []),
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def ingest_observation(
+        self,
+        subject: str,
+        predicate: str,
+        obj: Any,
+        *,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """An observed fact as a semantic record (confidence 0.7, half-life 30 days).
+
+        A subject (or string object) that names a known entity in ``scope`` (or unscoped) is
+        replaced by the entity's id and joined to it by ``subject_entity``/``object_entity``
+        and their inverses, in the same write.
+        """
+        record: MemoryRecord = self.handle(
+            messages.IngestObservation(
+                subject=subject,
+                predicate=predicate,
+                object=obj,
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def ingest_outcome(
+        self,
+        target_record_id: str,
+        outcome_status: str,
+        *,
+        source: str = "python-client",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """Record an episode's outcome (``success``, ``failure``, ``partial``) on its episodic
+        record; returns the record as updated."""
+        record: MemoryRecord = self.handle(
+            messages.IngestOutcome(
+                target_record_id=target_record_id,
+                outcome_status=outcome_status,
+                source=source,
+                timestamp=timestamp,
+            )
+        )
+        return record
+
+    def ingest_working_state(
+        self,
+        thread_id: str,
+        state: str,
+        *,
+        next_actions: Sequence[str] | None = None,
+        open_questions: Sequence[str] | None = None,
+        context_summary: str = "",
+        active_constraints: Sequence[Any] | None = None,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """A thread's working state as a working record (confidence 1.0, half-life 1 day)."""
+        record: MemoryRecord = self.handle(
+            messages.IngestWorkingState(
+                thread_id=thread_id,
+                state=state,
+                next_actions=list(next_actions or []),
+                open_questions=list(open_questions or []),
+                context_summary=context_summary,
+                active_constraints=list(active_constraints or []),
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def _ingest_fields(
+        self,
+        sensitivity: str | None,
+        source: str,
+        tags: Sequence[str] | None,
+        scope: str,
+        timestamp: Timestamp,
+    ) -> dict[str, Any]:
+        return {
+            "sensitivity": sensitivity or self._default_sensitivity,
+            "source": source,
+            "tags": list(tags or []),
+            "scope": scope,
+            "timestamp": timestamp,
+        }
+
     # --- reads ----------------------------------------------------------------------------
 
     def retrieve_by_id(
@@ -450,7 +663,7 @@ class Membrane:
             return handler(command, batch)
         for attempt in range(CONFLICT_ATTEMPTS):
             with self._write_lock:
-                uow = EventStoreUnitOfWork(self._app, self._clock, self._embedder)
+                uow = self._unit_of_work()
                 try:
                     result = handler(command, uow)
                     self._views.follow(uow.recordings, self._app)  # callers read their own writes
@@ -463,6 +676,11 @@ class Membrane:
             f"{type(command).__name__} lost {CONFLICT_ATTEMPTS} races with concurrent writers"
         )
 
+    def _unit_of_work(self) -> EventStoreUnitOfWork:
+        return EventStoreUnitOfWork(
+            self._app, self._clock, self._embedder, self._views, self._interpreter
+        )
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Run many commands as one atomic, durable write (one commit for all of them).
@@ -473,7 +691,7 @@ class Membrane:
         if getattr(self._batch, "uow", None) is not None:
             raise MembraneError("batches do not nest")
         with self._write_lock:
-            uow = EventStoreUnitOfWork(self._app, self._clock, self._embedder)
+            uow = self._unit_of_work()
             uow.deferred = True
             self._batch.uow = uow
             try:
@@ -490,3 +708,10 @@ class Membrane:
                 raise
             finally:
                 self._batch.uow = None
+
+
+def _check_default_sensitivity(value: str) -> str:
+    """The configured default must be a sensitivity level (the reference refuses to start)."""
+    if value not in Sensitivity.__members__.values():
+        raise ValidationError("default_sensitivity", f'invalid default sensitivity "{value}"')
+    return str(value)

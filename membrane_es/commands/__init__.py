@@ -1,12 +1,19 @@
 """The write use cases: one message and one handler per command."""
 
 from membrane_es.commands.handlers import COMMAND_HANDLERS
+from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.commands.messages import (
     AddRelation,
+    CaptureMemory,
     Command,
     Contest,
     CreateRecord,
     Fork,
+    IngestEvent,
+    IngestObservation,
+    IngestOutcome,
+    IngestToolOutput,
+    IngestWorkingState,
     Merge,
     Penalize,
     Pin,
@@ -21,15 +28,23 @@ from membrane_es.commands.unit_of_work import UnitOfWork
 __all__ = [
     "COMMAND_HANDLERS",
     "AddRelation",
+    "CaptureMemory",
     "Command",
     "Contest",
     "CreateRecord",
     "Fork",
+    "IngestEvent",
+    "IngestObservation",
+    "IngestOutcome",
+    "IngestToolOutput",
+    "IngestWorkingState",
+    "Interpreter",
     "Merge",
     "Penalize",
     "Pin",
     "RecordOutcome",
     "Reinforce",
+    "Resolver",
     "Retract",
     "Supersede",
     "Unpin",

@@ -15,12 +15,26 @@ import msgspec
 
 from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.commands.capture import capture_memory
+from membrane_es.commands.ingest import (
+    ingest_event,
+    ingest_observation,
+    ingest_outcome,
+    ingest_tool_output,
+    ingest_working_state,
+)
 from membrane_es.commands.messages import (
     AddRelation,
+    CaptureMemory,
     Command,
     Contest,
     CreateRecord,
     Fork,
+    IngestEvent,
+    IngestObservation,
+    IngestOutcome,
+    IngestToolOutput,
+    IngestWorkingState,
     Merge,
     Penalize,
     Pin,
@@ -330,4 +344,10 @@ COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
     RecordOutcome: record_outcome,
     Pin: pin,
     Unpin: unpin,
+    CaptureMemory: capture_memory,
+    IngestEvent: ingest_event,
+    IngestToolOutput: ingest_tool_output,
+    IngestObservation: ingest_observation,
+    IngestOutcome: ingest_outcome,
+    IngestWorkingState: ingest_working_state,
 }

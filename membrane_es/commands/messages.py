@@ -6,6 +6,7 @@ reference JSON or SDK form; handlers validate and copy them before anything is w
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -88,3 +89,87 @@ class Pin(Command, frozen=True, kw_only=True):
 
 class Unpin(Command, frozen=True, kw_only=True):
     record_id: str
+
+
+# --- capture and ingestion (spec §2) ---------------------------------------------------------
+#
+# Who acts is the capture's ``source``: it is the actor of every audit entry these write, so
+# ``actor`` and ``rationale`` are not used (the reference words each rationale itself).
+# Timestamps are a timezone-aware datetime, an RFC 3339 string, or None (now).
+
+
+class CaptureMemory(Command, frozen=True, kw_only=True):
+    """Capture raw content: a primary record, the entities it names, a derived fact, edges."""
+
+    content: Any = None
+    source_kind: str = "agent_turn"
+    context: Any = None
+    reason_to_remember: str = ""
+    proposed_type: str = ""
+    summary: str = ""
+    sensitivity: str = "low"
+    source: str = "python-client"
+    tags: list[str] = msgspec.field(default_factory=list)
+    scope: str = ""
+    timestamp: datetime | str | None = None
+    actor: str = ""
+    rationale: str = ""
+
+
+class _Ingest(Command, frozen=True, kw_only=True):
+    """Fields every ingest operation shares; ``sensitivity`` empty means the default (low)."""
+
+    source: str = "python-client"
+    timestamp: datetime | str | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+    scope: str = ""
+    sensitivity: str = ""
+    actor: str = ""
+    rationale: str = ""
+
+
+class IngestEvent(_Ingest, frozen=True, kw_only=True):
+    """An event → an episodic record with one timeline entry."""
+
+    event_kind: str
+    ref: str
+    summary: str = ""
+
+
+class IngestToolOutput(_Ingest, frozen=True, kw_only=True):
+    """A tool call and its result → an episodic record with one tool node."""
+
+    tool_name: str
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    result: Any = None
+    depends_on: list[str] = msgspec.field(default_factory=list)
+
+
+class IngestObservation(_Ingest, frozen=True, kw_only=True):
+    """A subject–predicate–object observation → a semantic record, tied to known entities."""
+
+    subject: str
+    predicate: str
+    object: Any = None
+
+
+class IngestOutcome(Command, frozen=True, kw_only=True):
+    """The outcome of an episode → recorded on its episodic record."""
+
+    target_record_id: str
+    outcome_status: str
+    source: str = "python-client"
+    timestamp: datetime | str | None = None
+    actor: str = ""
+    rationale: str = ""
+
+
+class IngestWorkingState(_Ingest, frozen=True, kw_only=True):
+    """A thread's working state → a working record."""
+
+    thread_id: str
+    state: str
+    next_actions: list[str] = msgspec.field(default_factory=list)
+    open_questions: list[str] = msgspec.field(default_factory=list)
+    context_summary: str = ""
+    active_constraints: list[Any] = msgspec.field(default_factory=list)

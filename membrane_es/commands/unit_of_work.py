@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.commands.interpreter import Interpreter
 from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
 
@@ -33,4 +34,26 @@ class UnitOfWork(Protocol):
     def embed(self, record: RecordData, given: Sequence[float] | None = None) -> Embedding | None:
         """The vector to store with a new record: ``given`` (checked), else the engine's
         embedder's, else none."""
+        ...
+
+    # --- reads capture needs (spec §1.10, §2.4 steps 4 and 9) -----------------------------
+    #
+    # Both see records created earlier in the same unit of work (a batch) as well as the
+    # committed store, and leave out retracted records. The records returned are the
+    # current state and must not be mutated.
+
+    def find_entities(self, term: str, scope: str, limit: int = 10) -> list[RecordData]:
+        """Entity records whose canonical name or an alias is ``term`` (trimmed,
+        lower-cased), scoped to ``scope`` or unscoped; exact-scope matches first, then by id;
+        at most ``limit`` (≤ 0: 10). A blank term finds nothing."""
+        ...
+
+    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+        """The ``limit`` most salient records (ties: newer, then id), of exactly ``scope``, or
+        of every scope when ``scope`` is None."""
+        ...
+
+    @property
+    def interpreter(self) -> Interpreter | None:
+        """The engine's capture interpreter, if it has one."""
         ...

@@ -105,6 +105,17 @@ def object_text(value: Any) -> str:
         return _go_sprint(value)
 
 
+def go_json(value: Any) -> str:
+    """A JSON-like value as Go's ``json.Marshal`` writes it (sorted keys, compact, ``<>&``
+    escaped, numbers as float64); :class:`ValueError` for NaN or infinity."""
+    return _go_json(value)
+
+
+def go_sprint(value: Any) -> str:
+    """A JSON-like value as Go's ``fmt.Sprint`` writes it (``map[k:v]``, ``[a b]``, ``<nil>``)."""
+    return _go_sprint(value)
+
+
 def _go_json(value: Any) -> str:
     if value is None:
         return "null"

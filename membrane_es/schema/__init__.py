@@ -1,5 +1,6 @@
 """The vocabulary of membrane_es: the Membrane data model as msgspec Structs, and its limits."""
 
+from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import (
     BUILTIN_ENTITY_TYPES,
     AuditAction,
@@ -76,6 +77,7 @@ __all__ = [
     "AuditAction",
     "AuditEntry",
     "BUILTIN_ENTITY_TYPES",
+    "CaptureMemoryResult",
     "CompetencePayload",
     "Constraint",
     "DEFAULT_HALF_LIFE_SECONDS",
