@@ -4,6 +4,7 @@ Typed, revisable, trust-gated memory whose every revision is an immutable event,
 whole store can be read as of any past moment.
 """
 
+from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.engine import Membrane
 from membrane_es.errors import (
@@ -22,6 +23,7 @@ from membrane_es.schema import (
     AuditEntry,
     CaptureMemoryResult,
     CompetencePayload,
+    ConsolidationResult,
     DecayProfile,
     EntityPayload,
     EpisodicPayload,
@@ -54,10 +56,12 @@ __all__ = [
     "CaptureMemoryResult",
     "CompetencePayload",
     "ConflictError",
+    "ConsolidationResult",
     "DecayProfile",
     "EntityPayload",
     "EpisodicImmutableError",
     "EpisodicPayload",
+    "Extractor",
     "GraphEdge",
     "GraphNode",
     "HistoryEntry",
@@ -82,6 +86,7 @@ __all__ = [
     "SelectionResult",
     "SemanticPayload",
     "Sensitivity",
+    "Triple",
     "TrustContext",
     "ValidationError",
     "WorkingPayload",

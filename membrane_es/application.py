@@ -31,6 +31,7 @@ from membrane_es.embedding.vectors import record_embedding
 from membrane_es.errors import NotFoundError
 from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.records import TYPE_CODE
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
@@ -296,6 +297,45 @@ class EventStoreUnitOfWork:
                 picks.append((aggregate.salience(now), micros(created), content.id))
         picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
         return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
+
+    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+        """Active records of one type from the record table, plus those created in this unit
+        of work, oldest first (then by id)."""
+        ids: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table = views.table
+                rows = np.flatnonzero(table.content["type"][: table.size] == TYPE_CODE[memory_type])
+                ids.update(table.ids[int(row)] for row in rows)
+        ids.update(
+            record_id
+            for record_id, aggregate in self._created.items()
+            if aggregate.memory_type is memory_type
+        )
+        now = self._clock.now()
+        aggregates = [self.get(record_id) for record_id in ids]
+        found = [a.view(now) for a in aggregates if not a.state.retracted]
+        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
+        return found
+
+    def referrers(self, record_id: str, predicate: str) -> list[str]:
+        """Sources of ``predicate`` relations to ``record_id``: from the relation graph (the
+        committed log), plus relations saved in this unit of work but not yet committed."""
+        found: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                found.update(s for s, p in views.graph.sources(record_id) if p == predicate)
+        for aggregate in self._pending.values():
+            if any(
+                r.predicate == predicate and r.target_id == record_id
+                for r in aggregate.state.relations
+            ):
+                found.add(aggregate.record_id)
+        return sorted(found)
 
     def commit(self) -> None:
         """Write every pending event in one atomic save."""

@@ -28,11 +28,13 @@ from eventsourcing.persistence import IntegrityError
 from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command, messages
+from membrane_es.commands.extractor import Extractor
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.messages import RecordInput
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.errors import ConflictError, MembraneError, ValidationError
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.timecodes import micros
 from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
@@ -41,8 +43,8 @@ from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
-from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
-from membrane_es.schema.validation import check_unit_interval
+from membrane_es.schema.results import ConsolidationResult, RetrieveGraphResult, RetrieveResult
+from membrane_es.schema.validation import check_moment, check_unit_interval
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load.
 CONFLICT_ATTEMPTS = 5
@@ -639,6 +641,32 @@ class Membrane:
             selection_threshold=self._selection_threshold,
         )
 
+    def get_metrics(self, *, as_of: datetime | None = None) -> dict[str, Any]:
+        """The reference metrics snapshot (spec §6), now or as the store stood at ``as_of``.
+
+        Exactly the reference keys: ``collected_at`` (RFC 3339, the moment answered for),
+        ``total_records``, ``records_by_type`` (types present only), ``avg_salience``,
+        ``avg_confidence``, ``salience_distribution`` (always the five buckets ``0.0-0.2`` …
+        ``0.8-1.0``), ``active_records`` (salience > 0), ``pinned_records``,
+        ``total_audit_entries``, ``memory_growth_rate`` (created in the 24 h before the
+        moment / total), ``retrieval_usefulness`` (reinforce entries / all entries),
+        ``competence_success_rate``, ``plan_reuse_frequency`` and ``revision_rate`` (revise,
+        fork and merge entries / all entries); a ratio is 0 when its denominator is.
+
+        Like the reference, every stored record counts, with no trust filtering: retracted
+        records too (kept forever here, with salience 0), and records decayed to nothing
+        that the reference would have pruned (its behaviour before a sweep). Kept
+        incrementally by the read side (:mod:`membrane_es.projections.metrics`).
+        """
+        views = self.views
+        with views.lock:
+            table = views.table
+            if as_of is None:
+                moment = self._clock.now()
+                return views.metrics.snapshot(table, micros(moment), table.state_now(), live=True)
+            at = micros(check_moment("as_of", as_of))
+            return views.metrics.snapshot(table, at, table.state_at(at), live=False)
+
     def history(
         self, record_id: str, *, trust: TrustContext | None = _LEAST_PRIVILEGE
     ) -> list[HistoryEntry]:
@@ -708,6 +736,28 @@ class Membrane:
                 raise
             finally:
                 self._batch.uow = None
+
+    # --- consolidation (spec §5.5) ----------------------------------------------------------
+
+    def consolidate(
+        self, *, now: datetime | None = None, extractor: Extractor | None = None
+    ) -> ConsolidationResult:
+        """Consolidate once: compress old episodes, extract facts, skills and plan graphs.
+
+        Idempotent: a run does only what no earlier run did (each episode is compressed
+        once; a fact or skill is reinforced once per source episode; each plan is extracted
+        once), so running it again right away changes nothing and returns zero counters.
+        Each derived record with its relations is one atomic write; a failure stops the run
+        and keeps what was written before it (the next run picks up the rest).
+
+        :param now: the moment episode ages are measured at (default: now).
+        :param extractor: reads each episode's text and proposes subject–predicate–object
+            facts (an LLM, rules…); see :class:`~membrane_es.commands.extractor.Extractor`.
+        """
+        result: ConsolidationResult = self.handle(
+            messages.Consolidate(now=now, extractor=extractor)
+        )
+        return result
 
 
 def _check_default_sensitivity(value: str) -> str:

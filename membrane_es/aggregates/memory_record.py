@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 _AUDIT_ACTIONS = frozenset(a.value for a in AuditAction)
 
+# Episodic compression (spec §5.5) is a penalty by this actor; its audit entry carries the
+# rationale as given, without the ``penalty:`` prefix (spec §1.7).
+COMPRESSION_ACTOR = "consolidation/episodic"
+
 
 class RecordState(msgspec.Struct, kw_only=True):
     """What an aggregate knows after applying its events (also its snapshot form)."""
@@ -252,6 +256,8 @@ class MemoryRecord(Aggregate):
         action: ClassVar[str] = "decay"
 
         def audit_rationale(self) -> str:
+            if self.actor == COMPRESSION_ACTOR:
+                return self.rationale
             return f"penalty: {self.rationale}"
 
         amount: float
@@ -428,6 +434,14 @@ class MemoryRecord(Aggregate):
             audit=list(state.audit),
         )
         return clone
+
+    @property
+    def compressed(self) -> bool:
+        """Whether episodic compression has already lowered this record."""
+        return any(
+            entry.actor == COMPRESSION_ACTOR and entry.action is AuditAction.DECAY
+            for entry in self.state.audit
+        )
 
     # --- commands -------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 """The write use cases: one message and one handler per command."""
 
+from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.handlers import COMMAND_HANDLERS
 from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.commands.messages import (
     AddRelation,
     CaptureMemory,
     Command,
+    Consolidate,
     Contest,
     CreateRecord,
     Fork,
@@ -30,8 +32,10 @@ __all__ = [
     "AddRelation",
     "CaptureMemory",
     "Command",
+    "Consolidate",
     "Contest",
     "CreateRecord",
+    "Extractor",
     "Fork",
     "IngestEvent",
     "IngestObservation",
@@ -47,6 +51,7 @@ __all__ = [
     "Resolver",
     "Retract",
     "Supersede",
+    "Triple",
     "Unpin",
     "UnitOfWork",
 ]

@@ -16,6 +16,7 @@ import msgspec
 from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.commands.capture import capture_memory
+from membrane_es.commands.consolidation import consolidate
 from membrane_es.commands.ingest import (
     ingest_event,
     ingest_observation,
@@ -27,6 +28,7 @@ from membrane_es.commands.messages import (
     AddRelation,
     CaptureMemory,
     Command,
+    Consolidate,
     Contest,
     CreateRecord,
     Fork,
@@ -350,4 +352,5 @@ COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
     IngestObservation: ingest_observation,
     IngestOutcome: ingest_outcome,
     IngestWorkingState: ingest_working_state,
+    Consolidate: consolidate,
 }

@@ -173,3 +173,21 @@ class IngestWorkingState(_Ingest, frozen=True, kw_only=True):
     open_questions: list[str] = msgspec.field(default_factory=list)
     context_summary: str = ""
     active_constraints: list[Any] = msgspec.field(default_factory=list)
+
+
+# --- consolidation (spec §5.5) -----------------------------------------------------------------
+
+
+class Consolidate(Command, frozen=True, kw_only=True):
+    """Run the consolidation stages once; what earlier runs did is not done again.
+
+    ``now`` is the moment ages are measured at (default: the engine's clock); ``extractor``
+    is the optional semantic-extraction hook (an
+    :class:`~membrane_es.commands.extractor.Extractor`). The audit entries name each stage's
+    own actor, so ``actor`` and ``rationale`` are not used.
+    """
+
+    now: datetime | None = None
+    extractor: Any = None
+    actor: str = ""
+    rationale: str = ""

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
 
@@ -51,6 +52,18 @@ class UnitOfWork(Protocol):
     def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
         """The ``limit`` most salient records (ties: newer, then id), of exactly ``scope``, or
         of every scope when ``scope`` is None."""
+        ...
+
+    # --- reads consolidation needs (spec §5.5) --------------------------------------------
+
+    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+        """Every active (not retracted) record of ``memory_type``, oldest first (then by id),
+        including records created earlier in this unit of work; current state, not to be
+        mutated."""
+        ...
+
+    def referrers(self, record_id: str, predicate: str) -> list[str]:
+        """Ids of the records with a ``predicate`` relation to ``record_id``, in id order."""
         ...
 
     @property

@@ -25,6 +25,7 @@ from membrane_es.embedding.vectors import unpack
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.graph import RelationGraph
+from membrane_es.projections.metrics import MetricsView
 from membrane_es.projections.records import (
     STATUS_CONTESTED,
     STATUS_RETRACTED,
@@ -37,7 +38,7 @@ from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500
-CHECKPOINT_VERSION = 2  # 2: validity columns, entity names, text lengths
+CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
 
 
 class NotificationSource(Protocol):
@@ -52,8 +53,8 @@ class NotificationSource(Protocol):
 
 class ReadModel:
     """The record table (with its state timeline), the scope-partitioned embedding matrix,
-    the relation graph, the text index and the entity names, and the log position they
-    reflect."""
+    the relation graph, the text index, the entity names and the metrics, and the log
+    position they reflect."""
 
     def __init__(self) -> None:
         self.table = RecordTable()
@@ -61,6 +62,7 @@ class ReadModel:
         self.graph = RelationGraph()
         self.text = TextIndex()
         self.entities = EntityIndex()
+        self.metrics = MetricsView()
         self.position = 0
         self.lock = threading.RLock()
 
@@ -94,6 +96,10 @@ class ReadModel:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
+        if isinstance(event, MemoryRecord.Event):
+            # Every event filed under one of the seven audit actions (``Created`` included:
+            # ``create``) adds one audit entry.
+            self.metrics.audited(event.action, micros(event.timestamp))
         self.position = notification_id
 
     def close(self) -> None:
@@ -110,7 +116,9 @@ class ReadModel:
 
     def _created(self, event: MemoryRecord.Created) -> None:
         record = event.record
-        row = self.table.add(record, micros(event.timestamp))
+        at = micros(event.timestamp)
+        row = self.table.add(record, at)
+        self.metrics.created(row, record, at)
         for relation in record.relations:
             self.graph.add(record.id, relation)
         self.text.add(row, search_text(record))
@@ -184,6 +192,10 @@ class ReadModel:
             timeline = table.timeline
             arrays: dict[str, Any] = {f"content.{k}": v[:n] for k, v in table.content.items()}
             arrays.update({f"state.{k}": v[:n] for k, v in table.state.items()})
+            metrics = self.metrics
+            arrays["metrics.figures"] = metrics.figures[:n]
+            arrays["metrics.audit_times"] = metrics.audit_times[: metrics.audit_size]
+            arrays["metrics.audit_codes"] = metrics.audit_codes[: metrics.audit_size]
             arrays["timeline.times"] = timeline.times[: timeline.size]
             arrays["timeline.rows"] = timeline.rows[: timeline.size]
             arrays.update({f"timeline.{k}": v[: timeline.size] for k, v in timeline.values.items()})
@@ -262,6 +274,12 @@ class ReadModel:
                 (count, csize, {k: arrays[f"checkpoint.{i}.{k}"] for k in table.state})
                 for i, (count, csize) in enumerate(manifest["checkpoints"])
             ]
+            model.metrics.restore(
+                arrays["metrics.figures"],
+                arrays["metrics.audit_times"],
+                arrays["metrics.audit_codes"],
+                table.content["type"][:n],
+            )
             index = model.embeddings
             index.model, index.dimensions = manifest["model"], manifest["dimensions"]
             index.skipped = manifest["skipped"]

@@ -62,6 +62,7 @@ from membrane_es.schema.records import (
     TrustContext,
 )
 from membrane_es.schema.results import (
+    ConsolidationResult,
     GraphNode,
     RetrieveGraphResult,
     RetrieveResult,
@@ -79,6 +80,7 @@ __all__ = [
     "BUILTIN_ENTITY_TYPES",
     "CaptureMemoryResult",
     "CompetencePayload",
+    "ConsolidationResult",
     "Constraint",
     "DEFAULT_HALF_LIFE_SECONDS",
     "DEFAULT_REINFORCEMENT_GAIN",

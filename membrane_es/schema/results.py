@@ -55,3 +55,19 @@ class RetrieveGraphResult(_Result):
     edges: list[GraphEdge]
     root_ids: list[str]
     selection: SelectionResult | None = None
+
+
+class ConsolidationResult(msgspec.Struct, kw_only=True):
+    """What one consolidation run did (the reference's ``ConsolidationResult`` counters).
+
+    ``duplicates_resolved`` counts reinforcements of existing facts and skills; every counter
+    is 0 on a run that finds nothing new (consolidation is idempotent).
+    """
+
+    episodic_compressed: int = 0
+    semantic_extracted: int = 0
+    semantic_triples_extracted: int = 0
+    competence_extracted: int = 0
+    plan_graphs_extracted: int = 0
+    duplicates_resolved: int = 0
+    extraction_skipped: int = 0
