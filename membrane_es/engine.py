@@ -40,6 +40,7 @@ from membrane_es.queries import records as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
+from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
@@ -88,6 +89,7 @@ class Membrane:
         self._clock = clock or MonotonicClock()
         self._embedder = embedder
         self._views_dir = views_dir
+        self._consolidation: PeriodicTask | None = None
         self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
         max_id = app.recorder.max_notification_id() or 0
         if self._views.position > max_id:
@@ -178,6 +180,8 @@ class Membrane:
         """Checkpoint the read side (durable stores) and release the store."""
         if not self._closed:
             self._closed = True
+            if self._consolidation is not None:
+                self._consolidation.stop()
             if self._views_dir is not None:
                 self._views.catch_up(self._app)
                 self._views.save(self._views_dir)
@@ -758,6 +762,22 @@ class Membrane:
             messages.Consolidate(now=now, extractor=extractor)
         )
         return result
+
+    def start_consolidation(
+        self, interval_seconds: float, *, extractor: Extractor | None = None
+    ) -> PeriodicTask:
+        """Consolidate every ``interval_seconds`` on a background thread until :meth:`close`
+        (the reference daemon's default is every 6 hours). Returns the running task."""
+        if self._consolidation is not None:
+            raise MembraneError("consolidation is already scheduled")
+        task = PeriodicTask(
+            "membrane-consolidation",
+            interval_seconds,
+            lambda: self.consolidate(extractor=extractor),
+        )
+        self._consolidation = task
+        task.start()
+        return task
 
 
 def _check_default_sensitivity(value: str) -> str:

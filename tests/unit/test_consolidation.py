@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from membrane_es import Membrane, MemoryRecord
+from membrane_es import Membrane, MembraneError, MemoryRecord
 from membrane_es.commands.consolidation import (
     COMPRESSION_RATIONALE,
     EXTRACTOR_ACTOR,
@@ -515,3 +515,28 @@ def test_a_reopened_store_remembers_what_was_consolidated(tmp_path: Path) -> Non
         size = log_size(memory)
         assert memory.consolidate() == ZERO
         assert log_size(memory) == size
+
+
+def test_scheduled_consolidation_runs_until_the_engine_closes(memory: Membrane) -> None:
+    episode(memory, ("latency_check", "p95 latency 180ms"))
+    task = memory.start_consolidation(0.01)
+
+    assert task.wait_for_runs(3, timeout=30)
+    assert len(of_type(memory, "semantic")) == 1  # idempotent: later runs add nothing
+    assert task.failures == 0
+    with pytest.raises(MembraneError):
+        memory.start_consolidation(1.0)
+
+    memory.close()
+    finished = task.runs
+    assert not task.wait_for_runs(finished + 1, timeout=0.05)
+
+
+def test_a_failing_scheduled_run_does_not_stop_the_schedule(memory: Membrane) -> None:
+    def broken(content: str) -> list[Triple]:
+        raise RuntimeError("extractor down")
+
+    episode(memory, ("deploy", "deployed service"))
+    task = memory.start_consolidation(0.01, extractor=broken)
+    assert task.wait_for_runs(2, timeout=30)
+    memory.close()
