@@ -3,8 +3,8 @@
 Each turns one observation of the agent's world into a record through the reference's fixed
 pipeline: a *candidate* of some kind is classified into a memory type, checked by the policy
 (whose errors read ``ingestion policy: …``), given that kind's confidence and half-life, and
-built into a record whose provenance names the source. Capture (:mod:`.capture`) builds its
-primary record with the same builders.
+built into a record whose provenance names the source. The builders (:mod:`.builders`) and
+input checks (:mod:`.inputs`) are shared with capture (:mod:`.capture`).
 
 Defaults (``DefaultPolicyDefaults``): sensitivity ``low`` unless the caller (or the engine's
 configured default, applied by the facade) gives one; salience 1.0; ``auto_prune``; half-life
@@ -15,14 +15,34 @@ timeline entries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.commands.builders import (
+    EVENT,
+    INGESTION_ACTOR,
+    OBSERVATION,
+    TOOL_OUTPUT,
+    WORKING_STATE,
+    build_record,
+    create_ingested,
+    event_record,
+    tool_output_record,
+    working_record,
+)
+from membrane_es.commands.inputs import (
+    check_sensitivity,
+    check_tag_list,
+    check_timestamp,
+    json_value,
+    plain_text,
+    policy_error,
+    request_time,
+)
 from membrane_es.commands.messages import (
     IngestEvent,
     IngestObservation,
@@ -33,352 +53,25 @@ from membrane_es.commands.messages import (
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
-    DeletionPolicy,
     GraphPredicate,
     MemoryType,
     OutcomeStatus,
-    ProvenanceKind,
-    Sensitivity,
     TaskState,
 )
 from membrane_es.schema.payloads import (
     Constraint,
     EntityPayload,
-    EnvironmentSnapshot,
-    EpisodicPayload,
-    Payload,
     ProvenanceRef,
     SemanticPayload,
-    TimelineEvent,
-    ToolNode,
     Validity,
-    WorkingPayload,
 )
+from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.records import (
-    DecayProfile,
-    Lifecycle,
-    Provenance,
-    ProvenanceSource,
     Relation,
     copy_record,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.timestamps import Timestamp, utc
-from membrane_es.schema.validation import (
-    MAX_PAYLOAD_BYTES,
-    check_tags,
-    check_text,
-    validate_record,
-)
 
-INGESTION_ACTOR = "ingestion-service"
-DEFAULT_SENSITIVITY = Sensitivity.LOW.value
-INITIAL_SALIENCE = 1.0
-
-# Candidate kinds (the classifier's input) and what the policy gives each.
-EVENT, TOOL_OUTPUT, OBSERVATION, OUTCOME, WORKING_STATE = (
-    "event",
-    "tool_output",
-    "observation",
-    "outcome",
-    "working_state",
-)
-MEMORY_TYPE_OF_KIND: dict[str, MemoryType] = {
-    EVENT: MemoryType.EPISODIC,
-    TOOL_OUTPUT: MemoryType.EPISODIC,
-    OBSERVATION: MemoryType.SEMANTIC,
-    OUTCOME: MemoryType.EPISODIC,
-    WORKING_STATE: MemoryType.WORKING,
-}
-CONFIDENCE_OF_KIND: dict[str, float] = {
-    EVENT: 0.8,
-    TOOL_OUTPUT: 0.9,
-    OBSERVATION: 0.7,
-    OUTCOME: 0.85,
-    WORKING_STATE: 1.0,
-}
-UNKNOWN_KIND_CONFIDENCE = 0.5
-HALF_LIFE_OF_TYPE: dict[MemoryType, int] = {
-    MemoryType.EPISODIC: 3_600,
-    MemoryType.WORKING: 86_400,
-    MemoryType.SEMANTIC: 2_592_000,
-}
-OTHER_HALF_LIFE = HALF_LIFE_OF_TYPE[MemoryType.SEMANTIC]
-PROVENANCE_KIND_OF_KIND: dict[str, ProvenanceKind] = {
-    EVENT: ProvenanceKind.EVENT,
-    TOOL_OUTPUT: ProvenanceKind.TOOL_CALL,
-    OBSERVATION: ProvenanceKind.OBSERVATION,
-    OUTCOME: ProvenanceKind.OUTCOME,
-    WORKING_STATE: ProvenanceKind.EVENT,
-}
-
-_SENSITIVITIES = ", ".join(s.value for s in Sensitivity)
 _TASK_STATES = ", ".join(s.value for s in TaskState)
-
-
-# --- input checks shared with capture ---------------------------------------------------------
-
-
-def policy_error(field: str, reason: str) -> ValidationError:
-    """The policy engine's rejection (the reference's ``ingestion policy: <reason>``)."""
-    return ValidationError(field, f"ingestion policy: {reason}")
-
-
-def plain_text(field: str, value: Any) -> str:
-    """A string input (a ``str`` enum member becomes its plain value), at most 100,000 bytes."""
-    if isinstance(value, str):
-        value = str.__str__(value)
-    return check_text(field, value)
-
-
-def check_sensitivity(field: str, value: Any) -> str:
-    """Empty, or one of the five sensitivity levels."""
-    text = plain_text(field, value)
-    if text and text not in Sensitivity.__members__.values():
-        raise ValidationError(field, f"{field} must be one of: {_SENSITIVITIES}")
-    return text
-
-
-def check_tag_list(field: str, tags: Iterable[str] | None) -> list[str]:
-    return [str.__str__(t) if isinstance(t, str) else t for t in check_tags(field, tags or [])]
-
-
-def json_value(field: str, value: Any) -> Any:
-    """``value`` as plain JSON data (dicts keep their key order), at most 10 MiB encoded."""
-    try:
-        raw = msgspec.json.encode(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValidationError(field, f"{field} must be JSON-encodable: {exc}") from None
-    if len(raw) > MAX_PAYLOAD_BYTES:
-        raise ValidationError(
-            field, f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
-        )
-    return msgspec.json.decode(raw)
-
-
-def request_time(value: datetime | str | None, uow: UnitOfWork) -> datetime:
-    """The request's timestamp: a timezone-aware datetime or an RFC 3339 string; none: now."""
-    given = check_timestamp(value)
-    return uow.now() if given is None else given
-
-
-def check_timestamp(value: datetime | str | None) -> datetime | None:
-    """A request timestamp as a UTC datetime (None or "" stay None: "now")."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        try:
-            return utc(value)
-        except ValueError as exc:
-            raise ValidationError("timestamp", f"invalid timestamp: {exc}") from None
-    if isinstance(value, str):
-        try:
-            return utc(msgspec.convert(value, Timestamp))
-        except msgspec.ValidationError as exc:
-            raise ValidationError("timestamp", f"invalid timestamp: {exc}") from None
-    raise ValidationError(
-        "timestamp", "invalid timestamp: must be a datetime or an RFC 3339 string"
-    )
-
-
-def resolve_sensitivity(given: str) -> str:
-    return given or DEFAULT_SENSITIVITY
-
-
-# --- the record builder (``buildRecord``) -----------------------------------------------------
-
-
-def build_record(
-    kind: str,
-    payload: Payload,
-    *,
-    source: str,
-    timestamp: datetime,
-    at: datetime,
-    ref: str,
-    tags: list[str],
-    scope: str,
-    sensitivity: str,
-) -> RecordData:
-    """A new record for a candidate of ``kind``: classified, given the policy's confidence,
-    salience and lifecycle, and a provenance source ``{kind, ref, source, timestamp}``."""
-    memory_type = MEMORY_TYPE_OF_KIND.get(kind, MemoryType.EPISODIC)
-    half_life = HALF_LIFE_OF_TYPE.get(memory_type, OTHER_HALF_LIFE)
-    return RecordData(
-        id=new_record_id(),
-        type=memory_type,
-        sensitivity=Sensitivity(resolve_sensitivity(sensitivity)),
-        confidence=CONFIDENCE_OF_KIND.get(kind, UNKNOWN_KIND_CONFIDENCE),
-        salience=INITIAL_SALIENCE,
-        scope=scope,
-        tags=list(tags),
-        created_at=at,
-        updated_at=at,
-        lifecycle=Lifecycle(
-            decay=DecayProfile(half_life_seconds=half_life),
-            last_reinforced_at=at,
-            deletion_policy=DeletionPolicy.AUTO_PRUNE,
-        ),
-        provenance=Provenance(
-            sources=[
-                ProvenanceSource(
-                    kind=PROVENANCE_KIND_OF_KIND.get(kind, ProvenanceKind.EVENT),
-                    ref=ref,
-                    created_by=source,
-                    timestamp=timestamp,
-                )
-            ],
-            created_by=INGESTION_ACTOR,
-        ),
-        payload=payload,
-    )
-
-
-def create_ingested(record: RecordData, kind: str, source: str, uow: UnitOfWork) -> MemoryRecord:
-    """The aggregate of a built record, audited as the ingestion service's creation."""
-    validate_record(record)
-    return MemoryRecord.create(
-        record,
-        actor=INGESTION_ACTOR,
-        rationale=f"Ingested {kind} from {source}",
-        at=record.created_at or uow.now(),
-        embedding=uow.embed(record),
-    )
-
-
-def event_record(
-    *,
-    source: str,
-    event_kind: str,
-    ref: str,
-    summary: str,
-    timestamp: datetime,
-    at: datetime,
-    tags: list[str],
-    scope: str,
-    sensitivity: str,
-    environment_context: dict[str, Any] | None = None,
-) -> RecordData:
-    """``IngestEvent``: an episodic record with one timeline entry."""
-    if not source:
-        raise policy_error("source", "candidate source is required")
-    if not event_kind:
-        raise policy_error("event_kind", "event kind is required for event candidates")
-    if not ref:
-        raise policy_error("ref", "event ref is required for event candidates")
-    payload = EpisodicPayload(
-        timeline=[TimelineEvent(t=timestamp, event_kind=event_kind, ref=ref, summary=summary)],
-        environment=_environment(environment_context),
-    )
-    return build_record(
-        EVENT,
-        payload,
-        source=source,
-        timestamp=timestamp,
-        at=at,
-        ref=ref,
-        tags=tags,
-        scope=scope,
-        sensitivity=sensitivity,
-    )
-
-
-def tool_output_record(
-    *,
-    source: str,
-    tool_name: str,
-    args: dict[str, Any],
-    result: Any,
-    depends_on: list[str],
-    timestamp: datetime,
-    at: datetime,
-    tags: list[str],
-    scope: str,
-    sensitivity: str,
-    environment_context: dict[str, Any] | None = None,
-) -> RecordData:
-    """``IngestToolOutput``: an episodic record with one tool node and its timeline entry."""
-    if not source:
-        raise policy_error("source", "candidate source is required")
-    if not tool_name:
-        raise policy_error("tool_name", "tool name is required for tool output candidates")
-    node_id = new_record_id()
-    payload = EpisodicPayload(
-        timeline=[
-            TimelineEvent(
-                t=timestamp, event_kind="tool_call", ref=node_id, summary=f"tool_call: {tool_name}"
-            )
-        ],
-        tool_graph=[
-            ToolNode(
-                id=node_id,
-                tool=tool_name,
-                args=args,
-                result=result,
-                timestamp=timestamp,
-                depends_on=depends_on,
-            )
-        ],
-        environment=_environment(environment_context),
-    )
-    return build_record(
-        TOOL_OUTPUT,
-        payload,
-        source=source,
-        timestamp=timestamp,
-        at=at,
-        ref=node_id,
-        tags=tags,
-        scope=scope,
-        sensitivity=sensitivity,
-    )
-
-
-def working_record(
-    *,
-    source: str,
-    thread_id: str,
-    state: str,
-    next_actions: list[str],
-    open_questions: list[str],
-    context_summary: str,
-    active_constraints: list[Constraint],
-    timestamp: datetime,
-    at: datetime,
-    tags: list[str],
-    scope: str,
-    sensitivity: str,
-) -> RecordData:
-    """``IngestWorkingState``: a working record, the payload as given."""
-    if not source:
-        raise policy_error("source", "candidate source is required")
-    if not thread_id:
-        raise policy_error("thread_id", "thread ID is required for working state candidates")
-    if not state:
-        raise policy_error("state", "task state is required for working state candidates")
-    payload = WorkingPayload(
-        thread_id=thread_id,
-        state=state,
-        active_constraints=active_constraints,
-        next_actions=next_actions,
-        open_questions=open_questions,
-        context_summary=context_summary,
-    )
-    return build_record(
-        WORKING_STATE,
-        payload,
-        source=source,
-        timestamp=timestamp,
-        at=at,
-        ref=thread_id,
-        tags=tags,
-        scope=scope,
-        sensitivity=sensitivity,
-    )
-
-
-def _environment(context: dict[str, Any] | None) -> EnvironmentSnapshot | None:
-    return None if context is None else EnvironmentSnapshot(context=context)
 
 
 # --- handlers ---------------------------------------------------------------------------------

@@ -1,0 +1,205 @@
+"""The facade's capture and ingestion (spec §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from membrane_es.commands import messages
+from membrane_es.engine.core import (
+    EngineCore,
+    Timestamp,
+)
+from membrane_es.schema.capture import CaptureMemoryResult
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import MemoryRecord
+
+
+class Ingestion(EngineCore):
+    """Raw content and typed observations in."""
+
+    # --- capture and ingestion (spec §2) ------------------------------------------------------
+
+    def capture_memory(
+        self,
+        content: Any,
+        *,
+        source_kind: str = "agent_turn",
+        context: Any = None,
+        reason_to_remember: str = "",
+        proposed_type: str | None = None,
+        summary: str = "",
+        sensitivity: str = Sensitivity.LOW.value,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> CaptureMemoryResult:
+        """Remember raw content (spec §2.4; the SDK's signature).
+
+        Makes a primary record (working for ``source_kind="working_state"``, episodic for
+        anything else), an entity for each thing the content names that is not known yet,
+        a semantic fact when the content is ``{"subject", "predicate", "object"}``-shaped,
+        and the edges between them and the records they name — all in one atomic write.
+
+        :param content: any JSON value; an object's keys drive what is extracted.
+        :param context: any JSON value kept alongside (``active_entities`` guide matching).
+        :param timestamp: when it happened (aware datetime or RFC 3339); default now.
+        """
+        result: CaptureMemoryResult = self.handle(
+            messages.CaptureMemory(
+                content=content,
+                source_kind=source_kind,
+                context=context,
+                reason_to_remember=reason_to_remember,
+                proposed_type=proposed_type or "",
+                summary=summary,
+                sensitivity=sensitivity,
+                source=source,
+                tags=list(tags or []),
+                scope=scope,
+                timestamp=timestamp,
+            )
+        )
+        return result
+
+    def ingest_event(
+        self,
+        event_kind: str,
+        ref: str,
+        *,
+        summary: str = "",
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """An event as an episodic record (the older API; confidence 0.8, half-life 1 h)."""
+        result: MemoryRecord = self.handle(
+            messages.IngestEvent(
+                event_kind=event_kind,
+                ref=ref,
+                summary=summary,
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return result
+
+    def ingest_tool_output(
+        self,
+        tool_name: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        result: Any = None,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        depends_on: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """A tool call and its result as an episodic record (confidence 0.9, half-life 1 h)."""
+        record: MemoryRecord = self.handle(
+            messages.IngestToolOutput(
+                tool_name=tool_name,
+                args=dict(args or {}),
+                result=result,
+                depends_on=list(depends_on or []),
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def ingest_observation(
+        self,
+        subject: str,
+        predicate: str,
+        obj: Any,
+        *,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """An observed fact as a semantic record (confidence 0.7, half-life 30 days).
+
+        A subject (or string object) that names a known entity in ``scope`` (or unscoped) is
+        replaced by the entity's id and joined to it by ``subject_entity``/``object_entity``
+        and their inverses, in the same write.
+        """
+        record: MemoryRecord = self.handle(
+            messages.IngestObservation(
+                subject=subject,
+                predicate=predicate,
+                object=obj,
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def ingest_outcome(
+        self,
+        target_record_id: str,
+        outcome_status: str,
+        *,
+        source: str = "python-client",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """Record an episode's outcome (``success``, ``failure``, ``partial``) on its episodic
+        record; returns the record as updated."""
+        record: MemoryRecord = self.handle(
+            messages.IngestOutcome(
+                target_record_id=target_record_id,
+                outcome_status=outcome_status,
+                source=source,
+                timestamp=timestamp,
+            )
+        )
+        return record
+
+    def ingest_working_state(
+        self,
+        thread_id: str,
+        state: str,
+        *,
+        next_actions: Sequence[str] | None = None,
+        open_questions: Sequence[str] | None = None,
+        context_summary: str = "",
+        active_constraints: Sequence[Any] | None = None,
+        sensitivity: str | None = None,
+        source: str = "python-client",
+        tags: Sequence[str] | None = None,
+        scope: str = "",
+        timestamp: Timestamp = None,
+    ) -> MemoryRecord:
+        """A thread's working state as a working record (confidence 1.0, half-life 1 day)."""
+        record: MemoryRecord = self.handle(
+            messages.IngestWorkingState(
+                thread_id=thread_id,
+                state=state,
+                next_actions=list(next_actions or []),
+                open_questions=list(open_questions or []),
+                context_summary=context_summary,
+                active_constraints=list(active_constraints or []),
+                **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
+            )
+        )
+        return record
+
+    def _ingest_fields(
+        self,
+        sensitivity: str | None,
+        source: str,
+        tags: Sequence[str] | None,
+        scope: str,
+        timestamp: Timestamp,
+    ) -> dict[str, Any]:
+        return {
+            "sensitivity": sensitivity or self._default_sensitivity,
+            "source": source,
+            "tags": list(tags or []),
+            "scope": scope,
+            "timestamp": timestamp,
+        }

@@ -1,0 +1,174 @@
+"""The facade's construction and lifecycle: open a store, close it, checkpoint the read side."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from membrane_es.application import MemoryApplication
+from membrane_es.clock import MonotonicClock
+from membrane_es.commands.interpreter import Interpreter
+from membrane_es.embedding.protocol import Embedder
+from membrane_es.engine.core import (
+    EngineCore,
+    _check_default_sensitivity,
+)
+from membrane_es.errors import MembraneError
+from membrane_es.projections.read_model import ReadModel
+from membrane_es.queries.selector import DEFAULT_THRESHOLD
+from membrane_es.scheduler import PeriodicTask
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.validation import check_unit_interval
+
+
+class Lifecycle(EngineCore):
+    """Construction (:meth:`open`, :meth:`in_memory`) and lifecycle of the engine."""
+
+    def __init__(
+        self,
+        app: MemoryApplication,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
+        views_dir: Path | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
+    ) -> None:
+        self._selection_threshold = check_unit_interval("selection_threshold", selection_threshold)
+        self._default_sensitivity = _check_default_sensitivity(default_sensitivity)
+        self._interpreter = interpreter
+        self._app = app
+        self._clock = clock or MonotonicClock()
+        self._embedder = embedder
+        self._views_dir = views_dir
+        self._consolidation: PeriodicTask | None = None
+        self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
+        max_id = app.recorder.max_notification_id() or 0
+        if self._views.position > max_id:
+            # The checkpoint is ahead of this log (a different or restored store): start over.
+            self._views = ReadModel()
+        self._views.catch_up(app)
+        index = self._views.embeddings
+        if embedder is not None and index.dimensions and index.model != embedder.model:
+            raise MembraneError(
+                f"this store's vectors were made by {index.model!r}; "
+                f"open it with that embedder, not {embedder.model!r}"
+            )
+        last = app.last_event_time()
+        if last is not None:
+            self._clock.observe(last)
+        self._write_lock = threading.RLock()
+        self._batch = threading.local()
+        self._closed = False
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        sync: bool = True,
+        env: Mapping[str, str] | None = None,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
+    ) -> Self:
+        """A durable store in directory ``path`` (created if missing), backed by LMDB.
+
+        :param sync: fsync every commit (durable); ``False`` trades the last few commits on
+            power loss for speed, never consistency.
+        :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
+        :param embedder: embeds each new record's search text; its vector is stored in the
+            record's ``Created`` event (see :mod:`membrane_es.embedding`).
+        """
+        check_unit_interval("selection_threshold", selection_threshold)  # before opening
+        _check_default_sensitivity(default_sensitivity)
+        directory = Path(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+            "LMDB_PATH": str(directory),
+            "LMDB_SYNC": "y" if sync else "n",
+            **(env or {}),
+        }
+        return cls(
+            MemoryApplication(settings),
+            clock,
+            embedder,
+            views_dir=directory / "views",
+            selection_threshold=selection_threshold,
+            interpreter=interpreter,
+            default_sensitivity=default_sensitivity,
+        )
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        env: Mapping[str, str] | None = None,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
+    ) -> Self:
+        """A store that lives in this process only (eventsourcing's in-memory recorders)."""
+        check_unit_interval("selection_threshold", selection_threshold)
+        _check_default_sensitivity(default_sensitivity)
+        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
+        return cls(
+            MemoryApplication(settings),
+            clock,
+            embedder,
+            selection_threshold=selection_threshold,
+            interpreter=interpreter,
+            default_sensitivity=default_sensitivity,
+        )
+
+    def close(self) -> None:
+        """Checkpoint the read side (durable stores) and release the store."""
+        if not self._closed:
+            self._closed = True
+            if self._consolidation is not None:
+                self._consolidation.stop()
+            if self._views_dir is not None:
+                self._views.catch_up(self._app)
+                self._views.save(self._views_dir)
+            self._views.close()
+            self._app.close()
+
+    def rebuild_views(self) -> None:
+        """Replace the read side by one rebuilt from the whole log."""
+        rebuilt = ReadModel.rebuild(self._app)
+        with self._write_lock:
+            old, self._views = self._views, rebuilt
+        old.close()
+
+    def checkpoint(self) -> None:
+        """Save the read side now (durable stores); a restart replays only what follows."""
+        if self._views_dir is not None:
+            self._views.catch_up(self._app)
+            self._views.save(self._views_dir)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def application(self) -> MemoryApplication:
+        """The underlying eventsourcing application (log, recorder, repository)."""
+        return self._app

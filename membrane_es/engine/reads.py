@@ -1,0 +1,181 @@
+"""The facade's reads: a record, its history, layered and graph retrieval, metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from membrane_es.engine.core import (
+    _LEAST_PRIVILEGE,
+    EngineCore,
+)
+from membrane_es.errors import MembraneError
+from membrane_es.projections.timecodes import micros
+from membrane_es.queries import graph as graph_queries
+from membrane_es.queries import records as record_queries
+from membrane_es.queries import retrieve as retrieve_queries
+from membrane_es.queries.records import HistoryEntry
+from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
+from membrane_es.schema.validation import check_moment
+
+
+class Reads(EngineCore):
+    """Everything that answers without writing."""
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def retrieve_by_id(
+        self,
+        record_id: str,
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        as_of: datetime | None = None,
+    ) -> MemoryRecord:
+        """One record in full, now or as it stood at ``as_of`` (decay evaluated then).
+
+        Raises :class:`~membrane_es.errors.NotFoundError` for an unknown id (or one created
+        after ``as_of``) and :class:`~membrane_es.errors.AccessDeniedError` when the trust
+        context may not read it in full. The default trust is least privilege (``low``, no
+        scopes), as in the reference SDK; ``trust=None`` is an error.
+        """
+        return record_queries.retrieve_by_id(
+            self._app, record_id, trust, now=self._clock.now(), as_of=as_of
+        )
+
+    def retrieve(
+        self,
+        task_descriptor: str = "",
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        memory_types: Iterable[str] | None = None,
+        min_salience: float = 0.0,
+        limit: int = 0,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+        include_retracted: bool = False,
+        query_embedding: Sequence[float] | None = None,
+    ) -> RetrieveResult:
+        """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
+
+        Layers run working → entity → semantic → competence → plan_graph → episodic
+        (``memory_types`` restricts them). Records are ranked by salience, or, when the
+        descriptor gives evidence (shared words; with an embedder or ``query_embedding``,
+        vector similarity), by that evidence blended with salience; ties by salience, newer,
+        then id. Competence and plan_graph candidates are also scored by the multi-solution
+        selector (``selection``; None when there are none).
+
+        :param trust: who asks; records one level above its ceiling come back redacted,
+            higher ones and those outside its scopes not at all. Default: least privilege.
+        :param min_salience: leave out records less salient than this (decay evaluated at
+            the moment answered for).
+        :param limit: at most this many records (0: all).
+        :param as_of: answer as the store stood at that moment, exactly as a read then did.
+        :param valid_at: keep only semantic facts whose validity window contains it.
+        :param include_retracted: also return retracted records and records decayed to
+            nothing (both excluded from active reads, kept in history).
+        :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        """
+        query = retrieve_queries.Retrieve(
+            task_descriptor=task_descriptor,
+            trust=trust,
+            memory_types=memory_types,
+            min_salience=min_salience,
+            limit=limit,
+            as_of=as_of,
+            valid_at=valid_at,
+            include_retracted=include_retracted,
+            query_embedding=query_embedding,
+        )
+        return retrieve_queries.retrieve(query, self._sources())
+
+    def retrieve_graph(
+        self,
+        task_descriptor: str = "",
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        memory_types: Iterable[str] | None = None,
+        min_salience: float = 0.0,
+        root_limit: int = graph_queries.DEFAULT_ROOT_LIMIT,
+        node_limit: int = graph_queries.DEFAULT_NODE_LIMIT,
+        edge_limit: int = graph_queries.DEFAULT_EDGE_LIMIT,
+        max_hops: int = graph_queries.DEFAULT_MAX_HOPS,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+        query_embedding: Sequence[float] | None = None,
+    ) -> RetrieveGraphResult:
+        """Ranked roots for a task and the records related to them, within bounds.
+
+        Roots come from :meth:`retrieve` (``3 × root_limit`` candidates) plus entities named
+        exactly by the descriptor, reranked towards records tied to what it names. Then
+        relations are followed breadth first up to ``max_hops`` (0: roots only), never to a
+        record the caller may not see. Nodes: roots first in rank order, then the others by
+        hop, then salience.
+
+        Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
+        0 to the default and −1 to "roots only" for ``max_hops``.
+        """
+        query = graph_queries.RetrieveGraph(
+            task_descriptor=task_descriptor,
+            trust=trust,
+            memory_types=memory_types,
+            min_salience=min_salience,
+            root_limit=root_limit,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+            max_hops=max_hops,
+            as_of=as_of,
+            valid_at=valid_at,
+            query_embedding=query_embedding,
+        )
+        return graph_queries.retrieve_graph(query, self._sources())
+
+    def _sources(self) -> retrieve_queries.Sources:
+        return retrieve_queries.Sources(
+            views=self.views,
+            reader=self._app,
+            now=self._clock.now(),
+            embedder=self._embedder,
+            selection_threshold=self._selection_threshold,
+        )
+
+    def get_metrics(self, *, as_of: datetime | None = None) -> dict[str, Any]:
+        """The reference metrics snapshot (spec §6), now or as the store stood at ``as_of``.
+
+        Exactly the reference keys: ``collected_at`` (RFC 3339, the moment answered for),
+        ``total_records``, ``records_by_type`` (types present only), ``avg_salience``,
+        ``avg_confidence``, ``salience_distribution`` (always the five buckets ``0.0-0.2`` …
+        ``0.8-1.0``), ``active_records`` (salience > 0), ``pinned_records``,
+        ``total_audit_entries``, ``memory_growth_rate`` (created in the 24 h before the
+        moment / total), ``retrieval_usefulness`` (reinforce entries / all entries),
+        ``competence_success_rate``, ``plan_reuse_frequency`` and ``revision_rate`` (revise,
+        fork and merge entries / all entries); a ratio is 0 when its denominator is.
+
+        Like the reference, every stored record counts, with no trust filtering: retracted
+        records too (kept forever here, with salience 0), and records decayed to nothing
+        that the reference would have pruned (its behaviour before a sweep). Kept
+        incrementally by the read side (:mod:`membrane_es.projections.metrics`).
+        """
+        views = self.views
+        with views.lock:
+            table = views.table
+            if as_of is None:
+                moment = self._clock.now()
+                return views.metrics.snapshot(table, micros(moment), table.state_now(), live=True)
+            at = micros(check_moment("as_of", as_of))
+            return views.metrics.snapshot(table, at, table.state_at(at), live=False)
+
+    def history(
+        self, record_id: str, *, trust: TrustContext | None = _LEAST_PRIVILEGE
+    ) -> list[HistoryEntry]:
+        """Every event of a record: version, time, event, audit action, actor, rationale."""
+        return record_queries.history(self._app, record_id, trust, now=self._clock.now())
+
+    def verify(self) -> Any:
+        """Walk the log's hash chain; the report names the first altered, missing or
+        reordered event (LMDB stores; other persistence modules keep no chain)."""
+        verify = getattr(self._app.recorder, "verify", None)
+        if verify is None:
+            raise MembraneError("this persistence module keeps no hash chain to verify")
+        return verify()

@@ -1,0 +1,136 @@
+"""The facade's revision writes (reference SDK names and signatures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from membrane_es.commands import messages
+from membrane_es.commands.messages import RecordInput
+from membrane_es.engine.core import (
+    EngineCore,
+)
+from membrane_es.schema.records import MemoryRecord
+
+
+class Revisions(EngineCore):
+    """Create, revise and relate records."""
+
+    # --- writes (reference SDK names and signatures) --------------------------------------
+
+    def create_record(
+        self,
+        record: RecordInput,
+        *,
+        actor: str = "system",
+        rationale: str = "Initial creation",
+        embedding: Sequence[float] | None = None,
+    ) -> MemoryRecord:
+        """Store a record as given (the reference's direct create); returns it as stored.
+
+        :param embedding: the record's own vector (else the engine's embedder makes one).
+        """
+        result: MemoryRecord = self.handle(
+            messages.CreateRecord(
+                record=record,
+                actor=actor,
+                rationale=rationale,
+                embedding=None if embedding is None else list(embedding),
+            )
+        )
+        return result
+
+    def supersede(
+        self, old_id: str, new_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted."""
+        result: MemoryRecord = self.handle(
+            messages.Supersede(
+                old_id=old_id, new_record=new_record, actor=actor, rationale=rationale
+            )
+        )
+        return result
+
+    def fork(
+        self, source_id: str, forked_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Derive a conditional variant of ``source_id``; both stay active."""
+        result: MemoryRecord = self.handle(
+            messages.Fork(
+                source_id=source_id, forked_record=forked_record, actor=actor, rationale=rationale
+            )
+        )
+        return result
+
+    def retract(self, record_id: str, actor: str, rationale: str) -> None:
+        """Withdraw a record: salience 0, excluded from active reads, kept in history."""
+        self.handle(messages.Retract(record_id=record_id, actor=actor, rationale=rationale))
+
+    def merge(
+        self, record_ids: list[str], merged_record: RecordInput, actor: str, rationale: str
+    ) -> MemoryRecord:
+        """Combine records into one; every source is retracted, all in one atomic write."""
+        result: MemoryRecord = self.handle(
+            messages.Merge(
+                record_ids=record_ids, merged_record=merged_record, actor=actor, rationale=rationale
+            )
+        )
+        return result
+
+    def contest(self, record_id: str, contesting_ref: str, actor: str, rationale: str) -> None:
+        """Flag conflicting evidence (``contesting_ref``: an existing record id, or "")."""
+        self.handle(
+            messages.Contest(
+                record_id=record_id, contesting_ref=contesting_ref, actor=actor, rationale=rationale
+            )
+        )
+
+    def reinforce(self, record_id: str, actor: str, rationale: str) -> None:
+        """The record helped: salience + its gain (capped at 1), decay clock reset."""
+        self.handle(messages.Reinforce(record_id=record_id, actor=actor, rationale=rationale))
+
+    def penalize(self, record_id: str, amount: float, actor: str, rationale: str) -> None:
+        """The record misled: salience − ``amount`` (never below its floor)."""
+        self.handle(
+            messages.Penalize(record_id=record_id, amount=amount, actor=actor, rationale=rationale)
+        )
+
+    def add_relation(
+        self,
+        source_id: str,
+        predicate: str,
+        target_id: str,
+        *,
+        weight: float = 1.0,
+        inverse: str = "",
+        actor: str = "system",
+        rationale: str = "",
+    ) -> None:
+        """Relate two existing records (and, with ``inverse``, the target back), atomically."""
+        self.handle(
+            messages.AddRelation(
+                source_id=source_id,
+                predicate=predicate,
+                target_id=target_id,
+                weight=weight,
+                inverse=inverse,
+                actor=actor,
+                rationale=rationale,
+            )
+        )
+
+    def record_outcome(
+        self, record_id: str, status: str, *, actor: str = "system", rationale: str = ""
+    ) -> None:
+        """Attach an outcome (``success``, ``failure``, ``partial``) to an episodic record."""
+        self.handle(
+            messages.RecordOutcome(
+                record_id=record_id, status=status, actor=actor, rationale=rationale
+            )
+        )
+
+    def pin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
+        """Exempt a record from decay-based hiding."""
+        self.handle(messages.Pin(record_id=record_id, actor=actor, rationale=rationale))
+
+    def unpin(self, record_id: str, *, actor: str = "system", rationale: str = "") -> None:
+        self.handle(messages.Unpin(record_id=record_id, actor=actor, rationale=rationale))
