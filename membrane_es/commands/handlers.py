@@ -172,12 +172,21 @@ def _create_revision(
 # --- single-record revisions ----------------------------------------------------------------
 
 
-def retract(cmd: Retract, uow: UnitOfWork) -> None:
+def _change_one(
+    cmd: Retract | Reinforce | Penalize | Pin | Unpin,
+    uow: UnitOfWork,
+    change: Callable[[MemoryRecord, datetime], None],
+) -> None:
+    """The shape of every single-record change: check, load, change at the next time, save."""
     check_id("id", cmd.record_id)
     _check_reason(cmd)
     record = uow.get(cmd.record_id)
-    record.retract(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
+    change(record, uow.now())
     uow.save(record)
+
+
+def retract(cmd: Retract, uow: UnitOfWork) -> None:
+    _change_one(cmd, uow, lambda r, at: r.retract(actor=cmd.actor, rationale=cmd.rationale, at=at))
 
 
 def contest(cmd: Contest, uow: UnitOfWork) -> None:
@@ -194,20 +203,18 @@ def contest(cmd: Contest, uow: UnitOfWork) -> None:
 
 
 def reinforce(cmd: Reinforce, uow: UnitOfWork) -> None:
-    check_id("id", cmd.record_id)
-    _check_reason(cmd)
-    record = uow.get(cmd.record_id)
-    record.reinforce(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
-    uow.save(record)
+    _change_one(
+        cmd, uow, lambda r, at: r.reinforce(actor=cmd.actor, rationale=cmd.rationale, at=at)
+    )
 
 
 def penalize(cmd: Penalize, uow: UnitOfWork) -> None:
     check_amount("amount", cmd.amount)
-    check_id("id", cmd.record_id)
-    _check_reason(cmd)
-    record = uow.get(cmd.record_id)
-    record.penalize(cmd.amount, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
-    uow.save(record)
+    _change_one(
+        cmd,
+        uow,
+        lambda r, at: r.penalize(cmd.amount, actor=cmd.actor, rationale=cmd.rationale, at=at),
+    )
 
 
 def add_relation(cmd: AddRelation, uow: UnitOfWork) -> None:
@@ -257,19 +264,11 @@ def record_outcome(cmd: RecordOutcome, uow: UnitOfWork) -> None:
 
 
 def pin(cmd: Pin, uow: UnitOfWork) -> None:
-    check_id("id", cmd.record_id)
-    _check_reason(cmd)
-    record = uow.get(cmd.record_id)
-    record.pin(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
-    uow.save(record)
+    _change_one(cmd, uow, lambda r, at: r.pin(actor=cmd.actor, rationale=cmd.rationale, at=at))
 
 
 def unpin(cmd: Unpin, uow: UnitOfWork) -> None:
-    check_id("id", cmd.record_id)
-    _check_reason(cmd)
-    record = uow.get(cmd.record_id)
-    record.unpin(actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
-    uow.save(record)
+    _change_one(cmd, uow, lambda r, at: r.unpin(actor=cmd.actor, rationale=cmd.rationale, at=at))
 
 
 # --- helpers --------------------------------------------------------------------------------
