@@ -31,6 +31,9 @@ from membrane_es.embedding import Embedder, HashingEmbedder
 from membrane_es.queries.trust import Access, access
 
 DEFAULT_DATASET = Path(__file__).resolve().parent.parent.parent / "shared/data/recall_dataset.jsonl"
+# Queries without memory types search the five record types (entities are structure, not
+# answers), as Membrane's program does.
+RECORD_TYPES = ["episodic", "working", "semantic", "competence", "plan_graph"]
 PUBLISHED = {"recall": 0.959, "precision": 0.353, "mrr": 1.000, "ndcg": 0.956}
 
 
@@ -191,6 +194,20 @@ def evaluate(data: Dataset, embedder: Embedder, *, verbose: bool = False) -> dic
     with Membrane.in_memory(embedder=embedder) as memory:
         with memory.batch():
             for item, vector in zip(data.records, vectors, strict=True):
+                if item["memory_type"] == "semantic":
+                    # As Membrane's program does: facts arrive through capture, which links
+                    # their subject to an entity (the structure graph roots are boosted by).
+                    captured = memory.capture_memory(
+                        {k: item[k] for k in ("subject", "predicate", "object")},
+                        source_kind="observation",
+                        sensitivity=item.get("sensitivity", "low").lower(),
+                        tags=list(dict.fromkeys(item.get("tags", []))),
+                        scope=item.get("scope", ""),
+                        source="recall-dataset",
+                    )
+                    fact = next(r for r in captured.created_records if r.type.value == "semantic")
+                    keys_by_id[fact.id] = item["key"]
+                    continue
                 record = memory.create_record(record_for(item), embedding=vector.tolist())
                 keys_by_id[record.id] = item["key"]
         totals = {"rag": Scores(), "membrane_es": Scores()}
@@ -198,14 +215,14 @@ def evaluate(data: Dataset, embedder: Embedder, *, verbose: bool = False) -> dic
             graph = memory.retrieve_graph(
                 query.text,
                 trust=query.trust,
-                memory_types=query.memory_types,
+                memory_types=query.memory_types or RECORD_TYPES,
                 min_salience=query.min_salience,
                 root_limit=query.k,
                 node_limit=query.k,
                 max_hops=0,
                 query_embedding=query_vector.tolist(),
             )
-            ours = [keys_by_id[n.record.id] for n in graph.nodes if n.root]
+            ours = [keys_by_id.get(n.record.id, "(other)") for n in graph.nodes if n.root]
             rag = _rag(data, vectors, query, query_vector)
             for name, returned in (("membrane_es", ours), ("rag", rag)):
                 result = score(returned, query.expected, query.k)
