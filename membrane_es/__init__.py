@@ -4,6 +4,8 @@ Typed, revisable, trust-gated memory whose every revision is an immutable event,
 whole store can be read as of any past moment.
 """
 
+from importlib import metadata as _metadata
+
 from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.engine import Membrane
@@ -91,3 +93,8 @@ __all__ = [
     "ValidationError",
     "WorkingPayload",
 ]
+
+try:
+    __version__ = _metadata.version("membrane-es")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+source"

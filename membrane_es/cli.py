@@ -5,6 +5,7 @@ Example::
     membrane-es demo --path ./demo-store
     membrane-es history ./demo-store <record-id>
     membrane-es verify ./demo-store
+    membrane-es serve -db ./demo-store -addr 127.0.0.1:9090
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import msgspec
 
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError
+from membrane_es.grpc_server import membraned
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.payloads import SemanticPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
@@ -62,7 +64,23 @@ def _parser() -> argparse.ArgumentParser:
     verify = verbs.add_parser("verify", help="check the log's hash chain")
     verify.add_argument("path")
     verify.set_defaults(run=_verify)
+
+    serve = verbs.add_parser(
+        "serve",
+        help="run the gRPC daemon (membrane.v1; same flags and config as membraned)",
+    )
+    membraned.add_flags(serve)
+    serve.set_defaults(run=_serve)
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = membraned.config_from_flags(args)
+    except membraned.ConfigError as error:
+        print(f"error: configure: {error}", file=sys.stderr)
+        return 1
+    return membraned.run(config)
 
 
 def _show(args: argparse.Namespace) -> int:

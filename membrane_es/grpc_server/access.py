@@ -1,0 +1,200 @@
+"""Who is calling: API keys, their tenants and their trust ceilings.
+
+Membrane trusts the trust context a caller declares. Here a key may also carry a ceiling:
+the most sensitive level and the scopes its holder may ever read. The effective trust of a
+call is the lower of what it declares and what its key allows, so a leaked low-ceiling key
+cannot be used to read ``hyper`` records by declaring ``hyper``. A key may also name a
+tenant: each tenant has its own store, so tenants never see each other's records.
+
+Keys file (YAML or JSON)::
+
+    keys:
+      - key: "9f2c…"              # the bearer secret (or key_sha256: hex digest of it)
+        tenant: acme               # default: the shared default tenant
+        max_sensitivity: medium    # default: hyper (no ceiling)
+        scopes: [project:alpha]    # default: every scope
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from membrane_es.errors import AccessDeniedError, ValidationError
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import MemoryRecord, TrustContext
+
+DEFAULT_TENANT = ""
+_TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RANK = {level: rank for rank, level in enumerate(Sensitivity)}
+BEARER = "Bearer "
+
+
+class Caller(msgspec.Struct, frozen=True, kw_only=True):
+    """What an authenticated key may do."""
+
+    tenant: str = DEFAULT_TENANT
+    max_sensitivity: Sensitivity = Sensitivity.HYPER
+    scopes: tuple[str, ...] = ()  # empty: every scope
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.max_sensitivity is Sensitivity.HYPER and not self.scopes
+
+    def clamp(self, declared: TrustContext) -> TrustContext:
+        """The declared trust lowered to this key's ceiling."""
+        if self.unrestricted:
+            return declared
+        level = min(declared.max_sensitivity, self.max_sensitivity, key=_RANK.__getitem__)
+        scopes = list(declared.scopes)
+        if self.scopes:
+            allowed = set(self.scopes)
+            # no declared scopes means "all": all that the key allows. Declared scopes the
+            # key does not allow are dropped; if none is left, only unscoped records remain
+            # visible, which a scope list holding just "" expresses (no record has scope "").
+            scopes = [s for s in scopes if s in allowed] or ([""] if scopes else list(self.scopes))
+        return TrustContext(
+            max_sensitivity=level,
+            authenticated=declared.authenticated,
+            actor_id=declared.actor_id,
+            scopes=scopes,
+        )
+
+    def ceiling(self) -> TrustContext:
+        """The most this key may see: what its writes and revisions are checked against."""
+        return TrustContext(
+            max_sensitivity=self.max_sensitivity, authenticated=True, scopes=list(self.scopes)
+        )
+
+    def check_write(self, sensitivity: str, scope: str) -> None:
+        """A key may not write what it could not read back."""
+        if self.unrestricted:
+            return
+        if _RANK[Sensitivity(sensitivity or Sensitivity.LOW)] > _RANK[self.max_sensitivity]:
+            raise AccessDeniedError("")
+        if self.scopes and scope not in self.scopes:
+            raise AccessDeniedError("")
+
+    def check_record(self, record: MemoryRecord) -> None:
+        self.check_write(record.sensitivity.value, record.scope)
+
+
+DEFAULT_CALLER = Caller()
+
+# Set by the authenticating interceptor for the handler it wraps (same thread, same call).
+CURRENT_CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar(
+    "membrane_caller", default=DEFAULT_CALLER
+)
+
+
+class _KeyEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    key: str = ""
+    key_sha256: str = ""
+    tenant: str = DEFAULT_TENANT
+    max_sensitivity: Sensitivity = Sensitivity.HYPER
+    scopes: list[str] = msgspec.field(default_factory=list)
+
+
+class _KeysFile(msgspec.Struct, forbid_unknown_fields=True):
+    keys: list[_KeyEntry]
+
+
+class KeyRing:
+    """API keys → callers. Keys are held and compared as SHA-256 digests in constant time."""
+
+    def __init__(self, shared_key: str = "", keys: Iterable[tuple[str, Caller]] = ()) -> None:
+        self._callers: list[tuple[bytes, Caller]] = []
+        if shared_key:
+            self._callers.append((_digest(shared_key), DEFAULT_CALLER))
+        for digest_hex, caller in keys:
+            self._callers.append((bytes.fromhex(digest_hex), caller))
+
+    @property
+    def enabled(self) -> bool:
+        """Authentication is on when any key is configured."""
+        return bool(self._callers)
+
+    @property
+    def tenants(self) -> set[str]:
+        return {caller.tenant for _, caller in self._callers}
+
+    def caller_for(self, authorization: str | None) -> Caller | None:
+        """The caller an ``authorization`` value authenticates, or ``None``.
+
+        With no keys configured everyone is the default, unrestricted caller (as Membrane
+        with an empty ``api_key``). Every configured key is compared, so the time taken does
+        not reveal which one, or how much of one, matched.
+        """
+        if not self._callers:
+            return DEFAULT_CALLER
+        if authorization is None or not authorization.startswith(BEARER):
+            return None
+        offered = _digest(authorization[len(BEARER) :])
+        found: Caller | None = None
+        for digest, caller in self._callers:
+            if hmac.compare_digest(digest, offered) and found is None:
+                found = caller
+        return found
+
+    @classmethod
+    def load(cls, shared_key: str, path: str | Path | None) -> KeyRing:
+        """The shared key (default tenant, no ceiling) plus a keys file, if any."""
+        if not path:
+            return cls(shared_key)
+        file = Path(path)
+        try:
+            raw: Any = yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as error:
+            raise ValidationError("api_keys_file", f"read keys file {file}: {error}") from None
+        try:
+            parsed = msgspec.convert(raw, _KeysFile)
+        except msgspec.ValidationError as error:
+            raise ValidationError("api_keys_file", f"keys file {file}: {error}") from None
+        return cls(shared_key, [_entry(i, entry) for i, entry in enumerate(parsed.keys)])
+
+
+def _entry(index: int, entry: _KeyEntry) -> tuple[str, Caller]:
+    where = f"keys[{index}]"
+    if bool(entry.key) == bool(entry.key_sha256):
+        raise ValidationError(where, f"{where}: exactly one of key and key_sha256 is required")
+    if entry.key_sha256 and not re.fullmatch(r"[0-9a-fA-F]{64}", entry.key_sha256):
+        raise ValidationError(f"{where}.key_sha256", "key_sha256 must be 64 hex digits")
+    if entry.tenant and not _TENANT_NAME.match(entry.tenant):
+        raise ValidationError(
+            f"{where}.tenant", "tenant must be 1-64 letters, digits, '_', '.' or '-'"
+        )
+    digest = entry.key_sha256.lower() or _digest(entry.key).hex()
+    caller = Caller(
+        tenant=entry.tenant,
+        max_sensitivity=entry.max_sensitivity,
+        scopes=tuple(entry.scopes),
+    )
+    return digest, caller
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def first_value(metadata: Iterable[tuple[str, str | bytes]], name: str) -> str | None:
+    """The first value of a metadata key (Membrane reads only the first ``authorization``)."""
+    for key, value in metadata:
+        if key == name:
+            return value if isinstance(value, str) else value.decode()
+    return None
+
+
+def metadata_map(metadata: Iterable[tuple[str, str | bytes]]) -> Mapping[str, str]:
+    """Metadata as a dict of first values."""
+    result: dict[str, str] = {}
+    for key, value in metadata:
+        result.setdefault(key, value if isinstance(value, str) else value.decode())
+    return result

@@ -1,0 +1,142 @@
+"""The request checks of spec §8.4, in the reference's order and with its messages.
+
+They run before the engine is touched; the first failure wins. Everything here raises
+:class:`WireError`, which the service turns into a gRPC status as is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import grpc
+
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from membrane_es.schema.enums import MemoryType, Sensitivity
+from membrane_es.schema.validation import (
+    MAX_IDS,
+    MAX_LIMIT,
+    MAX_PAYLOAD_BYTES,
+    MAX_STRING_BYTES,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
+)
+
+SENSITIVITIES = ", ".join(level.value for level in Sensitivity)
+MEMORY_TYPES = ", ".join(kind.value for kind in MemoryType)
+
+
+class WireError(Exception):
+    """A status to send as is: a code and the reference's message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def invalid(message: str) -> WireError:
+    return WireError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def check_length(field: str, value: str) -> None:
+    if len(value.encode()) > MAX_STRING_BYTES:
+        raise invalid(f"{field} exceeds maximum length of {MAX_STRING_BYTES}")
+
+
+def check_tags(tags: Sequence[str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise invalid(f"too many tags: {len(tags)} (max {MAX_TAGS})")
+    for tag in tags:
+        if len(tag.encode()) > MAX_TAG_BYTES:
+            raise invalid(f"tag exceeds maximum length of {MAX_TAG_BYTES}")
+
+
+def check_sensitivity(field: str, value: str, *, required: bool) -> None:
+    if not value:
+        if required:
+            raise invalid(f"{field} is required")
+        return
+    if value not in Sensitivity.__members__.values():
+        raise invalid(f"{field} must be one of: {SENSITIVITIES}")
+
+
+def check_memory_type(field: str, value: str) -> None:
+    if value not in MemoryType.__members__.values():
+        raise invalid(f"{field} must be one of: {MEMORY_TYPES}")
+
+
+def check_json_size(field: str, value: Any) -> None:
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise invalid(f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes")
+
+
+def parse_timestamp(value: str, message: str) -> datetime | None:
+    """RFC 3339 (fraction optional, offset required); ``""`` is "not given"."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as error:
+        raise invalid(f"{message}: {error}") from None
+    if moment.tzinfo is None or "T" not in value.upper():
+        raise invalid(f"{message}: {value!r} is not RFC 3339 (date, 'T', time and offset)")
+    return moment
+
+
+def check_capture(request: pb.CaptureMemoryRequest, content: Any, context: Any) -> None:
+    for field in ("source", "source_kind", "reason_to_remember", "summary", "scope"):
+        check_length(field, getattr(request, field))
+    check_tags(request.tags)
+    check_sensitivity("sensitivity", request.sensitivity, required=False)
+    if request.proposed_type:
+        check_memory_type("proposed_type", request.proposed_type)
+    check_json_size("content", content)
+    check_json_size("context", context)
+
+
+def check_trust(request: pb.RetrieveGraphRequest | pb.RetrieveByIDRequest) -> None:
+    if not request.HasField("trust"):
+        raise invalid("trust context is required")
+
+
+def check_retrieve_graph(request: pb.RetrieveGraphRequest) -> None:
+    check_trust(request)
+    check_length("task_descriptor", request.task_descriptor)
+    check_sensitivity("trust.max_sensitivity", request.trust.max_sensitivity, required=True)
+    if request.min_salience < 0 or not math.isfinite(request.min_salience):
+        raise invalid("min_salience must be non-negative and finite")
+    for field in ("root_limit", "node_limit", "edge_limit"):
+        value = getattr(request, field)
+        if not 0 <= value <= MAX_LIMIT:
+            raise invalid(f"{field} must be between 0 and {MAX_LIMIT}")
+    if not -1 <= request.max_hops <= MAX_LIMIT:
+        raise invalid(f"max_hops must be between -1 and {MAX_LIMIT}")
+    for i, kind in enumerate(request.memory_types):
+        check_memory_type(f"memory_types[{i}]", kind)
+
+
+def check_retrieve_by_id(request: pb.RetrieveByIDRequest) -> None:
+    check_trust(request)
+    check_sensitivity("trust.max_sensitivity", request.trust.max_sensitivity, required=True)
+
+
+def check_merge_ids(ids: Sequence[str]) -> None:
+    if not ids:
+        raise invalid("ids must not be empty")
+    if len(ids) > MAX_IDS:
+        raise invalid(f"too many ids: {len(ids)} (max {MAX_IDS})")
+
+
+def check_actor_rationale(actor: str, rationale: str) -> None:
+    check_length("actor", actor)
+    check_length("rationale", rationale)
+
+
+def check_amount(amount: float) -> None:
+    if amount < 0 or not math.isfinite(amount):
+        raise invalid("amount must be non-negative and finite")

@@ -1,0 +1,174 @@
+"""The daemon's configuration: Membrane's YAML keys (spec §7.1), defaults and precedence.
+
+Precedence, as ``membraned``: defaults < config file < flags; then ``MEMBRANE_API_KEY`` if
+``api_key`` is still empty. Keys that name Membrane's SQLite/Postgres machinery map onto
+the LMDB event log: ``db_path`` is the store directory; ``encryption_key`` encrypts every
+stored event (AES-GCM, keyed by the SHA-256 of the passphrase).
+
+Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
+:mod:`membrane_es.grpc_server.access`; env ``MEMBRANE_API_KEYS_FILE``) and
+``embedding_model`` = ``hashing`` or a sentence-transformers model (``all-MiniLM-L6-v2`` is
+loaded offline from the ``embeddings`` extra); empty ranks by salience and text only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says which key and why."""
+
+
+class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Every key of Membrane's config file, plus ours; unknown keys are an error."""
+
+    backend: str = "sqlite"
+    db_path: str = "membrane.db"
+    postgres_dsn: str = ""
+    listen_addr: str = ":9090"
+    decay_interval: str = "1h"
+    consolidation_interval: str = "6h"
+    default_sensitivity: str = "low"
+    selection_confidence_threshold: float = 0.7
+    encryption_key: str = ""
+    embedding_endpoint: str = ""
+    embedding_model: str = ""
+    embedding_dimensions: int = 1536
+    embedding_api_key: str = ""
+    llm_endpoint: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    ingest_llm_enabled: bool = False
+    ingest_llm_endpoint: str = ""
+    ingest_llm_model: str = ""
+    ingest_llm_api_key: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    api_key: str = ""
+    rate_limit_per_second: int = 100
+    graph_default_root_limit: int = 10
+    graph_default_node_limit: int = 25
+    graph_default_edge_limit: int = 100
+    graph_default_max_hops: int = 1
+    # membrane_es additions
+    api_keys_file: str = ""
+
+    def consolidation_seconds(self) -> float:
+        return parse_duration("consolidation_interval", self.consolidation_interval)
+
+    def decay_seconds(self) -> float:
+        return parse_duration("decay_interval", self.decay_interval)
+
+    def engine_env(self) -> dict[str, str]:
+        """eventsourcing settings for the store: the cipher when a key is configured."""
+        key = self.encryption_key or os.environ.get("MEMBRANE_ENCRYPTION_KEY", "")
+        if not key:
+            return {}
+        derived = base64.b64encode(hashlib.sha256(key.encode()).digest()).decode()
+        return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived}
+
+    def validate(self) -> None:
+        if self.backend not in ("", "sqlite", "lmdb", "postgres"):
+            raise ConfigError(f'membrane: unsupported backend "{self.backend}"')
+        if self.backend == "postgres":
+            raise ConfigError(
+                "membrane: the postgres backend is not available here: membrane_es keeps its "
+                "event log in LMDB (use -db <directory>)"
+            )
+        if self.default_sensitivity not in ("public", "low", "medium", "high", "hyper"):
+            raise ConfigError(f'membrane: invalid default sensitivity "{self.default_sensitivity}"')
+        if not 0.0 <= self.selection_confidence_threshold <= 1.0:
+            raise ConfigError("selection_confidence_threshold must be in [0, 1]")
+        if self.rate_limit_per_second < 0:
+            raise ConfigError("rate_limit_per_second must be >= 0")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("tls_cert_file and tls_key_file must be set together")
+        for key in ("root", "node", "edge"):
+            if getattr(self, f"graph_default_{key}_limit") < 1:
+                raise ConfigError(f"graph_default_{key}_limit must be >= 1")
+        if self.graph_default_max_hops < 0:
+            raise ConfigError("graph_default_max_hops must be >= 0")
+        self.consolidation_seconds()
+        self.decay_seconds()
+
+
+def load_config(path: str | Path | None) -> DaemonConfig:
+    """Defaults overlaid with a YAML file (when given); messages as the reference's."""
+    if not path:
+        return DaemonConfig()
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise ConfigError(f"read config file: {error}") from None
+    try:
+        raw: Any = yaml.safe_load(text) or {}
+        return msgspec.convert(raw, DaemonConfig)
+    except (yaml.YAMLError, msgspec.ValidationError) as error:
+        raise ConfigError(f"parse config file: {error}") from None
+
+
+def apply_overrides(
+    config: DaemonConfig,
+    *,
+    db: str | None = None,
+    postgres_dsn: str | None = None,
+    addr: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DaemonConfig:
+    """Flags over the file, then the environment's fallbacks (spec §7.2)."""
+    environ = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    if db:
+        changes["db_path"] = db
+    if postgres_dsn:
+        changes["backend"] = "postgres"
+        changes["postgres_dsn"] = postgres_dsn
+    if addr:
+        changes["listen_addr"] = addr
+    updated = msgspec.structs.replace(config, **changes)
+    if not updated.api_key and environ.get("MEMBRANE_API_KEY"):
+        updated = msgspec.structs.replace(updated, api_key=environ["MEMBRANE_API_KEY"])
+    if not updated.api_keys_file and environ.get("MEMBRANE_API_KEYS_FILE"):
+        updated = msgspec.structs.replace(updated, api_keys_file=environ["MEMBRANE_API_KEYS_FILE"])
+    return updated
+
+
+def parse_duration(field: str, text: str) -> float:
+    """Go's duration strings (``"1h"``, ``"30m"``, ``"1h30m"``, ``"500ms"``) in seconds."""
+    if text in ("0", ""):
+        return 0.0
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position != len(text) or position == 0:
+        raise ConfigError(f"{field}: invalid duration {text!r}")
+    return total
+
+
+def listen_target(listen_addr: str) -> str:
+    """Go's ``:9090`` (every interface) in grpc's form."""
+    return f"[::]{listen_addr}" if listen_addr.startswith(":") else listen_addr

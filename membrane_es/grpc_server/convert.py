@@ -1,0 +1,222 @@
+"""Records and results ⇄ ``membrane.v1`` messages (spec §8.3).
+
+Both directions go through the schema's JSON form, which already has the wire's field names:
+a record is turned into builtins by msgspec, its times into the reference's RFC 3339 form,
+its payload wrapped into the ``Payload`` oneof, and parsed into the message; an incoming
+message is printed with every scalar (so a ``0`` confidence stays ``0``, as on the
+reference server), cleaned of the empty strings proto3 uses for "unset", and validated by
+the same :func:`~membrane_es.schema.validation.coerce_record` the library uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from membrane_es.errors import ValidationError
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from membrane_es.schema.capture import CaptureMemoryResult
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import GraphEdge, MemoryRecord, TrustContext
+from membrane_es.schema.results import RetrieveGraphResult, SelectionResult
+from membrane_es.schema.timestamps import rfc3339
+from membrane_es.schema.validation import coerce_record
+
+# Fields whose value is a google.protobuf.Value the reference always sends, as an explicit
+# null when Go held nil (spec §8.3): a semantic object, a tool's result, a constraint's value.
+_NULL_WHEN_ABSENT = {"semantic": ("object",)}
+
+
+# --- outgoing: server → client --------------------------------------------------------------
+
+
+def record_to_wire(record: MemoryRecord) -> pb.MemoryRecord:
+    """One record as the reference server sends it."""
+    message = pb.MemoryRecord()
+    json_format.ParseDict(_record_dict(record), message)
+    return message
+
+
+def records_to_wire(records: Iterable[MemoryRecord]) -> list[pb.MemoryRecord]:
+    return [record_to_wire(record) for record in records]
+
+
+def edge_to_wire(edge: GraphEdge) -> pb.GraphEdge:
+    return pb.GraphEdge(
+        source_id=edge.source_id,
+        predicate=edge.predicate,
+        target_id=edge.target_id,
+        weight=edge.weight,
+        created_at=rfc3339(edge.created_at),
+    )
+
+
+def selection_to_wire(selection: SelectionResult) -> pb.SelectionResult:
+    return pb.SelectionResult(
+        selected=records_to_wire(selection.selected),
+        confidence=selection.confidence,
+        needs_more=selection.needs_more,
+        scores=dict(selection.scores),
+    )
+
+
+def capture_to_wire(result: CaptureMemoryResult) -> pb.CaptureMemoryResponse:
+    return pb.CaptureMemoryResponse(
+        primary_record=record_to_wire(result.primary_record),
+        created_records=records_to_wire(result.created_records),
+        edges=[edge_to_wire(edge) for edge in result.edges],
+    )
+
+
+def graph_to_wire(result: RetrieveGraphResult) -> pb.RetrieveGraphResponse:
+    response = pb.RetrieveGraphResponse(
+        nodes=[
+            pb.GraphNode(record=record_to_wire(node.record), root=node.root, hop=node.hop)
+            for node in result.nodes
+        ],
+        edges=[edge_to_wire(edge) for edge in result.edges],
+        root_ids=list(result.root_ids),
+    )
+    # absent, not an empty message, when there is none: the SDK then returns None (§8.7)
+    if result.selection is not None:
+        response.selection.CopyFrom(selection_to_wire(result.selection))
+    return response
+
+
+def metrics_to_wire(snapshot: Mapping[str, Any]) -> pb.MetricsResponse:
+    response = pb.MetricsResponse()
+    json_format.ParseDict(_wire_json(snapshot), response.snapshot)
+    return response
+
+
+def _record_dict(record: MemoryRecord) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(record, builtin_types=(datetime,))
+    data = _wire_json(data)
+    # always present as messages on the reference wire, even when empty
+    data.setdefault("lifecycle", {})
+    data.setdefault("provenance", {})
+    payload = data.pop("payload", None)
+    if payload is not None:
+        variant = str(payload.get("kind") or record.type.value)
+        for key in _NULL_WHEN_ABSENT.get(variant, ()):
+            payload.setdefault(key, None)
+        if variant == "semantic":
+            payload.setdefault("validity", {})
+        for node in payload.get("tool_graph", ()):
+            node.setdefault("result", None)
+        for constraint in payload.get("active_constraints", ()):
+            constraint.setdefault("value", None)
+        data["payload"] = {variant: payload}
+    data.pop("embedding", None)  # engine-side only; not part of the wire record
+    return data
+
+
+def _wire_json(value: Any) -> Any:
+    """Builtins with times in the reference form and empty maps dropped (Go sends nil)."""
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, dict):
+        return {key: _wire_json(item) for key, item in value.items() if item != {}}
+    if isinstance(value, list):
+        return [_wire_json(item) for item in value]
+    return value
+
+
+# --- incoming: client → server --------------------------------------------------------------
+
+
+def record_from_wire(message: Message, present: bool, field: str) -> MemoryRecord:
+    """The record a revision RPC carries, validated; errors read ``invalid <field>: …``."""
+    if not present:
+        raise ValidationError(field, f"invalid {field}: record is required")
+    assert isinstance(message, pb.MemoryRecord)
+    if not message.HasField("payload") or message.payload.WhichOneof("kind") is None:
+        raise ValidationError(field, f"invalid {field}: payload is required")
+    data = json_format.MessageToDict(
+        message,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )
+    data = _from_wire_json(data, _INT64_FIELDS)
+    try:
+        return coerce_record(data, field)
+    except ValidationError as error:
+        raise ValidationError(error.field, f"invalid {field}: {_relative(error, field)}") from None
+
+
+def trust_from_wire(message: pb.TrustContext) -> TrustContext:
+    """A request's trust context; the caller has already checked it is present and valid."""
+    return TrustContext(
+        max_sensitivity=Sensitivity(message.max_sensitivity),
+        authenticated=message.authenticated,
+        actor_id=message.actor_id,
+        scopes=list(message.scopes),
+    )
+
+
+def value_from_wire(message: Message, present: bool) -> Any:
+    """A ``google.protobuf.Value`` as plain JSON (``None`` when absent)."""
+    if not present:
+        return None
+    return json_format.MessageToDict(message)
+
+
+# int64 fields arrive from MessageToDict as decimal strings (proto3 JSON mapping)
+_INT64_FIELDS = frozenset(
+    {
+        "half_life_seconds",
+        "max_age_seconds",
+        "success_count",
+        "failure_count",
+        "execution_count",
+    }
+)
+# maps whose values are Values: their contents are user JSON, never cleaned
+_OPAQUE = frozenset(
+    {
+        "args",
+        "result",
+        "context",
+        "value",
+        "object",
+        "conditions",
+        "args_schema",
+        "constraints",
+        "inputs_schema",
+        "outputs_schema",
+        "params",
+        "guards",
+    }
+)
+
+
+def _from_wire_json(value: Any, int64_fields: frozenset[str]) -> Any:
+    """Drops proto3's "unset" empty strings (so schema defaults and ``None`` times apply)."""
+    if isinstance(value, dict):
+        cleaned: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in _OPAQUE:
+                cleaned[key] = item
+            elif key in int64_fields and isinstance(item, str):
+                cleaned[key] = int(item)
+            elif item == "":
+                continue
+            else:
+                cleaned[key] = _from_wire_json(item, int64_fields)
+        return cleaned
+    if isinstance(value, list):
+        return [_from_wire_json(item, int64_fields) for item in value]
+    return value
+
+
+def _relative(error: ValidationError, field: str) -> str:
+    """``new_record.created_at: …`` → ``created_at: …``, as the reference words it."""
+    where = error.field.removeprefix(field).lstrip(".")
+    if not where or error.message.startswith(where):
+        return error.message
+    return f"{where}: {error.message}"

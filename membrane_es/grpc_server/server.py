@@ -1,0 +1,166 @@
+"""The daemon: engines, the gRPC server, health, TLS, schedules and an orderly shutdown.
+
+Startup follows ``membraned`` (spec §7.2): open the store, build the server and listen,
+start the schedules, serve. Shutdown (SIGINT/SIGTERM or :meth:`Daemon.stop`): health goes
+NOT_SERVING, the server stops gracefully (5 s, then hard), schedules stop, stores close —
+their read views checkpointed so the next start resumes where this one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+from pathlib import Path
+from types import FrameType
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from membrane_es.embedding.protocol import Embedder
+from membrane_es.engine import Membrane
+from membrane_es.grpc_server.access import KeyRing
+from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
+from membrane_es.grpc_server.interceptors import GuardInterceptor
+from membrane_es.grpc_server.ratelimit import TokenBuckets
+from membrane_es.grpc_server.service import GraphDefaults, MembraneService
+from membrane_es.grpc_server.tenants import Tenants
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+
+SERVICE_NAME = "membrane.v1.MembraneService"
+MAX_RECEIVE_BYTES = 11_534_336
+GRACE_SECONDS = 5.0
+WORKERS = 16
+
+log = logging.getLogger("membrane_es.daemon")
+
+
+class Daemon:
+    """A running daemon. ``port`` is the bound port (useful with ``127.0.0.1:0``)."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        config.validate()
+        self.config = config
+        keys = KeyRing.load(config.api_key, config.api_keys_file or None)
+        embedder = _embedder(config)
+        if config.ingest_llm_enabled or config.llm_endpoint or config.embedding_endpoint:
+            log.warning(
+                "hosted LLM and embedding endpoints are not used by membrane_es; "
+                "capture uses its rule-based interpretation, embeddings come from embedding_model"
+            )
+        self.tenants = Tenants(config.db_path, lambda path: _open_engine(config, path, embedder))
+        interval = config.consolidation_seconds()
+        if interval > 0:
+            self.tenants.on_open(lambda engine: _schedule(engine, interval))
+        for tenant in sorted(keys.tenants):  # open stores now: a bad path fails at startup
+            self.tenants.get(tenant)
+        self.tenants.get("")
+
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="membrane-rpc"),
+            interceptors=[GuardInterceptor(keys, TokenBuckets(config.rate_limit_per_second))],
+            options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)],
+        )
+        defaults = GraphDefaults(
+            root_limit=config.graph_default_root_limit,
+            node_limit=config.graph_default_node_limit,
+            edge_limit=config.graph_default_edge_limit,
+            max_hops=config.graph_default_max_hops,
+        )
+        pb_grpc.add_MembraneServiceServicer_to_server(
+            MembraneService(self.tenants, defaults), self._server
+        )
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        target = listen_target(config.listen_addr)
+        try:
+            if config.tls_cert_file:
+                self.port = self._server.add_secure_port(target, _tls(config))
+            else:
+                self.port = self._server.add_insecure_port(target)
+        except RuntimeError as error:
+            self.tenants.close()
+            raise ConfigError(
+                f"create grpc server: listen on {config.listen_addr}: {error}"
+            ) from None
+        self._stopped = threading.Event()
+
+    def start(self) -> Daemon:
+        self._server.start()
+        for service in ("", SERVICE_NAME):
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("membrane_es serving on port %d", self.port)
+        return self
+
+    def stop(self, grace: float = GRACE_SECONDS) -> None:
+        """Idempotent: NOT_SERVING, graceful stop, then the stores close."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for service in ("", SERVICE_NAME):
+            self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._server.stop(grace).wait()
+        self.tenants.close()
+
+    def serve_until_signalled(self) -> None:
+        """Blocks until SIGINT or SIGTERM, then stops (main thread only)."""
+        received = threading.Event()
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            log.info("received signal %d, shutting down", signum)
+            received.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not received.wait(0.5):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop()
+
+    def __enter__(self) -> Daemon:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _open_engine(config: DaemonConfig, path: Path | None, embedder: Embedder | None) -> Membrane:
+    options = {
+        "embedder": embedder,
+        "selection_threshold": config.selection_confidence_threshold,
+        "default_sensitivity": config.default_sensitivity,
+        "env": config.engine_env(),
+    }
+    if path is None:
+        return Membrane.in_memory(**options)  # type: ignore[arg-type]
+    return Membrane.open(path, **options)  # type: ignore[arg-type]
+
+
+def _schedule(engine: Membrane, interval: float) -> None:
+    engine.start_consolidation(interval)
+
+
+def _embedder(config: DaemonConfig) -> Embedder | None:
+    name = config.embedding_model
+    if not name:
+        return None
+    if name == "hashing":
+        from membrane_es.embedding.hashing import HashingEmbedder
+
+        return HashingEmbedder()
+    from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
+
+    bundled = name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+    return SentenceTransformerEmbedder(None if bundled else name)
+
+
+def _tls(config: DaemonConfig) -> grpc.ServerCredentials:
+    try:
+        key = Path(config.tls_key_file).read_bytes()
+        cert = Path(config.tls_cert_file).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"create grpc server: load TLS credentials: {error}") from None
+    return grpc.ssl_server_credentials([(key, cert)])

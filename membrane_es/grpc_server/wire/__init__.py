@@ -1,0 +1,1 @@
+"""Generated membrane.v1 stubs."""
