@@ -1,0 +1,1 @@
+"""The daemon over loopback, with clients generated from our proto."""
