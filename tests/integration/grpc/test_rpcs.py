@@ -1,0 +1,412 @@
+"""Every RPC over loopback: happy paths and the reference's scenarios (spec §10.13 P4–P7, P9,
+P11; §9.3 the SDK integration tests)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import grpc
+import pytest
+
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+from membrane_es.schema.timestamps import rfc3339
+from tests.integration.grpc.conftest import (
+    AUTH,
+    FULL,
+    as_dict,
+    capture,
+    code_of,
+    observe,
+    value,
+)
+
+Stub = pb_grpc.MembraneServiceStub
+
+
+def _semantic_record(subject: str, obj: str, *, evidence: str = "ticket-1") -> pb.MemoryRecord:
+    record = pb.MemoryRecord(
+        type="semantic",
+        sensitivity="low",
+        confidence=0.9,
+        salience=0.8,
+        scope="alpha",
+        lifecycle=pb.Lifecycle(
+            decay=pb.DecayProfile(curve="exponential", half_life_seconds=86400),
+            deletion_policy="auto_prune",
+        ),
+        provenance=pb.Provenance(sources=[pb.ProvenanceSource(kind="observation", ref=evidence)]),
+        audit_log=[
+            pb.AuditEntry(action="create", actor="client", timestamp="2026-05-01T12:00:00Z")
+        ],
+    )
+    record.payload.semantic.CopyFrom(
+        pb.SemanticPayload(
+            kind="semantic",
+            subject=subject,
+            predicate="prefers",
+            object=value(obj),
+            validity=pb.Validity(mode="global"),
+            evidence=[pb.ProvenanceRef(source_type="observation", source_id=evidence)],
+        )
+    )
+    return record
+
+
+def test_capture_links_a_second_mention_to_the_first_entity(stub: Stub) -> None:
+    """§9.3 case 1 (and the TypeScript test): one entity, reused by the second capture."""
+    first = capture(
+        stub,
+        {"text": "Remember Orchid as the staging deploy target.", "project": "Orchid"},
+        scope="project:alpha",
+        tags=["python", "integration"],
+        sensitivity="low",
+    )
+    entities = [r for r in first.created_records if r.type == "entity"]
+    assert len(entities) == 1
+    second = capture(
+        stub, {"text": "Orchid deploys at noon.", "project": "Orchid"}, scope="project:alpha"
+    )
+    assert not [r for r in second.created_records if r.type == "entity"]
+    assert any(
+        e.source_id == second.primary_record.id
+        and e.predicate == "mentions_entity"
+        and e.target_id == entities[0].id
+        for e in second.edges
+    )
+
+    trust = pb.TrustContext(
+        max_sensitivity="medium", authenticated=True, actor_id="py-test", scopes=["project:alpha"]
+    )
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(
+            task_descriptor="Orchid deploy target",
+            trust=trust,
+            root_limit=10,
+            node_limit=20,
+            edge_limit=20,
+            max_hops=1,
+        ),
+        metadata=AUTH,
+    )
+    node_ids = {n.record.id for n in graph.nodes}
+    assert graph.root_ids
+    assert first.primary_record.id in node_ids
+    assert any(n.record.type == "entity" for n in graph.nodes)
+    assert any(e.predicate == "mentions_entity" for e in graph.edges)
+    found = stub.RetrieveByID(
+        pb.RetrieveByIDRequest(id=first.primary_record.id, trust=trust), metadata=AUTH
+    )
+    assert found.record.id == first.primary_record.id
+    metrics = as_dict(stub.GetMetrics(pb.GetMetricsRequest(), metadata=AUTH))["snapshot"]
+    assert metrics["total_records"] >= 1
+
+
+def test_capture_p5_exact_shape(stub: Stub) -> None:
+    response = capture(
+        stub,
+        {
+            "ref": "evt-capture-1",
+            "text": "Remember Orchid as the staging deploy target",
+            "project": "Orchid",
+        },
+        source_kind="event",
+        context=value({"thread_id": "thread-1"}),
+        tags=["grpc", "orchid"],
+        scope="alpha",
+        timestamp="2026-05-01T12:00:00Z",
+    )
+    assert response.primary_record.type == "episodic"
+    assert [r.type for r in response.created_records] == ["entity"]
+    assert len(response.edges) == 2
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(
+            task_descriptor="Orchid deploy target",
+            trust=pb.TrustContext(max_sensitivity="low", scopes=["alpha"]),
+            root_limit=10,
+            node_limit=20,
+            edge_limit=20,
+            max_hops=1,
+        ),
+        metadata=AUTH,
+    )
+    ids = {n.record.id for n in graph.nodes}
+    assert response.primary_record.id in ids and response.created_records[0].id in ids
+
+
+def test_retract_of_an_episodic_capture_is_a_failed_precondition(stub: Stub) -> None:
+    """§9.3 case 2."""
+    event = capture(stub, {"ref": "evt-1", "text": "deployed"}, source_kind="event")
+    code, _ = code_of(
+        lambda: stub.Retract(
+            pb.RetractRequest(id=event.primary_record.id, actor="py", rationale="wrong"),
+            metadata=AUTH,
+        )
+    )
+    assert code is grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_the_whole_surface_in_sequence(stub: Stub) -> None:
+    """P4: every kind of capture, then every revision, all succeeding."""
+    event = capture(
+        stub, {"ref": "e1", "text": "user prefers Go"}, source_kind="event", scope="alpha"
+    )
+    tool = capture(
+        stub,
+        {"tool_name": "go", "args": {"cmd": "build"}, "result": "ok"},
+        source_kind="tool_output",
+        scope="alpha",
+    )
+    fact = observe(stub, "user", "prefers", "Go", scope="alpha")
+    working = capture(
+        stub,
+        {"thread_id": "t-1", "state": "executing", "next_actions": ["test"]},
+        source_kind="working_state",
+        scope="alpha",
+    )
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(
+            task_descriptor="user prefers Go",
+            trust=pb.TrustContext(max_sensitivity="high", scopes=["alpha"]),
+            memory_types=["semantic"],
+            root_limit=10,
+            node_limit=20,
+            edge_limit=20,
+            max_hops=1,
+        ),
+        metadata=AUTH,
+    )
+    assert fact.id in graph.root_ids
+    assert stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=AUTH)
+    stub.Reinforce(
+        pb.ReinforceRequest(id=event.primary_record.id, actor="a", rationale="useful"),
+        metadata=AUTH,
+    )
+    stub.Penalize(
+        pb.PenalizeRequest(id=tool.primary_record.id, amount=0.2, actor="a", rationale="stale"),
+        metadata=AUTH,
+    )
+    newer = stub.Supersede(
+        pb.SupersedeRequest(
+            old_id=fact.id,
+            new_record=_semantic_record("user", "Rust"),
+            actor="a",
+            rationale="changed",
+        ),
+        metadata=AUTH,
+    ).record
+    assert newer.payload.semantic.object.string_value == "Rust"
+    assert newer.payload.semantic.revision.supersedes == fact.id
+    conditional = _semantic_record("user", "Go at work")
+    conditional.payload.semantic.validity.mode = "conditional"
+    conditional.payload.semantic.validity.conditions["context"].string_value = "work"
+    forked = stub.Fork(
+        pb.ForkRequest(source_id=newer.id, forked_record=conditional, actor="a", rationale="work"),
+        metadata=AUTH,
+    ).record
+    assert forked.payload.semantic.validity.mode == "conditional"
+    left = observe(stub, "service", "uses", "Postgres", scope="alpha")
+    right = observe(stub, "service", "uses", "PostgreSQL", scope="alpha")
+    merged = stub.Merge(
+        pb.MergeRequest(
+            ids=[left.id, right.id],
+            merged_record=_semantic_record("service", "PostgreSQL"),
+            actor="a",
+            rationale="same",
+        ),
+        metadata=AUTH,
+    ).record
+    assert {r.target_id for r in merged.relations} >= {left.id, right.id}
+    stub.Contest(
+        pb.ContestRequest(id=newer.id, contesting_ref=forked.id, actor="a", rationale="conflict"),
+        metadata=AUTH,
+    )
+    stub.Retract(pb.RetractRequest(id=left.id, actor="a", rationale="wrong"), metadata=AUTH)
+    snapshot = as_dict(stub.GetMetrics(pb.GetMetricsRequest(), metadata=AUTH))["snapshot"]
+    assert snapshot["total_records"] >= 8
+    again = stub.RetrieveByID(
+        pb.RetrieveByIDRequest(id=working.primary_record.id, trust=FULL), metadata=AUTH
+    )
+    assert again.record.payload.working.thread_id == "t-1"
+
+
+def test_a_fact_links_to_its_subject_entity_p7(stub: Stub) -> None:
+    fact = observe(stub, "Orchid", "deploy_target_for", "staging")
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(
+            task_descriptor="Orchid",
+            trust=FULL,
+            memory_types=["semantic"],
+            root_limit=1,
+            node_limit=3,
+            edge_limit=6,
+            max_hops=1,
+        ),
+        metadata=AUTH,
+    )
+    assert list(graph.root_ids) == [fact.id]
+    entity_nodes = [n for n in graph.nodes if n.record.type == "entity"]
+    assert entity_nodes and entity_nodes[0].hop == 1
+    assert any(e.predicate == "subject_entity" for e in graph.edges)
+
+
+def test_redacted_neighbour_has_no_payload_p6(stub: Stub) -> None:
+    captured = capture(
+        stub, {"ref": "m-1", "text": "medium secret"}, source_kind="event", sensitivity="medium"
+    )
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(
+            trust=pb.TrustContext(max_sensitivity="low"),
+            memory_types=["episodic"],
+            root_limit=5,
+            node_limit=5,
+            max_hops=-1,
+        ),
+        metadata=AUTH,
+    )
+    node = next(n for n in graph.nodes if n.record.id == captured.primary_record.id)
+    assert node.record.sensitivity == "medium"
+    assert not node.record.HasField("payload")
+    assert not node.record.HasField("interpretation")
+
+
+def test_wire_max_hops_zero_means_the_default_and_minus_one_roots_only(stub: Stub) -> None:
+    fact = observe(stub, "Orchid", "deploy_target_for", "staging")
+
+    def nodes(hops: int) -> list[pb.GraphNode]:
+        request = pb.RetrieveGraphRequest(
+            task_descriptor="Orchid deploy", trust=FULL, memory_types=["semantic"], max_hops=hops
+        )
+        return list(stub.RetrieveGraph(request, metadata=AUTH).nodes)
+
+    assert [n.record.id for n in nodes(-1)] == [fact.id]
+    assert {n.hop for n in nodes(0)} == {0, 1}  # 0 → the configured default, one hop
+    assert {n.hop for n in nodes(1)} == {0, 1}
+
+
+def test_selection_is_absent_without_competence_or_plan_candidates(stub: Stub) -> None:
+    observe(stub, "Orchid", "deploy_target_for", "staging")
+    graph = stub.RetrieveGraph(pb.RetrieveGraphRequest(trust=FULL), metadata=AUTH)
+    assert not graph.HasField("selection")
+
+
+def test_an_empty_store_answers_an_empty_graph(stub: Stub) -> None:
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(task_descriptor="anything", trust=FULL), metadata=AUTH
+    )
+    assert not graph.nodes and not graph.edges and not graph.root_ids
+    assert not graph.HasField("selection")
+
+
+def test_records_carry_the_reference_wire_forms(stub: Stub) -> None:
+    response = capture(
+        stub,
+        {"ref": "e-9", "text": "shipped"},
+        source_kind="event",
+        timestamp="2026-05-01T12:00:00Z",
+    )
+    record = response.primary_record
+    assert record.HasField("lifecycle") and record.HasField("provenance")
+    assert record.created_at.endswith("Z") and "+" not in record.created_at
+    assert record.lifecycle.decay.half_life_seconds > 0
+    assert record.audit_log[0].action == "create"
+    fact = observe(stub, "Orchid", "owner", None)
+    # a nil object still travels as an explicit null Value (§8.3)
+    assert fact.payload.semantic.HasField("object")
+    assert fact.payload.semantic.object.WhichOneof("kind") == "null_value"
+    assert fact.payload.semantic.HasField("validity")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "supersede",
+        "fork",
+        "retract",
+        "merge",
+        "reinforce",
+        "penalize",
+        "contest",
+        "retrieve_by_id",
+    ],
+)
+def test_mutations_on_missing_ids_are_not_found(stub: Stub, call: str) -> None:
+    """P9, P11."""
+    record = _semantic_record("x", "y")
+    calls = {
+        "supersede": lambda: stub.Supersede(
+            pb.SupersedeRequest(old_id="missing", new_record=record, actor="a", rationale="r"),
+            metadata=AUTH,
+        ),
+        "fork": lambda: stub.Fork(
+            pb.ForkRequest(source_id="missing", forked_record=record, actor="a", rationale="r"),
+            metadata=AUTH,
+        ),
+        "retract": lambda: stub.Retract(
+            pb.RetractRequest(id="missing", actor="a", rationale="r"), metadata=AUTH
+        ),
+        "merge": lambda: stub.Merge(
+            pb.MergeRequest(ids=["missing"], merged_record=record, actor="a", rationale="r"),
+            metadata=AUTH,
+        ),
+        "reinforce": lambda: stub.Reinforce(
+            pb.ReinforceRequest(id="missing", actor="a", rationale="r"), metadata=AUTH
+        ),
+        "penalize": lambda: stub.Penalize(
+            pb.PenalizeRequest(id="missing", amount=0.1, actor="a", rationale="r"), metadata=AUTH
+        ),
+        "contest": lambda: stub.Contest(
+            pb.ContestRequest(id="missing", contesting_ref="x", actor="a", rationale="r"),
+            metadata=AUTH,
+        ),
+        "retrieve_by_id": lambda: stub.RetrieveByID(
+            pb.RetrieveByIDRequest(id="missing-record", trust=FULL), metadata=AUTH
+        ),
+    }
+    code, message = code_of(calls[call])
+    assert code is grpc.StatusCode.NOT_FOUND, message
+    assert "not found" in message
+
+
+def test_reading_above_trust_by_id_is_permission_denied(stub: Stub) -> None:
+    secret = capture(stub, {"ref": "h", "text": "high"}, source_kind="event", sensitivity="high")
+    code, message = code_of(
+        lambda: stub.RetrieveByID(
+            pb.RetrieveByIDRequest(
+                id=secret.primary_record.id, trust=pb.TrustContext(max_sensitivity="medium")
+            ),
+            metadata=AUTH,
+        )
+    )
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert message == "access denied by trust context"
+
+
+def test_as_of_metadata_reads_the_past(stub: Stub) -> None:
+    fact = observe(stub, "Orchid", "deploy_target", "staging")
+    moment = rfc3339(datetime.now(UTC))  # after the capture's events, before the revisions
+    stub.Penalize(
+        pb.PenalizeRequest(id=fact.id, amount=0.5, actor="a", rationale="doubt"), metadata=AUTH
+    )
+    stub.Retract(pb.RetractRequest(id=fact.id, actor="a", rationale="gone"), metadata=AUTH)
+    then = (*AUTH, ("x-membrane-as-of", moment))
+    past = stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=then)
+    assert [a.action for a in past.record.audit_log] == ["create"]
+    now = stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=AUTH)
+    assert [a.action for a in now.record.audit_log][-1] == "delete"  # the reference's action name
+    past_graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(task_descriptor="Orchid", trust=FULL, memory_types=["semantic"]),
+        metadata=then,
+    )
+    assert fact.id in past_graph.root_ids
+    past_metrics = as_dict(stub.GetMetrics(pb.GetMetricsRequest(), metadata=then))["snapshot"]
+    assert past_metrics["collected_at"] == moment
+    early = (*AUTH, ("x-membrane-as-of", "2000-01-01T00:00:00Z"))
+    code, _ = code_of(
+        lambda: stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=early)
+    )
+    assert code is grpc.StatusCode.NOT_FOUND
+    bad = (*AUTH, ("x-membrane-as-of", "yesterday"))
+    code, message = code_of(lambda: stub.GetMetrics(pb.GetMetricsRequest(), metadata=bad))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert message.startswith("invalid x-membrane-as-of")
