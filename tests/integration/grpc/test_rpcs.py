@@ -410,3 +410,43 @@ def test_as_of_metadata_reads_the_past(stub: Stub) -> None:
     code, message = code_of(lambda: stub.GetMetrics(pb.GetMetricsRequest(), metadata=bad))
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert message.startswith("invalid x-membrane-as-of")
+
+
+def test_sdk_shaped_dicts_work_both_ways(stub: Stub) -> None:
+    """What the Python SDK does (§9.1): ParseDict a record dict with the payload under its
+    oneof key, MessageToDict the answer (int64 as strings, defaults omitted)."""
+    from google.protobuf import json_format
+
+    fact = observe(stub, "service", "database", "MySQL")
+    sdk_record = {
+        "type": "semantic",
+        "sensitivity": "low",
+        "confidence": 0.9,
+        "salience": 1.0,
+        "lifecycle": {
+            "decay": {"curve": "exponential", "half_life_seconds": "86400"},
+            "deletion_policy": "auto_prune",
+        },
+        "provenance": {"sources": [{"kind": "observation", "ref": "migration-42"}]},
+        "payload": {
+            "semantic": {
+                "kind": "semantic",
+                "subject": "service",
+                "predicate": "database",
+                "object": "Postgres",
+                "validity": {"mode": "global"},
+            }
+        },
+    }
+    request = pb.SupersedeRequest(old_id=fact.id, actor="py", rationale="migrated")
+    json_format.ParseDict(sdk_record, request.new_record)
+    assert request.new_record.payload.semantic.object.string_value == "Postgres"
+    created = as_dict(stub.Supersede(request, metadata=AUTH).record)
+    assert created["payload"]["semantic"]["object"] == "Postgres"
+    assert created["lifecycle"]["decay"]["half_life_seconds"] == "86400"
+    assert created["relations"][0] == {
+        "predicate": "supersedes",
+        "target_id": fact.id,
+        "weight": 1.0,
+        "created_at": created["created_at"],
+    }
