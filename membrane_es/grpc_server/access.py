@@ -28,9 +28,9 @@ from typing import Any
 import msgspec
 import yaml
 
-from membrane_es.errors import AccessDeniedError, ValidationError
+from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.records import TrustContext
 
 DEFAULT_TENANT = ""
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -74,17 +74,13 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
             max_sensitivity=self.max_sensitivity, authenticated=True, scopes=list(self.scopes)
         )
 
-    def check_write(self, sensitivity: str, scope: str) -> None:
-        """A key may not write what it could not read back."""
+    def may_write(self, sensitivity: str, scope: str) -> bool:
+        """Whether a record at this level and scope is within the key's ceiling."""
         if self.unrestricted:
-            return
+            return True
         if _RANK[Sensitivity(sensitivity or Sensitivity.LOW)] > _RANK[self.max_sensitivity]:
-            raise AccessDeniedError("")
-        if self.scopes and scope not in self.scopes:
-            raise AccessDeniedError("")
-
-    def check_record(self, record: MemoryRecord) -> None:
-        self.check_write(record.sensitivity.value, record.scope)
+            return False
+        return not self.scopes or scope in self.scopes
 
 
 DEFAULT_CALLER = Caller()

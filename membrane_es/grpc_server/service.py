@@ -13,8 +13,8 @@ only (the library's ``max_hops=0``). Zero limits ask for the configured defaults
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import functools
+from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
@@ -23,7 +23,6 @@ import msgspec
 
 from membrane_es.engine import Membrane
 from membrane_es.errors import (
-    AccessDeniedError,
     MembraneError,
     NotFoundError,
     ValidationError,
@@ -38,7 +37,9 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 
 AS_OF_METADATA = "x-membrane-as-of"
 
-T = TypeVar("T")
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
+Handler = Callable[["MembraneService", RequestT, grpc.ServicerContext], ResponseT]
 
 
 class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +51,30 @@ class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
     max_hops: int = 1
 
 
+def _rpc(handler: Handler[RequestT, ResponseT]) -> Handler[RequestT, ResponseT]:
+    """Maps every error a handler raises to its status (§8.6) and aborts the call with it."""
+
+    @functools.wraps(handler)
+    def handle(
+        service: MembraneService, request: RequestT, context: grpc.ServicerContext
+    ) -> ResponseT:
+        try:
+            return handler(service, request, context)
+        except WireError as error:
+            context.abort(error.code, error.message)
+        except ValidationError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, _validation_text(error))
+        except NotFoundError:
+            context.abort(grpc.StatusCode.NOT_FOUND, "record not found")
+        except MembraneError as error:
+            code, _ = status_of(error)
+            context.abort(grpc.StatusCode[code], str(error))
+        except Exception as error:  # the reference answers INTERNAL with the error's text
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+
+    return handle
+
+
 class MembraneService(pb_grpc.MembraneServiceServicer):
     """The 11 RPCs of ``membrane.v1`` over per-tenant engines."""
 
@@ -59,176 +84,165 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
 
     # --- capture ----------------------------------------------------------------------------
 
+    @_rpc
     def CaptureMemory(
         self, request: pb.CaptureMemoryRequest, context: grpc.ServicerContext
     ) -> pb.CaptureMemoryResponse:
-        with _statuses(context):
-            content = convert.value_from_wire(request.content, request.HasField("content"))
-            capture_context = convert.value_from_wire(request.context, request.HasField("context"))
-            checks.check_capture(request, content, capture_context)
-            timestamp = checks.parse_timestamp(request.timestamp, "invalid timestamp")
-            caller = CURRENT_CALLER.get()
-            _guard(lambda: caller.check_write(request.sensitivity, request.scope))
-            result = self._engine(caller).capture_memory(
-                content,
-                source_kind=request.source_kind,
-                context=capture_context,
-                reason_to_remember=request.reason_to_remember,
-                proposed_type=request.proposed_type or None,
-                summary=request.summary,
-                sensitivity=request.sensitivity or "low",
-                source=request.source,
-                tags=list(request.tags),
-                scope=request.scope,
-                timestamp=timestamp,
-            )
-            return convert.capture_to_wire(result)
-        raise AssertionError("unreachable")  # _statuses aborts on every error
+        content = convert.value_from_wire(request.content, request.HasField("content"))
+        capture_context = convert.value_from_wire(request.context, request.HasField("context"))
+        checks.check_capture(request, content, capture_context)
+        timestamp = checks.parse_timestamp(request.timestamp, "invalid timestamp")
+        caller = CURRENT_CALLER.get()
+        _check_ceiling(caller, request.sensitivity, request.scope)
+        result = self._engine(caller).capture_memory(
+            content,
+            source_kind=request.source_kind,
+            context=capture_context,
+            reason_to_remember=request.reason_to_remember,
+            proposed_type=request.proposed_type or None,
+            summary=request.summary,
+            sensitivity=request.sensitivity or "low",
+            source=request.source,
+            tags=list(request.tags),
+            scope=request.scope,
+            timestamp=timestamp,
+        )
+        return convert.capture_to_wire(result)
 
     # --- reads ------------------------------------------------------------------------------
 
+    @_rpc
     def RetrieveGraph(
         self, request: pb.RetrieveGraphRequest, context: grpc.ServicerContext
     ) -> pb.RetrieveGraphResponse:
-        with _statuses(context):
-            checks.check_retrieve_graph(request)
-            as_of = _as_of(context)
-            caller = CURRENT_CALLER.get()
-            defaults = self._defaults
-            hops = request.max_hops
-            result = self._engine(caller).retrieve_graph(
-                request.task_descriptor,
-                trust=caller.clamp(convert.trust_from_wire(request.trust)),
-                memory_types=list(request.memory_types) or None,
-                min_salience=request.min_salience,
-                root_limit=request.root_limit or defaults.root_limit,
-                node_limit=request.node_limit or defaults.node_limit,
-                edge_limit=request.edge_limit or defaults.edge_limit,
-                max_hops=defaults.max_hops if hops == 0 else max(hops, 0),
-                as_of=as_of,
-            )
-            return convert.graph_to_wire(result)
-        raise AssertionError("unreachable")
+        checks.check_retrieve_graph(request)
+        as_of = _as_of(context)
+        caller = CURRENT_CALLER.get()
+        defaults = self._defaults
+        hops = request.max_hops
+        result = self._engine(caller).retrieve_graph(
+            request.task_descriptor,
+            trust=caller.clamp(convert.trust_from_wire(request.trust)),
+            memory_types=list(request.memory_types) or None,
+            min_salience=request.min_salience,
+            root_limit=request.root_limit or defaults.root_limit,
+            node_limit=request.node_limit or defaults.node_limit,
+            edge_limit=request.edge_limit or defaults.edge_limit,
+            max_hops=defaults.max_hops if hops == 0 else max(hops, 0),
+            as_of=as_of,
+        )
+        return convert.graph_to_wire(result)
 
+    @_rpc
     def RetrieveByID(
         self, request: pb.RetrieveByIDRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
-        with _statuses(context):
-            checks.check_retrieve_by_id(request)
-            as_of = _as_of(context)
-            caller = CURRENT_CALLER.get()
-            record = self._engine(caller).retrieve_by_id(
-                request.id,
-                trust=caller.clamp(convert.trust_from_wire(request.trust)),
-                as_of=as_of,
-            )
-            return pb.MemoryRecordResponse(record=convert.record_to_wire(record))
-        raise AssertionError("unreachable")
+        checks.check_retrieve_by_id(request)
+        as_of = _as_of(context)
+        caller = CURRENT_CALLER.get()
+        record = self._engine(caller).retrieve_by_id(
+            request.id,
+            trust=caller.clamp(convert.trust_from_wire(request.trust)),
+            as_of=as_of,
+        )
+        return pb.MemoryRecordResponse(record=convert.record_to_wire(record))
 
+    @_rpc
     def GetMetrics(
         self, request: pb.GetMetricsRequest, context: grpc.ServicerContext
     ) -> pb.MetricsResponse:
-        with _statuses(context):
-            as_of = _as_of(context)
-            snapshot = self._engine(CURRENT_CALLER.get()).get_metrics(as_of=as_of)
-            return convert.metrics_to_wire(snapshot)
-        raise AssertionError("unreachable")
+        as_of = _as_of(context)
+        snapshot = self._engine(CURRENT_CALLER.get()).get_metrics(as_of=as_of)
+        return convert.metrics_to_wire(snapshot)
 
     # --- revisions --------------------------------------------------------------------------
 
+    @_rpc
     def Supersede(
         self, request: pb.SupersedeRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
-        with _statuses(context):
-            record = convert.record_from_wire(
-                request.new_record, request.HasField("new_record"), "new_record"
-            )
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.old_id])
-            _guard(lambda: caller.check_record(record))
-            created = engine.supersede(request.old_id, record, request.actor, request.rationale)
-            return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
-        raise AssertionError("unreachable")
+        record = convert.record_from_wire(
+            request.new_record, request.HasField("new_record"), "new_record"
+        )
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.old_id])
+        _check_ceiling(caller, record.sensitivity, record.scope)
+        created = engine.supersede(request.old_id, record, request.actor, request.rationale)
+        return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
+    @_rpc
     def Fork(
         self, request: pb.ForkRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
-        with _statuses(context):
-            record = convert.record_from_wire(
-                request.forked_record, request.HasField("forked_record"), "forked_record"
-            )
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.source_id])
-            _guard(lambda: caller.check_record(record))
-            created = engine.fork(request.source_id, record, request.actor, request.rationale)
-            return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
-        raise AssertionError("unreachable")
+        record = convert.record_from_wire(
+            request.forked_record, request.HasField("forked_record"), "forked_record"
+        )
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.source_id])
+        _check_ceiling(caller, record.sensitivity, record.scope)
+        created = engine.fork(request.source_id, record, request.actor, request.rationale)
+        return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
+    @_rpc
     def Merge(
         self, request: pb.MergeRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
-        with _statuses(context):
-            checks.check_merge_ids(request.ids)
-            record = convert.record_from_wire(
-                request.merged_record, request.HasField("merged_record"), "merged_record"
-            )
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, list(request.ids))
-            _guard(lambda: caller.check_record(record))
-            created = engine.merge(list(request.ids), record, request.actor, request.rationale)
-            return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
-        raise AssertionError("unreachable")
+        checks.check_merge_ids(request.ids)
+        record = convert.record_from_wire(
+            request.merged_record, request.HasField("merged_record"), "merged_record"
+        )
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, list(request.ids))
+        _check_ceiling(caller, record.sensitivity, record.scope)
+        created = engine.merge(list(request.ids), record, request.actor, request.rationale)
+        return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
+    @_rpc
     def Retract(
         self, request: pb.RetractRequest, context: grpc.ServicerContext
     ) -> pb.RetractResponse:
-        with _statuses(context):
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.id])
-            engine.retract(request.id, request.actor, request.rationale)
-            return pb.RetractResponse()
-        raise AssertionError("unreachable")
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.id])
+        engine.retract(request.id, request.actor, request.rationale)
+        return pb.RetractResponse()
 
+    @_rpc
     def Contest(
         self, request: pb.ContestRequest, context: grpc.ServicerContext
     ) -> pb.ContestResponse:
-        with _statuses(context):
-            checks.check_actor_rationale(request.actor, request.rationale)
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.id])
-            engine.contest(request.id, request.contesting_ref, request.actor, request.rationale)
-            return pb.ContestResponse()
-        raise AssertionError("unreachable")
+        checks.check_actor_rationale(request.actor, request.rationale)
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.id])
+        engine.contest(request.id, request.contesting_ref, request.actor, request.rationale)
+        return pb.ContestResponse()
 
+    @_rpc
     def Reinforce(
         self, request: pb.ReinforceRequest, context: grpc.ServicerContext
     ) -> pb.ReinforceResponse:
-        with _statuses(context):
-            checks.check_actor_rationale(request.actor, request.rationale)
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.id])
-            engine.reinforce(request.id, request.actor, request.rationale)
-            return pb.ReinforceResponse()
-        raise AssertionError("unreachable")
+        checks.check_actor_rationale(request.actor, request.rationale)
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.id])
+        engine.reinforce(request.id, request.actor, request.rationale)
+        return pb.ReinforceResponse()
 
+    @_rpc
     def Penalize(
         self, request: pb.PenalizeRequest, context: grpc.ServicerContext
     ) -> pb.PenalizeResponse:
-        with _statuses(context):
-            checks.check_amount(request.amount)
-            checks.check_actor_rationale(request.actor, request.rationale)
-            caller = CURRENT_CALLER.get()
-            engine = self._engine(caller)
-            _may_revise(engine, caller, [request.id])
-            engine.penalize(request.id, request.amount, request.actor, request.rationale)
-            return pb.PenalizeResponse()
-        raise AssertionError("unreachable")
+        checks.check_amount(request.amount)
+        checks.check_actor_rationale(request.actor, request.rationale)
+        caller = CURRENT_CALLER.get()
+        engine = self._engine(caller)
+        _may_revise(engine, caller, [request.id])
+        engine.penalize(request.id, request.amount, request.actor, request.rationale)
+        return pb.PenalizeResponse()
 
     def _engine(self, caller: Caller) -> Membrane:
         return self._tenants.get(caller.tenant)
@@ -243,14 +257,13 @@ def _may_revise(engine: Membrane, caller: Caller, ids: list[str]) -> None:
         engine.retrieve_by_id(record_id, trust=ceiling)
 
 
-def _guard(check: Callable[[], None]) -> None:
-    try:
-        check()
-    except AccessDeniedError:
+def _check_ceiling(caller: Caller, sensitivity: str, scope: str) -> None:
+    """A key may not write what it could not read back."""
+    if not caller.may_write(sensitivity, scope):
         raise WireError(
             grpc.StatusCode.PERMISSION_DENIED,
             "record sensitivity or scope exceeds this API key's ceiling",
-        ) from None
+        )
 
 
 def _as_of(context: grpc.ServicerContext) -> datetime | None:
@@ -258,24 +271,6 @@ def _as_of(context: grpc.ServicerContext) -> datetime | None:
     if value is None:
         return None
     return checks.parse_timestamp(value, f"invalid {AS_OF_METADATA}")
-
-
-@contextmanager
-def _statuses(context: grpc.ServicerContext) -> Iterator[None]:
-    """Maps every error to its status (§8.6) and aborts the call with it."""
-    try:
-        yield
-    except WireError as error:
-        context.abort(error.code, error.message)
-    except ValidationError as error:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, _validation_text(error))
-    except NotFoundError:
-        context.abort(grpc.StatusCode.NOT_FOUND, "record not found")
-    except MembraneError as error:
-        code, _ = status_of(error)
-        context.abort(grpc.StatusCode[code], str(error))
-    except Exception as error:  # noqa: BLE001 - the reference answers INTERNAL with the text
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
 
 
 def _validation_text(error: ValidationError) -> str:
