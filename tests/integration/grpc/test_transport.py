@@ -27,7 +27,9 @@ METRICS = pb.GetMetricsRequest()
 
 
 def _stub(daemon: Daemon) -> tuple[grpc.Channel, Stub]:
-    channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
+    # a channel of its own connection: grpc would otherwise share one between channels
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}", options=options)
     return channel, pb_grpc.MembraneServiceStub(channel)
 
 
@@ -84,10 +86,10 @@ def test_a_rate_of_one_refuses_the_next_immediate_call(start_daemon: StartDaemon
         assert stub.GetMetrics(METRICS, metadata=AUTH)
         codes = [code_of(lambda: stub.GetMetrics(METRICS, metadata=AUTH)) for _ in range(3)]
         assert (grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded") in codes
-    # a second connection has its own bucket
-    other, other_stub = _stub(daemon)
-    with other:
-        assert other_stub.GetMetrics(METRICS, metadata=AUTH)
+        # a second connection, opened while the first is exhausted, has its own bucket
+        other, other_stub = _stub(daemon)
+        with other:
+            assert other_stub.GetMetrics(METRICS, metadata=AUTH)
 
 
 def test_refused_authentication_spends_no_tokens(start_daemon: StartDaemon) -> None:
