@@ -34,6 +34,7 @@ from membrane_es.grpc_server.checks import WireError
 from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+from membrane_es.schema.records import MemoryRecord
 
 AS_OF_METADATA = "x-membrane-as-of"
 
@@ -164,10 +165,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         record = convert.record_from_wire(
             request.new_record, request.HasField("new_record"), "new_record"
         )
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, [request.old_id])
-        _check_ceiling(caller, record.sensitivity, record.scope)
+        engine = self._revisable([request.old_id], record)
         created = engine.supersede(request.old_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
@@ -178,10 +176,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         record = convert.record_from_wire(
             request.forked_record, request.HasField("forked_record"), "forked_record"
         )
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, [request.source_id])
-        _check_ceiling(caller, record.sensitivity, record.scope)
+        engine = self._revisable([request.source_id], record)
         created = engine.fork(request.source_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
@@ -193,21 +188,15 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         record = convert.record_from_wire(
             request.merged_record, request.HasField("merged_record"), "merged_record"
         )
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, list(request.ids))
-        _check_ceiling(caller, record.sensitivity, record.scope)
-        created = engine.merge(list(request.ids), record, request.actor, request.rationale)
+        ids = list(request.ids)
+        created = self._revisable(ids, record).merge(ids, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
     @_rpc
     def Retract(
         self, request: pb.RetractRequest, context: grpc.ServicerContext
     ) -> pb.RetractResponse:
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, [request.id])
-        engine.retract(request.id, request.actor, request.rationale)
+        self._revisable([request.id]).retract(request.id, request.actor, request.rationale)
         return pb.RetractResponse()
 
     @_rpc
@@ -215,10 +204,9 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.ContestRequest, context: grpc.ServicerContext
     ) -> pb.ContestResponse:
         checks.check_actor_rationale(request.actor, request.rationale)
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, [request.id])
-        engine.contest(request.id, request.contesting_ref, request.actor, request.rationale)
+        self._revisable([request.id]).contest(
+            request.id, request.contesting_ref, request.actor, request.rationale
+        )
         return pb.ContestResponse()
 
     @_rpc
@@ -226,10 +214,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.ReinforceRequest, context: grpc.ServicerContext
     ) -> pb.ReinforceResponse:
         checks.check_actor_rationale(request.actor, request.rationale)
-        caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
-        _may_revise(engine, caller, [request.id])
-        engine.reinforce(request.id, request.actor, request.rationale)
+        self._revisable([request.id]).reinforce(request.id, request.actor, request.rationale)
         return pb.ReinforceResponse()
 
     @_rpc
@@ -238,23 +223,29 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     ) -> pb.PenalizeResponse:
         checks.check_amount(request.amount)
         checks.check_actor_rationale(request.actor, request.rationale)
+        self._revisable([request.id]).penalize(
+            request.id, request.amount, request.actor, request.rationale
+        )
+        return pb.PenalizeResponse()
+
+    def _revisable(self, ids: list[str], new_record: MemoryRecord | None = None) -> Membrane:
+        """The caller's engine, once its key may revise ``ids`` and write ``new_record``.
+
+        A key with a ceiling may only revise records it could read in full, and may not
+        write what it could not read back.
+        """
         caller = CURRENT_CALLER.get()
         engine = self._engine(caller)
-        _may_revise(engine, caller, [request.id])
-        engine.penalize(request.id, request.amount, request.actor, request.rationale)
-        return pb.PenalizeResponse()
+        if not caller.unrestricted:
+            ceiling = caller.ceiling()
+            for record_id in ids:
+                engine.retrieve_by_id(record_id, trust=ceiling)
+            if new_record is not None:
+                _check_ceiling(caller, new_record.sensitivity, new_record.scope)
+        return engine
 
     def _engine(self, caller: Caller) -> Membrane:
         return self._tenants.get(caller.tenant)
-
-
-def _may_revise(engine: Membrane, caller: Caller, ids: list[str]) -> None:
-    """A key with a ceiling may only revise records it could read in full."""
-    if caller.unrestricted:
-        return
-    ceiling = caller.ceiling()
-    for record_id in ids:
-        engine.retrieve_by_id(record_id, trust=ceiling)
 
 
 def _check_ceiling(caller: Caller, sensitivity: str, scope: str) -> None:
