@@ -12,6 +12,7 @@ from membrane_es.engine import Membrane
 from membrane_es.errors import (
     AccessDeniedError,
     AlreadyExistsError,
+    AlreadyReplacedError,
     ConflictError,
     EpisodicImmutableError,
     IntegrityViolationError,
@@ -53,6 +54,7 @@ from membrane_es.schema import (
 __all__ = [
     "AccessDeniedError",
     "AlreadyExistsError",
+    "AlreadyReplacedError",
     "AuditAction",
     "AuditEntry",
     "CaptureMemoryResult",

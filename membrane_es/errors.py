@@ -43,6 +43,15 @@ class EpisodicImmutableError(MembraneError):
         super().__init__(f"episodic memory is immutable and cannot be revised: record {record_id}")
 
 
+class AlreadyReplacedError(MembraneError):
+    """The record was already superseded or merged: a second replacement would fork its chain."""
+
+    def __init__(self, record_id: str, replaced_by: str) -> None:
+        self.record_id = record_id
+        self.replaced_by = replaced_by
+        super().__init__(f"record {record_id} was already replaced by {replaced_by}")
+
+
 class AlreadyExistsError(MembraneError):
     """A record with the requested id already exists."""
 
@@ -65,6 +74,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     NotFoundError: ("NOT_FOUND", 404),
     AccessDeniedError: ("PERMISSION_DENIED", 403),
     EpisodicImmutableError: ("FAILED_PRECONDITION", 409),
+    AlreadyReplacedError: ("FAILED_PRECONDITION", 409),
     AlreadyExistsError: ("ALREADY_EXISTS", 409),
     ConflictError: ("ABORTED", 409),
     IntegrityViolationError: ("DATA_LOSS", 500),

@@ -33,9 +33,10 @@ def fact(rng: random.Random) -> dict[str, Any]:
 def random_history(memory: Membrane, rng: random.Random, steps: int) -> list[str]:
     """Create, revise, relate, pin and retract records at random; returns the ids created."""
     ids: list[str] = []
+    replaced: set[str] = set()  # a record is superseded at most once
     for _ in range(steps):
         action = rng.random()
-        live = [i for i in ids]
+        live = list(ids)
         if action < 0.35 or len(live) < 2:
             ids.append(memory.create_record(fact(rng)).id)
         elif action < 0.5:
@@ -49,8 +50,9 @@ def random_history(memory: Membrane, rng: random.Random, steps: int) -> list[str
             memory.pin(rng.choice(live))
         elif action < 0.8:
             memory.unpin(rng.choice(live))
-        elif action < 0.85:
-            old = rng.choice(live)
+        elif action < 0.85 and set(live) - replaced:
+            old = rng.choice([i for i in live if i not in replaced])
+            replaced.add(old)
             ids.append(memory.supersede(old, fact(rng), "t", "newer").id)
         elif action < 0.9:
             memory.contest(rng.choice(live), rng.choice(live), "t", "doubt")

@@ -19,7 +19,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.domain import Snapshot as AggregateSnapshot
 
 from membrane_es.decay import penalized, reinforced, salience_at
-from membrane_es.errors import EpisodicImmutableError
+from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError
 from membrane_es.schema.enums import (
     AuditAction,
     GraphPredicate,
@@ -64,6 +64,7 @@ class RecordState(msgspec.Struct, kw_only=True):
     retracted: bool = False
     status: str = ""
     superseded_by: str = ""
+    merged_into: str = ""
     relations: list[Relation] = msgspec.field(default_factory=list)
     provenance_added: list[ProvenanceSource] = msgspec.field(default_factory=list)
     outcome: str = ""
@@ -201,6 +202,7 @@ class MemoryRecord(Aggregate):
 
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
+            aggregate.state.merged_into = self.into_id
             self.audit(aggregate)
 
     class Retracted(Event):
@@ -450,8 +452,16 @@ class MemoryRecord(Aggregate):
         if self.state.content.type is MemoryType.EPISODIC:
             raise EpisodicImmutableError(self.record_id)
 
-    def supersede(self, by_id: str, *, actor: str, rationale: str, at: datetime) -> None:
+    def check_replaceable(self) -> None:
+        """A record is replaced once: a second supersede or merge (say, a writer racing
+        another) would give it two successors and fork its revision chain."""
         self.check_revisable()
+        replaced_by = self.state.superseded_by or self.state.merged_into
+        if replaced_by:
+            raise AlreadyReplacedError(self.record_id, replaced_by)
+
+    def supersede(self, by_id: str, *, actor: str, rationale: str, at: datetime) -> None:
+        self.check_replaceable()
         self.trigger_event(
             self.Superseded, timestamp=at, by_id=by_id, actor=actor, rationale=rationale
         )
@@ -461,7 +471,7 @@ class MemoryRecord(Aggregate):
         self.trigger_event(self.Forked, timestamp=at, to_id=to_id, actor=actor, rationale=rationale)
 
     def merge_into(self, into_id: str, *, actor: str, rationale: str, at: datetime) -> None:
-        self.check_revisable()
+        self.check_replaceable()
         self.trigger_event(
             self.MergedInto, timestamp=at, into_id=into_id, actor=actor, rationale=rationale
         )

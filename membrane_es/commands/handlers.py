@@ -113,7 +113,7 @@ def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
     _check_reason(cmd)
     new = coerce_record(cmd.forked_record, "forked_record")
     source = uow.get(cmd.source_id)
-    new = _revision_record(new, [source], "forked_record", uow)
+    new = _revision_record(new, [source], "forked_record", uow, replaces=False)
 
     source.fork(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
@@ -141,11 +141,23 @@ def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
 
 
 def _revision_record(
-    new: RecordData, sources: list[MemoryRecord], field: str, uow: UnitOfWork
+    new: RecordData,
+    sources: list[MemoryRecord],
+    field: str,
+    uow: UnitOfWork,
+    *,
+    replaces: bool = True,
 ) -> RecordData:
-    """Check a revision may go ahead (in the reference's order) and give the new record an id."""
+    """Check a revision may go ahead (in the reference's order) and give the new record an id.
+
+    ``replaces``: the sources are retracted in favour of the new record (supersede, merge),
+    which may happen to a record only once.
+    """
     for source in sources:
-        source.check_revisable()
+        if replaces:
+            source.check_replaceable()
+        else:
+            source.check_revisable()
     require_evidence(new, field)
     new = replace(new, id=new.id or new_record_id())
     _check_relation_targets(new, field, uow)

@@ -103,7 +103,10 @@ def aggregate_with_every_event() -> MemoryRecord:
         lambda t: record.fork("fact-2", actor="agent", rationale="dev", at=t),
         lambda t: record.record_outcome("success", actor="runner", rationale="", at=t),
         lambda t: record.supersede("fact-3", actor="agent", rationale="moved", at=t),
-        lambda t: record.merge_into("fact-4", actor="agent", rationale="dedupe", at=t),
+        # a second replacement is refused by the command method; the event still decodes
+        lambda t: record.trigger_event(
+            record.MergedInto, timestamp=t, into_id="fact-4", actor="agent", rationale="dedupe"
+        ),
         lambda t: record.retract(actor="agent", rationale="wrong", at=t),
     ]
     for step in steps:

@@ -14,6 +14,7 @@ import pytest
 
 from membrane_es import (
     AlreadyExistsError,
+    AlreadyReplacedError,
     EpisodicImmutableError,
     Membrane,
     MemoryRecord,
@@ -57,6 +58,27 @@ def fact(memory: Membrane) -> MemoryRecord:
 
 
 # --- supersede ------------------------------------------------------------------------------
+
+
+def test_a_record_is_replaced_only_once(memory: Membrane, fact: MemoryRecord) -> None:
+    """A second supersede or merge of a replaced record would fork its revision chain."""
+
+    def newer(obj: str) -> dict[str, Any]:
+        return semantic("api", "listens_on", obj, evidence=True)
+
+    first = memory.supersede(fact.id, newer("port 9090"), "a", "moved")
+    before = log_size(memory)
+    with pytest.raises(AlreadyReplacedError, match=first.id):
+        memory.supersede(fact.id, newer("port 7070"), "b", "racing")
+    with pytest.raises(AlreadyReplacedError):
+        memory.merge([fact.id, first.id], newer("9090"), "b", "dedupe")
+    assert log_size(memory) == before  # nothing written
+    other = memory.create_record(semantic("api", "port", "9090"))
+    merged = memory.merge([first.id, other.id], newer("9090"), "a", "same")
+    with pytest.raises(AlreadyReplacedError, match=merged.id):
+        memory.supersede(other.id, newer("1"), "b", "late")
+    # forking stays allowed: it derives a variant, it does not replace
+    assert memory.fork(first.id, newer("8443"), "a", "tls")
 
 
 def test_supersede_retracts_the_old_record(memory: Membrane, fact: MemoryRecord) -> None:

@@ -13,9 +13,9 @@ Every call's status code is recorded; afterwards (over the wire, then on the sto
 directly once the daemon has stopped) the test checks that nothing unexpected failed and
 that the stores are consistent: every returned id reads back, the metrics count exactly the
 records created, supersedes form proper links and lose no event, entities named concurrently
-exist once, tenants saw nothing of each other, and every hash chain verifies. One invariant
-does not hold yet and is marked xfail: racing supersedes of one fact all succeed, so a fact
-can have several successors.
+exist once, tenants saw nothing of each other, and every hash chain verifies. Racing
+supersedes of one fact: exactly one wins, the others are refused (FAILED_PRECONDITION), so no
+fact ever has two successors.
 """
 
 from __future__ import annotations
@@ -486,8 +486,8 @@ def test_the_load_ran_every_operation(load: LoadRun) -> None:
 
 def test_no_unexpected_status_codes(load: LoadRun) -> None:
     """Only the expected failures: retracting episodic memory is refused, another tenant's
-    ids are not found, and (if revising a superseded fact is refused) a supersede or contest
-    that lost a race with a successful supersede of the same fact."""
+    ids are not found, and a supersede that lost a race with a successful supersede of the
+    same fact is refused."""
     superseded = _superseded(load)
     unexpected = []
     for call in load.calls:
@@ -585,11 +585,6 @@ def test_supersedes_lose_no_event(load: LoadRun, stores: dict[str, Membrane]) ->
             assert old_id not in active
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="racing supersedes of one fact all succeed: superseding an already superseded "
-    "(retracted) fact is allowed, so the chain forks (as in the Go reference)",
-)
 def test_every_superseded_fact_has_exactly_one_successor(load: LoadRun) -> None:
     forks = {
         old: successors
