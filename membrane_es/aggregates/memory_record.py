@@ -491,8 +491,13 @@ class MemoryRecord(Aggregate):
         )
 
     def reinforce(self, *, actor: str, rationale: str, at: datetime) -> None:
-        """Raise salience by the record's gain (capped at 1) and reset the decay clock."""
-        new_base = reinforced(self.salience(at), self.state.content.lifecycle.decay)
+        """Raise salience by the record's gain (capped at 1) and reset the decay clock.
+
+        A retracted record is audited but stays at 0: reinforcement must not bring back
+        into active reads (and metrics) what was withdrawn.
+        """
+        decay = self.state.content.lifecycle.decay
+        new_base = 0.0 if self.state.retracted else reinforced(self.salience(at), decay)
         self.trigger_event(
             self.Reinforced, timestamp=at, salience=new_base, actor=actor, rationale=rationale
         )

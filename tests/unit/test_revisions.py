@@ -81,6 +81,17 @@ def test_a_record_is_replaced_only_once(memory: Membrane, fact: MemoryRecord) ->
     assert memory.fork(first.id, newer("8443"), "a", "tls")
 
 
+def test_reinforcing_a_retracted_record_audits_it_but_keeps_it_at_zero(
+    memory: Membrane, fact: MemoryRecord
+) -> None:
+    memory.retract(fact.id, "a", "wrong")
+    memory.reinforce(fact.id, "b", "still useful?")
+    record = read(memory, fact.id)
+    assert record.salience == 0.0
+    assert [a.action for a in record.audit_log][-1] == "reinforce"
+    assert memory.get_metrics()["active_records"] == 0
+
+
 def test_supersede_retracts_the_old_record(memory: Membrane, fact: MemoryRecord) -> None:
     new = memory.supersede(fact.id, semantic(obj="port 9090", evidence=True), "ops", "moved")
 
