@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
 from membrane_es.errors import ValidationError
@@ -36,10 +36,20 @@ _NULL_WHEN_ABSENT = {"semantic": ("object",)}
 
 
 def record_to_wire(record: MemoryRecord) -> pb.MemoryRecord:
-    """One record as the reference server sends it."""
-    message = pb.MemoryRecord()
-    json_format.ParseDict(_record_dict(record), message)
-    return message
+    """One record as the reference server sends it.
+
+    Built by the message constructors from the record's builtins, the user-JSON parts
+    turned into ``Value`` messages first: several times faster than ``ParseDict``, which
+    walks every field in Python.
+    """
+    data = _record_dict(record)
+    payload = data.get("payload")
+    if payload is not None:
+        for variant, body in payload.items():
+            _values_in_payload(variant, body)
+    if "interpretation" in data:
+        data["interpretation"] = pb.Interpretation(**data["interpretation"])
+    return pb.MemoryRecord(**data)
 
 
 def records_to_wire(records: Iterable[MemoryRecord]) -> list[pb.MemoryRecord]:
@@ -114,6 +124,73 @@ def _record_dict(record: MemoryRecord) -> dict[str, Any]:
         data["payload"] = {variant: payload}
     data.pop("embedding", None)  # engine-side only; not part of the wire record
     return data
+
+
+# Where a payload holds user JSON: fields that are one Value, and maps of Values, by variant;
+# "a.b" reaches into a nested message, "a[]" into each element of a list.
+_VALUE_FIELDS: dict[str, tuple[str, ...]] = {
+    "episodic": ("tool_graph[].result",),
+    "working": ("active_constraints[].value",),
+    "semantic": ("object",),
+}
+_VALUE_MAPS: dict[str, tuple[str, ...]] = {
+    "episodic": ("tool_graph[].args", "environment.context"),
+    "semantic": ("validity.conditions",),
+    "competence": ("triggers[].conditions", "recipe[].args_schema"),
+    "plan_graph": (
+        "constraints",
+        "inputs_schema",
+        "outputs_schema",
+        "nodes[].params",
+        "nodes[].guards",
+    ),
+}
+
+
+def _values_in_payload(variant: str, body: dict[str, Any]) -> None:
+    for path in _VALUE_FIELDS.get(variant, ()):
+        for holder, key in _holders(body, path):
+            if key in holder:
+                holder[key] = to_value(holder[key])
+    for path in _VALUE_MAPS.get(variant, ()):
+        for holder, key in _holders(body, path):
+            if key in holder:
+                holder[key] = {k: to_value(v) for k, v in holder[key].items()}
+
+
+def _holders(body: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
+    """The dicts that hold the last field of ``path``, each with that field's name."""
+    *steps, last = path.split(".")
+    holders = [body]
+    for step in steps:
+        name = step.removesuffix("[]")
+        inner_holders: list[dict[str, Any]] = []
+        for holder in holders:
+            inner = holder.get(name)
+            if inner is not None:
+                inner_holders.extend(inner if step.endswith("[]") else [inner])
+        holders = inner_holders
+    return [(holder, last) for holder in holders]
+
+
+def to_value(data: Any) -> struct_pb2.Value:
+    """Plain JSON as a ``google.protobuf.Value`` (``None`` → an explicit null)."""
+    value = struct_pb2.Value()
+    if data is None:
+        value.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(data, bool):
+        value.bool_value = data
+    elif isinstance(data, int | float):
+        value.number_value = data
+    elif isinstance(data, str):
+        value.string_value = data
+    elif isinstance(data, dict):
+        value.struct_value.update(data)
+    elif isinstance(data, list | tuple):
+        value.list_value.extend(data)
+    else:
+        raise TypeError(f"not a JSON value: {type(data).__name__}")
+    return value
 
 
 def _wire_json(value: Any) -> Any:

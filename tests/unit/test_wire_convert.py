@@ -223,3 +223,17 @@ def test_a_redacted_record_has_no_payload_on_the_wire() -> None:
     wire = convert.record_to_wire(redacted)
     assert not wire.HasField("payload")
     assert wire.sensitivity == "medium"
+
+
+@pytest.mark.parametrize("data", FULL_RECORDS, ids=[d["type"] for d in FULL_RECORDS])
+def test_the_fast_builder_equals_the_generic_json_mapping(data: dict[str, Any]) -> None:
+    """``record_to_wire`` builds messages directly; protobuf's own JSON mapping of the same
+    builtins must give the identical message."""
+    from google.protobuf import json_format
+
+    record = coerce_record(
+        {"interpretation": {"summary": "s", "mentions": [{"surface": "X"}]}, **data}
+    )
+    reference = pb.MemoryRecord()
+    json_format.ParseDict(convert._record_dict(record), reference)
+    assert convert.record_to_wire(record) == reference
