@@ -18,6 +18,13 @@ from membrane_es.engine.core import (
     _check_default_sensitivity,
 )
 from membrane_es.errors import MembraneError
+from membrane_es.postgres_store import (
+    DEFAULT_SCHEMA,
+    connect,
+    ensure_schema,
+    postgres_settings,
+    store_identity,
+)
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
@@ -26,7 +33,8 @@ from membrane_es.schema.validation import check_unit_interval
 
 
 class Lifecycle(EngineCore):
-    """Construction (:meth:`open`, :meth:`in_memory`) and lifecycle of the engine."""
+    """Construction (:meth:`open`, :meth:`open_postgres`, :meth:`in_memory`) and lifecycle of
+    the engine."""
 
     def __init__(
         self,
@@ -109,6 +117,60 @@ class Lifecycle(EngineCore):
         )
 
     @classmethod
+    def open_postgres(
+        cls,
+        dsn: str,
+        *,
+        views_dir: str | os.PathLike[str] | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        env: Mapping[str, str] | None = None,
+        clock: MonotonicClock | None = None,
+        embedder: Embedder | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
+    ) -> Self:
+        """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
+        (needs the ``postgres`` extra). The schema and its tables are created if missing.
+
+        :param dsn: a libpq connection string or URL (``postgresql://user:pw@host:5432/db``);
+            see :mod:`membrane_es.postgres_store` for the parameters it may carry.
+        :param views_dir: where the read views are checkpointed (created if missing), so a
+            restart replays only what follows; None replays the whole log at every open.
+        :param schema: the PostgreSQL schema holding this store (one store per schema).
+        :param env: extra eventsourcing settings (e.g. ``POSTGRES_POOL_SIZE``, ``CIPHER_KEY``).
+
+        The hash chain of :meth:`verify` is the LMDB store's: a Postgres log keeps none.
+        """
+        check_unit_interval("selection_threshold", selection_threshold)
+        _check_default_sensitivity(default_sensitivity)
+        settings = {**postgres_settings(dsn, schema), **(env or {})}
+        with connect(settings) as connection:
+            ensure_schema(connection, settings["POSTGRES_SCHEMA"])
+            app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
+            try:
+                identity = store_identity(connection, settings, f"{app.name.lower()}_events")
+            except BaseException:
+                app.close()
+                raise
+        directory = None if views_dir is None else Path(views_dir)
+        try:
+            if directory is not None:
+                _claim_views(directory, identity)
+            return cls(
+                app,
+                clock,
+                embedder,
+                views_dir=directory,
+                selection_threshold=selection_threshold,
+                interpreter=interpreter,
+                default_sensitivity=default_sensitivity,
+            )
+        except BaseException:
+            app.close()  # its connection pool's threads would outlive a failed open
+            raise
+
+    @classmethod
     def in_memory(
         cls,
         *,
@@ -172,3 +234,22 @@ class Lifecycle(EngineCore):
     def application(self) -> MemoryApplication:
         """The underlying eventsourcing application (log, recorder, repository)."""
         return self._app
+
+
+STORE_MARKER = "store"
+
+
+def _claim_views(directory: Path, identity: str) -> None:
+    """Keep the checkpoint in ``directory`` only if it was taken from the store ``identity``
+    names. An LMDB store keeps its views inside itself; a Postgres store's live apart, so a
+    directory reused against another database, or a log dropped and made again, must not
+    resume from views of a different log."""
+    marker = directory / STORE_MARKER
+    try:
+        known: str | None = marker.read_text()
+    except OSError:
+        known = None
+    if known != identity:
+        ReadModel.discard(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        marker.write_text(identity)

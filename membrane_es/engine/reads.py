@@ -174,8 +174,13 @@ class Reads(EngineCore):
 
     def verify(self) -> Any:
         """Walk the log's hash chain; the report names the first altered, missing or
-        reordered event (LMDB stores; other persistence modules keep no chain)."""
+        reordered event. LMDB stores only: other persistence modules (PostgreSQL, in-memory)
+        keep no chain, and this raises rather than report a check that never ran."""
         verify = getattr(self._app.recorder, "verify", None)
         if verify is None:
-            raise MembraneError("this persistence module keeps no hash chain to verify")
+            module = type(self._app.recorder).__module__
+            raise MembraneError(
+                f"verify: this store's log ({module}) keeps no hash chain; "
+                "only LMDB stores (Membrane.open) can be verified"
+            )
         return verify()

@@ -1,9 +1,12 @@
 """The daemon's configuration: Membrane's YAML keys (spec §7.1), defaults and precedence.
 
 Precedence, as ``membraned``: defaults < config file < flags; then ``MEMBRANE_API_KEY`` if
-``api_key`` is still empty. Keys that name Membrane's SQLite/Postgres machinery map onto
-the LMDB event log: ``db_path`` is the store directory; ``encryption_key`` encrypts every
-stored event (AES-GCM, keyed by the SHA-256 of the passphrase).
+``api_key`` is still empty. ``backend``: ``sqlite`` (Membrane's default, also ``""``) and
+``lmdb`` keep the event log in LMDB, ``db_path`` being the store directory; ``postgres``
+keeps it in PostgreSQL (eventsourcing's ``eventsourcing.postgres``) at ``postgres_dsn``
+(else env ``MEMBRANE_POSTGRES_DSN``), ``db_path`` then holding only the read views'
+checkpoints, each tenant in its own schema. ``encryption_key`` encrypts every stored event on
+either (AES-GCM, keyed by the SHA-256 of the passphrase).
 
 Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
 :mod:`membrane_es.grpc_server.access`; env ``MEMBRANE_API_KEYS_FILE``) and
@@ -88,14 +91,15 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         derived = base64.b64encode(hashlib.sha256(key.encode()).digest()).decode()
         return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived}
 
+    def dsn(self) -> str:
+        """The PostgreSQL DSN: ``postgres_dsn``, else env ``MEMBRANE_POSTGRES_DSN`` (spec §7.1)."""
+        return self.postgres_dsn or os.environ.get("MEMBRANE_POSTGRES_DSN", "")
+
     def validate(self) -> None:
         if self.backend not in ("", "sqlite", "lmdb", "postgres"):
             raise ConfigError(f'membrane: unsupported backend "{self.backend}"')
-        if self.backend == "postgres":
-            raise ConfigError(
-                "membrane: the postgres backend is not available here: membrane_es keeps its "
-                "event log in LMDB (use -db <directory>)"
-            )
+        if self.backend == "postgres" and not self.dsn():
+            raise ConfigError("membrane: postgres_dsn is required when backend=postgres")
         if self.default_sensitivity not in ("public", "low", "medium", "high", "hyper"):
             raise ConfigError(f'membrane: invalid default sensitivity "{self.default_sensitivity}"')
         if not 0.0 <= self.selection_confidence_threshold <= 1.0:

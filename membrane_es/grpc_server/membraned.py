@@ -5,7 +5,8 @@ Anything that starts Membrane's daemon starts this one::
     MEMBRANE_API_KEY=secret membraned -addr 127.0.0.1:9090 -db ./memory -config membrane.yaml
 
 Flags take one or two dashes and ``-flag value`` or ``-flag=value``, as Go's ``flag``.
-``-db`` names the LMDB store directory (``:memory:`` keeps everything in memory).
+``-db`` names the LMDB store directory (``:memory:`` keeps everything in memory); with
+``-postgres-dsn`` the log is in PostgreSQL and ``-db`` holds the read views' checkpoints.
 """
 
 from __future__ import annotations
@@ -29,10 +30,17 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """Membrane's flags, each in its Go spelling and with two dashes."""
     parser.add_argument("-config", "--config", metavar="PATH", help="YAML config file")
     parser.add_argument(
-        "-db", "--db", metavar="DIR", help="store directory (overrides db_path; :memory: works)"
+        "-db",
+        "--db",
+        metavar="DIR",
+        help="store directory, or with postgres the views' (overrides db_path; :memory: works)",
     )
     parser.add_argument(
-        "-postgres-dsn", "--postgres-dsn", dest="postgres_dsn", metavar="DSN", help="postgres DSN"
+        "-postgres-dsn",
+        "--postgres-dsn",
+        dest="postgres_dsn",
+        metavar="DSN",
+        help="keep the log in PostgreSQL at this DSN (sets backend=postgres)",
     )
     parser.add_argument("-addr", "--addr", metavar="ADDR", help="listen address, e.g. :9090")
     parser.add_argument(

@@ -1,9 +1,10 @@
 """The daemon: engines, the gRPC server, health, TLS, schedules and an orderly shutdown.
 
-Startup follows ``membraned`` (spec §7.2): open the store, build the server and listen,
-start the schedules, serve. Shutdown (SIGINT/SIGTERM or :meth:`Daemon.stop`): health goes
-NOT_SERVING, the server stops gracefully (5 s, then hard), schedules stop, stores close —
-their read views checkpointed so the next start resumes where this one stopped.
+Startup follows ``membraned`` (spec §7.2): open the store (LMDB, or PostgreSQL with
+``backend: postgres``), build the server and listen, start the schedules, serve. Shutdown
+(SIGINT/SIGTERM or :meth:`Daemon.stop`): health goes NOT_SERVING, the server stops
+gracefully (5 s, then hard), schedules stop, stores close — their read views checkpointed
+so the next start resumes where this one stopped.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
-from membrane_es.grpc_server.access import KeyRing
+from membrane_es.grpc_server.access import DEFAULT_TENANT, KeyRing
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
 from membrane_es.grpc_server.interceptors import GuardInterceptor
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
 from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
 
 SERVICE_NAME = "membrane.v1.MembraneService"
 MAX_RECEIVE_BYTES = 11_534_336
@@ -49,7 +51,9 @@ class Daemon:
                 "hosted LLM and embedding endpoints are not used by membrane_es; "
                 "capture uses its rule-based interpretation, embeddings come from embedding_model"
             )
-        self.tenants = Tenants(config.db_path, lambda path: _open_engine(config, path, embedder))
+        self.tenants = Tenants(
+            config.db_path, lambda tenant, path: _open_engine(config, tenant, path, embedder)
+        )
         interval = config.consolidation_seconds()
         if interval > 0:
             self.tenants.on_open(lambda engine: _schedule(engine, interval))
@@ -127,13 +131,26 @@ class Daemon:
         self.stop()
 
 
-def _open_engine(config: DaemonConfig, path: Path | None, embedder: Embedder | None) -> Membrane:
+def _open_engine(
+    config: DaemonConfig, tenant: str, path: Path | None, embedder: Embedder | None
+) -> Membrane:
+    """A tenant's store: LMDB in ``path``, or on PostgreSQL the tenant's own schema with its
+    read views checkpointed in ``path/views`` (``path`` None: in memory / not checkpointed)."""
     options = {
         "embedder": embedder,
         "selection_threshold": config.selection_confidence_threshold,
         "default_sensitivity": config.default_sensitivity,
         "env": config.engine_env(),
     }
+    if config.backend == "postgres":
+        schema = DEFAULT_SCHEMA if tenant == DEFAULT_TENANT else tenant_schema(tenant)
+        views = None if path is None else path / "views"
+        return Membrane.open_postgres(
+            config.dsn(),
+            views_dir=views,
+            schema=schema,
+            **options,  # type: ignore[arg-type]
+        )
     if path is None:
         return Membrane.in_memory(**options)  # type: ignore[arg-type]
     return Membrane.open(path, **options)  # type: ignore[arg-type]

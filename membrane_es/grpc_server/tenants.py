@@ -1,7 +1,8 @@
 """One engine per tenant: the default tenant's store at the daemon's path, every other
-tenant's in ``<path>/tenants/<name>``. Separate stores make isolation structural: no query,
-however it is phrased, can reach another tenant's records, and each tenant's metrics count
-only its own. Engines open on first use and close with the daemon.
+tenant's in ``<path>/tenants/<name>`` (on PostgreSQL: its own schema, with its read views in
+that directory). Separate stores make isolation structural: no query, however it is phrased,
+can reach another tenant's records, and each tenant's metrics count only its own. Engines
+open on first use and close with the daemon.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ IN_MEMORY = ":memory:"
 
 
 class Tenants:
-    """Engines by tenant name, opened lazily with ``open_engine(path or None)``."""
+    """Engines by tenant name, opened lazily with ``open_engine(tenant, path or None)``."""
 
-    def __init__(self, root: str, open_engine: Callable[[Path | None], Membrane]) -> None:
+    def __init__(self, root: str, open_engine: Callable[[str, Path | None], Membrane]) -> None:
         self._root = root
         self._open = open_engine
         self._engines: dict[str, Membrane] = {}
@@ -39,7 +40,7 @@ class Tenants:
         with self._lock:
             engine = self._engines.get(tenant)
             if engine is None:
-                engine = self._open(self.path_of(tenant))
+                engine = self._open(tenant, self.path_of(tenant))
                 for hook in self._on_open:
                     hook(engine)
                 self._engines[tenant] = engine

@@ -10,6 +10,7 @@ ones; :meth:`ReadModel.save` checkpoints them to disk with their position, and
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -232,6 +233,12 @@ class ReadModel:
                 for file in old.iterdir():
                     file.unlink()
                 old.rmdir()
+
+    @staticmethod
+    def discard(directory: Path) -> None:
+        """Remove the checkpoint saved in ``directory`` (if any): the next load finds none."""
+        for name in ("current", "staging", "old"):
+            shutil.rmtree(directory / name, ignore_errors=True)
 
     @classmethod
     def load(cls, directory: Path) -> ReadModel | None:

@@ -75,13 +75,17 @@ def test_config_file_errors_name_the_step(tmp_path: Path) -> None:
     [
         ({"default_sensitivity": "secret"}, 'invalid default sensitivity "secret"'),
         ({"backend": "mysql"}, 'unsupported backend "mysql"'),
-        ({"backend": "postgres"}, "postgres backend is not available"),
+        ({"backend": "postgres"}, "^membrane: postgres_dsn is required when backend=postgres$"),
         ({"decay_interval": "soon"}, "decay_interval: invalid duration"),
         ({"rate_limit_per_second": -1}, "rate_limit_per_second must be >= 0"),
     ],
 )
-def test_invalid_settings_are_refused(change: dict[str, object], message: str) -> None:
+def test_invalid_settings_are_refused(
+    change: dict[str, object], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import msgspec
+
+    monkeypatch.delenv("MEMBRANE_POSTGRES_DSN", raising=False)
 
     config = msgspec.structs.replace(DaemonConfig(), **change)
     with pytest.raises(ConfigError, match=message):
@@ -122,11 +126,45 @@ def test_flags_beat_the_file_and_the_env_key_fills_only_a_gap(tmp_path: Path) ->
     assert config.api_key == "from-file"
 
 
-def test_postgres_dsn_selects_postgres_which_is_refused_clearly() -> None:
+def test_postgres_dsn_selects_postgres_and_the_env_dsn_fills_a_gap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MEMBRANE_POSTGRES_DSN", raising=False)
     config = apply_overrides(DaemonConfig(), postgres_dsn="postgres://x", environ={})
     assert (config.backend, config.postgres_dsn) == ("postgres", "postgres://x")
-    with pytest.raises(ConfigError, match="LMDB"):
-        config.validate()
+    config.validate()
+    assert config.dsn() == "postgres://x"
+    # backend: postgres in the file, the DSN from MEMBRANE_POSTGRES_DSN (spec §7.1)
+    from_file = DaemonConfig(backend="postgres")
+    with pytest.raises(ConfigError, match="postgres_dsn is required when backend=postgres"):
+        from_file.validate()
+    monkeypatch.setenv("MEMBRANE_POSTGRES_DSN", "host=db dbname=membrane")
+    from_file.validate()
+    assert from_file.dsn() == "host=db dbname=membrane"
+    assert config.dsn() == "postgres://x"  # the configured one wins
+
+
+def test_backend_postgres_without_a_dsn_fails_to_configure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMBRANE_POSTGRES_DSN", raising=False)
+    file = tmp_path / "membrane.yaml"
+    file.write_text("backend: postgres\n")
+    assert main(["-config", str(file)]) == 1
+    assert (
+        "failed to run membraned: configure: membrane: postgres_dsn is required when "
+        "backend=postgres" in capsys.readouterr().err
+    )
+
+
+def test_a_dsn_the_store_cannot_use_fails_at_startup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = "postgresql://u@db.example/membrane?sslmode=require"
+    assert main(["-postgres-dsn", dsn, "-db", str(tmp_path), "-addr", "127.0.0.1:0"]) == 1
+    err = capsys.readouterr().err
+    assert "failed to run membraned: initialize membrane: postgres_dsn: unsupported" in err
+    assert "PGSSLMODE" in err
 
 
 def test_version_prints_the_program_and_version(capsys: pytest.CaptureFixture[str]) -> None:
