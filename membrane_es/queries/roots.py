@@ -3,24 +3,49 @@
 * **Entity roots**: entities whose canonical name or an alias *is* the whole descriptor
   (trimmed, lower-cased) join the ranked candidates, when entities are among the requested
   types. They pass the same filters as every candidate.
-* **Rerank** (when the descriptor is not blank): candidate ``i`` of ``n`` scores
-  ``(n − i) + root_boost``, so rank order decides unless a record is tied to what the
-  descriptor names: an entity named by it, a record mentioning it, a record related to an
-  entity named by it (more for the predicates that mean "is about"). Ties keep rank order.
+* **Rerank** (when the descriptor is not blank): each candidate keeps the score layered
+  retrieval ranked it by (relevance blended with salience, in [0, 1]) and gains
+  ``root_boost / CANONICAL_BOOST`` when it is tied to what the descriptor names: an entity
+  named by it, a record mentioning it, a record related to an entity named by it (more for
+  the predicates that mean "is about"). Ties keep rank order.
 
-Matching is the reference's ``lexicalMatch``: both sides trimmed and lower-cased, neither
-empty, and one equal to or a substring of the other. A redacted record carries no payload,
-interpretation or relations, so its boost is 0; a related entity counts only if the caller
-may read it in full.
+Matching starts from the reference's ``lexicalMatch`` (both sides trimmed and lower-cased,
+neither empty, one equal to or a substring of the other), with two refinements, each a
+general rule rather than a weight:
+
+1. **How much of the descriptor a name is** (:func:`name_strength`). The reference's boosts
+   are built for a descriptor that *names* an entity ("Orchid", "orchid deploy target"):
+   then the tie is decisive, and it still is here (strength 1). A natural-language task
+   that merely *contains* a name ("what build system does the team use?" contains "team")
+   is a different case: the name is one of the things the task talks about. A task of
+   ``m`` content words talks about up to ``m`` things, so the tie counts ``1/m`` of a full
+   one — a name is one referent however many words spell it, so "project alpha" counts no
+   more than "authentication" in the same task. A generic word that happens to be an
+   entity's name is then one piece of evidence among the others (it tips close calls)
+   rather than a trump card. The name must occur as whole words ("api" is not in "rapid").
+2. **Same words, same evidence**: an alias spelled like the entity's canonical name
+   (capture writes the canonical name as the first alias) adds nothing the canonical name
+   did not already count.
+
+The rerank works on scores, not positions. The reference scores candidate ``i`` of ``n`` as
+``(n − i) + boost``, which throws away how far apart candidates are; here relevance keeps
+its size, and a full-strength canonical-name tie is worth exactly the whole span of the
+blended score (1), so a record tied to the entity the descriptor names still outranks every
+record that is not, as in the reference, while a partial tie only tips close calls.
+
+A redacted record carries no payload, interpretation or relations, so its boost is 0; a
+related entity counts only if the caller may read it in full.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from membrane_es.projections.records import TYPE_CODE
+from membrane_es.projections.text import query_terms
 from membrane_es.queries.candidates import Candidates, Filters, admit, visibility
 from membrane_es.queries.ranking import order
 from membrane_es.queries.snapshot import Snapshot
@@ -50,10 +75,46 @@ PREDICATE_BOOSTS = {
 
 EntityNames = tuple[str, tuple[str, ...]]  # (canonical name, aliases), normalised
 
+_WORD = re.compile(r"[0-9a-z]+")
+
 
 def lexical_match(value: str, query: str) -> bool:
     value, query = value.strip().lower(), query.strip().lower()
     return bool(value and query) and (value == query or query in value or value in query)
+
+
+def name_strength(name: str, descriptor: str) -> float:
+    """How fully the descriptor names ``name``, in [0, 1] (rule 1 of the module notes).
+
+    1 when they are equal or the descriptor is part of the name (the reference's match of a
+    descriptor that names an entity); ``1 / m`` when the name (with at least one content
+    word) occurs, as whole words, inside a longer descriptor of ``m`` distinct content words
+    (stop words dropped); 0 otherwise.
+    """
+    name, descriptor = name.strip().lower(), descriptor.strip().lower()
+    if not name or not descriptor:
+        return 0.0
+    if name == descriptor or descriptor in name:
+        return 1.0
+    if name not in descriptor:
+        return 0.0
+    name_words, words = _WORD.findall(name), _WORD.findall(descriptor)
+    width = len(name_words)
+    if not width or not any(
+        words[i : i + width] == name_words for i in range(len(words) - width + 1)
+    ):
+        return 0.0
+    content = query_terms(descriptor)
+    return 1.0 / len(content) if content and set(query_terms(name)) else 0.0
+
+
+def _best(names: Iterable[str], descriptor: str, skip: str = "") -> float:
+    """The strongest match among ``names`` (those spelled like ``skip`` left out: rule 2)."""
+    skip = skip.strip().lower()
+    return max(
+        (name_strength(n, descriptor) for n in names if n.strip().lower() != skip or not skip),
+        default=0.0,
+    )
 
 
 def relation_boost(predicate: str, base: int) -> int:
@@ -74,41 +135,43 @@ def entity_types(payload: EntityPayload) -> list[str]:
 
 def root_boost(
     record: MemoryRecord, query: str, related: Callable[[str], EntityNames | None]
-) -> int:
-    """How strongly a candidate is tied to what the descriptor names (``related`` gives the
-    names of an entity the caller may read in full, by id; None otherwise)."""
-    boost = 0
+) -> float:
+    """How strongly a candidate is tied to what the descriptor names: the reference's points,
+    each scaled by the strength of its match (``related`` gives the names of an entity the
+    caller may read in full, by id; None otherwise)."""
+    boost = 0.0
     payload = record.payload
     if isinstance(payload, EntityPayload):
-        if lexical_match(payload.canonical_name, query):
-            boost += CANONICAL_BOOST
-        if any(lexical_match(alias.value, query) for alias in payload.aliases):
-            boost += ALIAS_BOOST
-        if any(lexical_match(kind, query) for kind in entity_types(payload)):
-            boost += TYPE_BOOST
+        canonical = payload.canonical_name
+        boost += CANONICAL_BOOST * name_strength(canonical, query)
+        boost += ALIAS_BOOST * _best((a.value for a in payload.aliases), query, skip=canonical)
+        boost += TYPE_BOOST * _best(entity_types(payload), query)
     if record.interpretation is not None:
         for mention in record.interpretation.mentions:
-            if lexical_match(mention.surface, query):
-                boost += MENTION_SURFACE_BOOST
+            strength = name_strength(mention.surface, query)
+            if strength > 0:
+                boost += MENTION_SURFACE_BOOST * strength
                 break
-            if any(lexical_match(alias, query) for alias in mention.aliases):
-                boost += MENTION_ALIAS_BOOST
+            boost += MENTION_ALIAS_BOOST * _best(mention.aliases, query)
     for relation in record.relations:
         names = related(relation.target_id)
         if names is None:
             continue
         canonical, aliases = names
-        if lexical_match(canonical, query):
-            boost += relation_boost(relation.predicate, RELATED_CANONICAL_BOOST)
-        if any(lexical_match(alias, query) for alias in aliases):
-            boost += relation_boost(relation.predicate, RELATED_ALIAS_BOOST)
+        boost += relation_boost(relation.predicate, RELATED_CANONICAL_BOOST) * name_strength(
+            canonical, query
+        )
+        boost += relation_boost(relation.predicate, RELATED_ALIAS_BOOST) * _best(
+            aliases, query, skip=canonical
+        )
     return boost
 
 
-def rerank(boosts: Sequence[int]) -> list[int]:
-    """Positions of candidates (given in rank order) by ``(n − i) + boost``; stable."""
-    count = len(boosts)
-    return sorted(range(count), key=lambda i: -((count - i) + boosts[i]))
+def rerank(scores: Sequence[float], boosts: Sequence[float]) -> list[int]:
+    """Positions of candidates (given in rank order, with the scores they were ranked by) by
+    ``score + boost / CANONICAL_BOOST``, best first; ties keep rank order."""
+    total = [score + boost / CANONICAL_BOOST for score, boost in zip(scores, boosts, strict=True)]
+    return sorted(range(len(total)), key=lambda i: -total[i])
 
 
 def entity_roots(

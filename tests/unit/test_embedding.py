@@ -30,8 +30,10 @@ from membrane_es.schema import (
     EntityAlias,
     EntityPayload,
     EpisodicPayload,
+    Interpretation,
     MemoryRecord,
     MemoryType,
+    Mention,
     Payload,
     PlanGraphPayload,
     PlanNode,
@@ -374,6 +376,53 @@ def test_search_text_of_a_fact_reads_identifiers_as_words() -> None:
         tags=["coding_style"],
     )
     assert search_text(fact) == "user 42 prefers language Python. coding style"
+
+
+def test_search_text_of_a_fact_about_entities_reads_their_names() -> None:
+    """Capture rewrites a fact's subject (and a string object) to the id of the entity it
+    resolved; the mention carrying that id keeps the words, and the search text uses them."""
+    subject_id, object_id = "6f1c-4a2b-9d3e-8f70-1234", "entity-bazel"
+    fact = record(
+        SemanticPayload(subject=subject_id, predicate="uses_build_system", object=object_id),
+        interpretation=Interpretation(
+            mentions=[
+                Mention(surface="ci pipeline", canonical_entity_id=subject_id),
+                Mention(surface="Bazel", canonical_entity_id=object_id),
+            ]
+        ),
+    )
+    unnamed = record(SemanticPayload(subject=subject_id, predicate="owns", object="x"))
+
+    assert search_text(fact) == "ci pipeline uses build system Bazel"
+    assert search_text(unnamed) == f"{subject_id} owns x"
+
+
+def test_a_captured_fact_is_searched_by_its_subject_words() -> None:
+    from membrane_es import Membrane
+
+    with Membrane.in_memory() as memory:
+        captured = memory.capture_memory(
+            {"subject": "ci pipeline", "predicate": "uses", "object": "Bazel"},
+            source_kind="observation",
+        )
+        fact = next(r for r in captured.created_records if r.type is MemoryType.SEMANTIC)
+        memory.create_record(  # newer, as salient: first when no evidence tells them apart
+            {
+                "type": "semantic",
+                "sensitivity": "low",
+                "payload": {
+                    "kind": "semantic",
+                    "subject": "user",
+                    "predicate": "likes",
+                    "object": "tea",
+                    "validity": {"mode": "global"},
+                },
+            }
+        )
+        found = memory.retrieve("pipeline", memory_types=["semantic"], limit=1).records
+
+    assert search_text(fact) == "ci pipeline uses Bazel"
+    assert [r.id for r in found] == [fact.id]
 
 
 def test_search_text_of_a_structured_object_keeps_keys_and_values() -> None:
