@@ -302,11 +302,27 @@ def _join(parts: Iterable[str]) -> str:
 
 def _episodic_parts(payload: EpisodicPayload) -> Iterator[str]:
     summaries = [event.summary for event in payload.timeline if event.summary.strip()]
-    if not summaries:
-        yield trigger_text(payload)
+    said = "" if summaries else trigger_text(payload)
+    yield said
     yield from summaries
     yield " ".join(dict.fromkeys(e.event_kind for e in payload.timeline if e.event_kind.strip()))
+    # What each event was about, when its ref is written in words ("incident#903",
+    # "deploy#v2.8.1"): an episode filed under an incident is about that incident even when
+    # its summary never says so. Generated identifiers (UUIDs) carry no words and are left out.
+    refs = (e.ref for e in payload.timeline if _worded(e.ref) and e.ref not in said)
+    yield " ".join(dict.fromkeys(refs))
     yield " ".join(dict.fromkeys(node.tool for node in payload.tool_graph if node.tool.strip()))
+
+
+_GENERATED_ID = re.compile(
+    r"^(entity-|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)"
+)
+
+
+def _worded(ref: str) -> bool:
+    """Whether a ref is written in words, not a generated id."""
+    ref = ref.strip().lower()
+    return bool(ref) and not _GENERATED_ID.match(ref)
 
 
 def _working_parts(payload: WorkingPayload) -> Iterator[str]:

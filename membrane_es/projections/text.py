@@ -25,10 +25,19 @@ import numpy.typing as npt
 Array = npt.NDArray[Any]
 
 _WORD = re.compile(r"[0-9a-z]+")
+# Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
+# auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
+# not what it is about; in a small store their IDF cannot tell them from content words
+# ("show me *all* incidents" would otherwise match every record that says "all").
 STOP_WORDS = frozenset(
-    "a an and are as at be by can could did do does for from had has have how i in is it its "
-    "me my of on or our should that the their them there these they this to was we were what "
-    "when where which who why will with would you your".split()
+    "a about above after again against all am an and any are as at be because been before "
+    "being below between both but by can cannot could did do does doing down during each few "
+    "for from further had has have having he her here hers herself him himself his how i if "
+    "in into is it its itself me more most my myself no nor not of off on once only or other "
+    "ought our ours ourselves out over own same she should so some such than that the their "
+    "theirs them themselves then there these they this those through to too under until up "
+    "very was we were what when where which while who whom why will with would you your "
+    "yours yourself yourselves".split()
 )
 
 

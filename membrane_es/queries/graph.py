@@ -44,7 +44,13 @@ from membrane_es.queries.retrieve import (
     rank,
     selection_result,
 )
-from membrane_es.queries.roots import entity_roots, related_entities, rerank, root_boost
+from membrane_es.queries.roots import (
+    entity_roots,
+    related_entities,
+    rerank,
+    root_boost,
+    word_weights,
+)
 from membrane_es.queries.snapshot import Hydrator, Snapshot, take_snapshot
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
@@ -160,8 +166,9 @@ def _root_candidates(
         scores += [0.0] * (len(joined) - len(pool))
         pool = joined
     related = related_entities(snapshot, plan.trust)
+    weight = word_weights(snapshot)
     boosts = [
-        0.0 if redacted else root_boost(hydrator.full(row), descriptor, related)
+        0.0 if redacted else root_boost(hydrator.full(row), descriptor, related, weight)
         for row, redacted in pool
     ]
     return [pool[i] for i in rerank(scores, boosts)]

@@ -83,13 +83,23 @@ def lexical_match(value: str, query: str) -> bool:
     return bool(value and query) and (value == query or query in value or value in query)
 
 
-def name_strength(name: str, descriptor: str) -> float:
+Weight = Callable[[str], float]  # how telling a content word is (its IDF); 0: unknown
+
+
+def _equal(_: str) -> float:
+    return 1.0
+
+
+def name_strength(name: str, descriptor: str, weight: Weight | None = None) -> float:
     """How fully the descriptor names ``name``, in [0, 1] (rule 1 of the module notes).
 
     1 when they are equal or the descriptor is part of the name (the reference's match of a
-    descriptor that names an entity); ``1 / m`` when the name (with at least one content
-    word) occurs, as whole words, inside a longer descriptor of ``m`` distinct content words
-    (stop words dropped); 0 otherwise.
+    descriptor that names an entity). When the name occurs, as whole words, inside a longer
+    descriptor: the weight of the name's most telling content word over the summed weights
+    of the descriptor's distinct content words (stop words dropped) — with every word
+    weighing the same, ``1 / m`` for a descriptor of ``m`` content words. 0 otherwise.
+    ``weight`` is the words' IDF in the store (words it has never seen weigh 0); equal
+    weights when it is None, or when no word of the descriptor is known.
     """
     name, descriptor = name.strip().lower(), descriptor.strip().lower()
     if not name or not descriptor:
@@ -104,15 +114,25 @@ def name_strength(name: str, descriptor: str) -> float:
         words[i : i + width] == name_words for i in range(len(words) - width + 1)
     ):
         return 0.0
-    content = query_terms(descriptor)
-    return 1.0 / len(content) if content and set(query_terms(name)) else 0.0
+    content, named = query_terms(descriptor), query_terms(name)
+    if not content or not named:
+        return 0.0
+    weight = weight or _equal
+    total = sum(weight(word) for word in content)
+    if total <= 0:
+        weight, total = _equal, float(len(content))
+    return min(1.0, max(weight(word) for word in named) / total)
 
 
-def _best(names: Iterable[str], descriptor: str, skip: str = "") -> float:
+def _best(names: Iterable[str], descriptor: str, weight: Weight | None, skip: str = "") -> float:
     """The strongest match among ``names`` (those spelled like ``skip`` left out: rule 2)."""
     skip = skip.strip().lower()
     return max(
-        (name_strength(n, descriptor) for n in names if n.strip().lower() != skip or not skip),
+        (
+            name_strength(n, descriptor, weight)
+            for n in names
+            if n.strip().lower() != skip or not skip
+        ),
         default=0.0,
     )
 
@@ -134,36 +154,38 @@ def entity_types(payload: EntityPayload) -> list[str]:
 
 
 def root_boost(
-    record: MemoryRecord, query: str, related: Callable[[str], EntityNames | None]
+    record: MemoryRecord,
+    query: str,
+    related: Callable[[str], EntityNames | None],
+    weight: Weight | None = None,
 ) -> float:
     """How strongly a candidate is tied to what the descriptor names: the reference's points,
     each scaled by the strength of its match (``related`` gives the names of an entity the
-    caller may read in full, by id; None otherwise)."""
+    caller may read in full, by id; None otherwise; ``weight``: see :func:`name_strength`)."""
     boost = 0.0
     payload = record.payload
     if isinstance(payload, EntityPayload):
         canonical = payload.canonical_name
-        boost += CANONICAL_BOOST * name_strength(canonical, query)
-        boost += ALIAS_BOOST * _best((a.value for a in payload.aliases), query, skip=canonical)
-        boost += TYPE_BOOST * _best(entity_types(payload), query)
+        boost += CANONICAL_BOOST * name_strength(canonical, query, weight)
+        spellings = [a.value for a in payload.aliases]
+        boost += ALIAS_BOOST * _best(spellings, query, weight, skip=canonical)
+        boost += TYPE_BOOST * _best(entity_types(payload), query, weight)
     if record.interpretation is not None:
         for mention in record.interpretation.mentions:
-            strength = name_strength(mention.surface, query)
+            strength = name_strength(mention.surface, query, weight)
             if strength > 0:
                 boost += MENTION_SURFACE_BOOST * strength
                 break
-            boost += MENTION_ALIAS_BOOST * _best(mention.aliases, query)
+            boost += MENTION_ALIAS_BOOST * _best(mention.aliases, query, weight)
     for relation in record.relations:
         names = related(relation.target_id)
         if names is None:
             continue
         canonical, aliases = names
-        boost += relation_boost(relation.predicate, RELATED_CANONICAL_BOOST) * name_strength(
-            canonical, query
-        )
-        boost += relation_boost(relation.predicate, RELATED_ALIAS_BOOST) * _best(
-            aliases, query, skip=canonical
-        )
+        strength = name_strength(canonical, query, weight)
+        boost += relation_boost(relation.predicate, RELATED_CANONICAL_BOOST) * strength
+        strength = _best(aliases, query, weight, skip=canonical)
+        boost += relation_boost(relation.predicate, RELATED_ALIAS_BOOST) * strength
     return boost
 
 
@@ -217,3 +239,24 @@ def related_entities(
         return found
 
     return lookup
+
+
+def word_weights(snapshot: Snapshot) -> Weight:
+    """Each content word's IDF among the records that existed at the snapshot's moment (the
+    same statistics and formula as the lexical evidence, so a read ``as_of`` T weighs words as
+    a live read at T did); 0 for a word no record holds. Looked up once per word."""
+    text, size = snapshot.views.text, snapshot.size
+    documents, _ = text.corpus(size)
+    cache: dict[str, float] = {}
+
+    def weight(word: str) -> float:
+        if word not in cache:
+            frequency = sum(len(rows) for rows, _ in text.postings(word, size))
+            cache[word] = (
+                float(np.log1p((documents - frequency + 0.5) / (frequency + 0.5)))
+                if frequency
+                else 0.0
+            )
+        return cache[word]
+
+    return weight

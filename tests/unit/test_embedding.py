@@ -451,8 +451,24 @@ def test_search_text_of_an_episode_has_its_whole_timeline_and_tools() -> None:
         )
     )
     assert search_text(episode) == (
-        "Ran the test suite. Two tests failed on timeouts. tool call observation. pytest git diff"
+        "Ran the test suite. Two tests failed on timeouts. tool call observation. c1. "
+        "pytest git diff"
     )
+
+
+def test_search_text_of_an_episode_says_what_its_events_were_about() -> None:
+    """Refs written in words are read; generated ids are not."""
+    generated = "0b5e3c1a-9f2d-4c6e-8a7b-1d2e3f4a5b6c"
+    episode = record(
+        EpisodicPayload(
+            timeline=[
+                TimelineEvent(event_kind="system", ref="incident#903", summary="Cert expired"),
+                TimelineEvent(event_kind="system", ref=generated, summary="Renewed"),
+                TimelineEvent(event_kind="system", ref="entity-7", summary="Checked"),
+            ]
+        )
+    )
+    assert search_text(episode) == "Cert expired. Renewed. Checked. system. incident#903"
 
 
 def test_search_text_of_an_episode_without_summaries_keeps_the_trigger_text() -> None:

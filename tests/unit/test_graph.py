@@ -12,8 +12,10 @@ import pytest
 
 from membrane_es import EntityPayload, Membrane, ValidationError
 from membrane_es.queries import roots
+from membrane_es.queries.snapshot import take_snapshot
 from membrane_es.schema import EntityAlias, Interpretation, MemoryRecord, Mention, Relation
 from tests.unit.builders import FULL_TRUST, competence, entity, episodic, semantic
+from tests.unit.conftest import ManualTime
 from tests.unit.retrieval_support import ALPHA, edge_triples, node_ids, trust
 
 
@@ -531,3 +533,40 @@ def test_graph_roots_are_deterministic(memory: Membrane) -> None:
     ]
 
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_a_name_counts_by_how_telling_it_is() -> None:
+    """With word weights (IDF), a rare name in the task counts more than a common one, and
+    a two-word name counts by its most telling word, not by its length."""
+    idf = {"authentication": 3.0, "work": 1.0, "project": 1.0, "alpha": 2.0, "users": 1.0}.get
+
+    def weight(word: str) -> float:
+        return idf(word) or 0.0
+
+    task = "how does authentication work in project alpha for users"
+    assert roots.name_strength("authentication", task, weight) == 3 / 8
+    assert roots.name_strength("project alpha", task, weight) == 2 / 8
+    assert roots.name_strength("authentication", task) == 1 / 5  # equal weights
+    assert roots.name_strength("authentication", "authentication", weight) == 1.0
+    # no word of the task known to the store: equal weights
+    assert roots.name_strength("zeta", "zeta omega", lambda _: 0.0) == 1 / 2
+
+
+def test_word_weights_are_the_idf_of_the_snapshot(memory: Membrane, time: ManualTime) -> None:
+    """Rarer words weigh more; a word no record holds weighs 0; a record written later does
+    not change what a read as of an earlier moment weighs."""
+    for i in range(3):
+        create(memory, semantic("team", f"owns_{i}", "service"))
+    create(memory, semantic("bazel", "builds", "service"))
+    moment = time.advance(seconds=1)
+    weight = roots.word_weights(take_snapshot(memory.views, moment, None))
+
+    assert weight("bazel") > weight("team") > weight("service") > 0
+    assert weight("unheard") == 0.0
+
+    time.advance(seconds=1)
+    create(memory, semantic("bazel", "caches", "builds"))
+    then = roots.word_weights(take_snapshot(memory.views, time(), moment))
+
+    assert then("bazel") == weight("bazel")
+    assert then("team") == weight("team")

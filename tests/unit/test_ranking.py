@@ -302,3 +302,25 @@ def test_a_scoped_caller_is_ranked_on_its_scopes_vectors(memory: Membrane) -> No
     )
 
     assert ids(result.records) == [mine, unscoped]
+
+
+def test_function_words_are_not_query_terms() -> None:
+    """The Snowball stop list: quantifiers, pronouns, prepositions say how a task is phrased."""
+    from membrane_es.projections.text import query_terms
+
+    assert query_terms("Show me all incidents and outages between both teams") == [
+        "show",
+        "incidents",
+        "outages",
+        "teams",
+    ]
+
+
+def test_a_quantifier_in_the_task_is_no_evidence(memory: Membrane) -> None:
+    """ "all" matches a record that says "all services" but not what the task is about."""
+    outage = memory.create_record(episodic("cache outage at peak traffic on cluster eu-2")).id
+    memory.create_record(episodic("all services restarted"))
+
+    result = memory.retrieve("show all outages", limit=1)
+
+    assert [r.id for r in result.records] == [outage]
