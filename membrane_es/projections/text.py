@@ -89,16 +89,17 @@ class TextIndex:
         if not terms:
             return []
         with self._scratch_lock:
-            self._db.execute("DELETE FROM temp.scratch")
-            self._db.execute(
-                "INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(terms),)
-            )
-            stems = [t for (t,) in self._db.execute("SELECT term FROM temp.scratch_terms")]
+            stems = self._stems(terms)
+            # Porter's stemmer is not idempotent: "deployment" stems to "deploy", which is
+            # itself stemmed to "deploi" — the stem of "deploy", "deployed", "deploys". A query
+            # word also matches its stem's stem, so "deployment" finds "deploy" too.
+            again = self._stems(stems)
         result = []
-        for stem in dict.fromkeys(stems):
+        for stem, twice in dict.fromkeys(zip(stems, again, strict=True)):
             found = self._db.execute(
-                "SELECT doc, count(*) FROM temp.doc_terms WHERE term = ? AND doc < ? GROUP BY doc",
-                (stem, below),
+                "SELECT doc, count(*) FROM temp.doc_terms WHERE term IN (?, ?) AND doc < ? "
+                "GROUP BY doc",
+                (stem, twice, below),
             ).fetchall()
             if found:
                 rows, counts = zip(*found, strict=True)
@@ -106,6 +107,13 @@ class TextIndex:
             else:
                 result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
         return result
+
+    def _stems(self, words: list[str]) -> list[str]:
+        """Each word stemmed as documents are (caller holds the scratch lock)."""
+        self._db.execute("DELETE FROM temp.scratch")
+        self._db.execute("INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(words),))
+        found = dict(self._db.execute("SELECT offset, term FROM temp.scratch_terms"))
+        return [found.get(i, word) for i, word in enumerate(words)]
 
     def corpus(self, below: int) -> tuple[int, int]:
         """(documents, tokens in them) among the rows under ``below``."""

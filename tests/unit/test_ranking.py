@@ -116,6 +116,20 @@ def test_bm25_uses_only_documents_below_the_cut() -> None:
     assert lexical.bm25(index, "kubernetes", 5) is None  # no document has it
 
 
+def test_a_query_word_matches_its_stems_stem() -> None:
+    """Porter stems "deployment" to "deploy" but "deploy" to "deploi": a task saying
+    "deployment" still finds records saying "deploy" or "deployed"; each word counts once."""
+    index = TextIndex()
+    for row, text in enumerate(["we deploy daily", "deployed twice", "the deployment", "cats"]):
+        index.add(row, text)
+
+    postings = index.postings("deployment", 4)
+    cats = index.postings("cats cat", 4)
+
+    assert [rows.tolist() for rows, _ in postings] == [[0, 1, 2]]
+    assert [rows.tolist() for rows, _ in cats] == [[3]]  # one stem, one term
+
+
 def test_bm25_matches_the_textbook_formula() -> None:
     index = TextIndex()
     for row, text in enumerate(["alpha beta", "alpha alpha gamma delta", "beta"]):
