@@ -17,12 +17,15 @@ general rule rather than a weight:
    are built for a descriptor that *names* an entity ("Orchid", "orchid deploy target"):
    then the tie is decisive, and it still is here (strength 1). A natural-language task
    that merely *contains* a name ("what build system does the team use?" contains "team")
-   is a different case: the name is one of the things the task talks about. A task of
-   ``m`` content words talks about up to ``m`` things, so the tie counts ``1/m`` of a full
-   one — a name is one referent however many words spell it, so "project alpha" counts no
-   more than "authentication" in the same task. A generic word that happens to be an
-   entity's name is then one piece of evidence among the others (it tips close calls)
-   rather than a trump card. The name must occur as whole words ("api" is not in "rapid").
+   is a different case: the name is one of the things the task talks about, and counts
+   by how telling it is. The tie counts the weight of the name's most telling content word
+   over the summed weights of the task's content words, a word's weight being its IDF in
+   the store as of the read's moment (:func:`word_weights`, the statistics the lexical
+   evidence uses): with equal weights a task of ``m`` content words gives ``1/m``. A name is
+   one referent however many words spell it ("project alpha" counts by "alpha", not by
+   both words), and a generic word that happens to be an entity's name counts little: it is
+   one piece of evidence among the others (it tips close calls) rather than a trump card.
+   The name must occur as whole words ("api" is not in "rapid").
 2. **Same words, same evidence**: an alias spelled like the entity's canonical name
    (capture writes the canonical name as the first alias) adds nothing the canonical name
    did not already count.
