@@ -302,11 +302,27 @@ def _join(parts: Iterable[str]) -> str:
 
 def _episodic_parts(payload: EpisodicPayload) -> Iterator[str]:
     summaries = [event.summary for event in payload.timeline if event.summary.strip()]
-    if not summaries:
-        yield trigger_text(payload)
+    said = "" if summaries else trigger_text(payload)
+    yield said
     yield from summaries
     yield " ".join(dict.fromkeys(e.event_kind for e in payload.timeline if e.event_kind.strip()))
+    # What each event was about, when its ref is written in words ("incident#903",
+    # "deploy#v2.8.1"): an episode filed under an incident is about that incident even when
+    # its summary never says so. Generated identifiers (UUIDs) carry no words and are left out.
+    refs = (e.ref for e in payload.timeline if _worded(e.ref) and e.ref not in said)
+    yield " ".join(dict.fromkeys(refs))
     yield " ".join(dict.fromkeys(node.tool for node in payload.tool_graph if node.tool.strip()))
+
+
+_GENERATED_ID = re.compile(
+    r"^(entity-|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)"
+)
+
+
+def _worded(ref: str) -> bool:
+    """Whether a ref is written in words, not a generated id."""
+    ref = ref.strip().lower()
+    return bool(ref) and not _GENERATED_ID.match(ref)
 
 
 def _working_parts(payload: WorkingPayload) -> Iterator[str]:
@@ -317,8 +333,29 @@ def _working_parts(payload: WorkingPayload) -> Iterator[str]:
     yield payload.thread_id
 
 
-def _semantic_parts(payload: SemanticPayload) -> Iterator[str]:
-    yield " ".join((payload.subject, payload.predicate, *_leaves(payload.object)))
+def _semantic_parts(payload: SemanticPayload, named: dict[str, str]) -> Iterator[str]:
+    subject = named.get(payload.subject, payload.subject)
+    obj = named.get(payload.object, payload.object) if isinstance(payload.object, str) else None
+    leaves = [obj] if obj is not None else list(_leaves(payload.object))
+    yield " ".join((subject, payload.predicate, *leaves))
+
+
+def _entity_names(record: MemoryRecord | Payload | None) -> dict[str, str]:
+    """Entity id -> the words the record itself used for that entity (its mentions' surfaces).
+
+    Capture rewrites a fact's subject (and a string object) to the id of the entity it
+    resolved the words to, and keeps the words as a mention carrying that id. Reading the id
+    back as those words keeps the fact's subject in its search text and vector: "ci pipeline
+    uses build system Bazel", not "<uuid> uses build system Bazel". Only the record's own
+    content is read, so the text stays fixed at creation.
+    """
+    if not isinstance(record, MemoryRecord) or record.interpretation is None:
+        return {}
+    names: dict[str, str] = {}
+    for mention in record.interpretation.mentions:
+        if mention.canonical_entity_id and mention.surface.strip():
+            names.setdefault(mention.canonical_entity_id, mention.surface.strip())
+    return names
 
 
 def _competence_parts(payload: CompetencePayload) -> Iterator[str]:
@@ -356,11 +393,13 @@ def search_text(record: MemoryRecord | Payload | None) -> str:
 
     episodic: every timeline summary (or the trigger text when none has one), the event kinds,
     the tools of the tool graph; working: context summary, state, next actions, open questions,
-    thread id; semantic: subject, predicate and the object's words; competence: skill name,
-    trigger signals, recipe steps with their tools and validations, required tools, failure modes,
-    fallbacks; plan graph: intent, each node's op with its string parameters; entity: canonical
-    name, aliases, types, summary. Identifiers read as words (underscores become spaces), a part
-    repeated verbatim is kept once, and parts are joined as sentences.
+    thread id; semantic: subject, predicate and the object's words (a subject or object capture
+    rewrote to an entity id reads as the words of the record's own mention of that entity);
+    competence: skill name, trigger signals, recipe steps with their tools and validations,
+    required tools, failure modes, fallbacks; plan graph: intent, each node's op with its string
+    parameters; entity: canonical name, aliases, types, summary. Identifiers read as words
+    (underscores become spaces), a part repeated verbatim is kept once, and parts are joined
+    as sentences.
     """
     payload = _payload_of(record)
     parts: Iterable[str]
@@ -369,7 +408,7 @@ def search_text(record: MemoryRecord | Payload | None) -> str:
     elif isinstance(payload, WorkingPayload):
         parts = _working_parts(payload)
     elif isinstance(payload, SemanticPayload):
-        parts = _semantic_parts(payload)
+        parts = _semantic_parts(payload, _entity_names(record))
     elif isinstance(payload, CompetencePayload):
         parts = _competence_parts(payload)
     elif isinstance(payload, PlanGraphPayload):

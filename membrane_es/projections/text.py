@@ -25,10 +25,19 @@ import numpy.typing as npt
 Array = npt.NDArray[Any]
 
 _WORD = re.compile(r"[0-9a-z]+")
+# Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
+# auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
+# not what it is about; in a small store their IDF cannot tell them from content words
+# ("show me *all* incidents" would otherwise match every record that says "all").
 STOP_WORDS = frozenset(
-    "a an and are as at be by can could did do does for from had has have how i in is it its "
-    "me my of on or our should that the their them there these they this to was we were what "
-    "when where which who why will with would you your".split()
+    "a about above after again against all am an and any are as at be because been before "
+    "being below between both but by can cannot could did do does doing down during each few "
+    "for from further had has have having he her here hers herself him himself his how i if "
+    "in into is it its itself me more most my myself no nor not of off on once only or other "
+    "ought our ours ourselves out over own same she should so some such than that the their "
+    "theirs them themselves then there these they this those through to too under until up "
+    "very was we were what when where which while who whom why will with would you your "
+    "yours yourself yourselves".split()
 )
 
 
@@ -80,16 +89,17 @@ class TextIndex:
         if not terms:
             return []
         with self._scratch_lock:
-            self._db.execute("DELETE FROM temp.scratch")
-            self._db.execute(
-                "INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(terms),)
-            )
-            stems = [t for (t,) in self._db.execute("SELECT term FROM temp.scratch_terms")]
+            stems = self._stems(terms)
+            # Porter's stemmer is not idempotent: "deployment" stems to "deploy", which is
+            # itself stemmed to "deploi" — the stem of "deploy", "deployed", "deploys". A query
+            # word also matches its stem's stem, so "deployment" finds "deploy" too.
+            again = self._stems(stems)
         result = []
-        for stem in dict.fromkeys(stems):
+        for stem, twice in dict.fromkeys(zip(stems, again, strict=True)):
             found = self._db.execute(
-                "SELECT doc, count(*) FROM temp.doc_terms WHERE term = ? AND doc < ? GROUP BY doc",
-                (stem, below),
+                "SELECT doc, count(*) FROM temp.doc_terms WHERE term IN (?, ?) AND doc < ? "
+                "GROUP BY doc",
+                (stem, twice, below),
             ).fetchall()
             if found:
                 rows, counts = zip(*found, strict=True)
@@ -97,6 +107,13 @@ class TextIndex:
             else:
                 result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
         return result
+
+    def _stems(self, words: list[str]) -> list[str]:
+        """Each word stemmed as documents are (caller holds the scratch lock)."""
+        self._db.execute("DELETE FROM temp.scratch")
+        self._db.execute("INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(words),))
+        found = dict(self._db.execute("SELECT offset, term FROM temp.scratch_terms"))
+        return [found.get(i, word) for i, word in enumerate(words)]
 
     def corpus(self, below: int) -> tuple[int, int]:
         """(documents, tokens in them) among the rows under ``below``."""

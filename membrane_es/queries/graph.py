@@ -44,7 +44,13 @@ from membrane_es.queries.retrieve import (
     rank,
     selection_result,
 )
-from membrane_es.queries.roots import entity_roots, related_entities, rerank, root_boost
+from membrane_es.queries.roots import (
+    entity_roots,
+    related_entities,
+    rerank,
+    root_boost,
+    word_weights,
+)
 from membrane_es.queries.snapshot import Hydrator, Snapshot, take_snapshot
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
@@ -149,17 +155,23 @@ def _root_candidates(
     descriptor = plan.descriptor
     if not descriptor.strip():
         return pool
+    scores = [0.0] * len(pool) if ranking.scores is None else ranking.scores.tolist()
     if MemoryType.ENTITY in (plan.filters.types or LAYERS):
         named = entity_roots(snapshot, descriptor, plan.trust, plan.filters, root_limit)
-        pool = _first_of_each(
+        joined = _first_of_each(
             [*pool, *zip(named.rows.tolist(), named.redacted.tolist(), strict=True)]
         )
+        # Entities joined for their name alone bring no ranking score of their own: their
+        # boost (the descriptor is their name) is what places them.
+        scores += [0.0] * (len(joined) - len(pool))
+        pool = joined
     related = related_entities(snapshot, plan.trust)
+    weight = word_weights(snapshot)
     boosts = [
-        0 if redacted else root_boost(hydrator.full(row), descriptor, related)
+        0.0 if redacted else root_boost(hydrator.full(row), descriptor, related, weight)
         for row, redacted in pool
     ]
-    return [pool[i] for i in rerank(boosts)]
+    return [pool[i] for i in rerank(scores, boosts)]
 
 
 def _expand(

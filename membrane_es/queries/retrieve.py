@@ -117,12 +117,14 @@ class Plan:
 
 @dataclass(frozen=True)
 class Ranking:
-    """Candidates best first (cut to the limit), and the selector's verdict over the
-    competence and plan_graph candidates (its ``ranked`` indexes ``selectable``)."""
+    """Candidates best first (cut to the limit) with the score each was ranked by, and the
+    selector's verdict over the competence and plan_graph candidates (its ``ranked``
+    indexes ``selectable``)."""
 
     ranked: Candidates
     selectable: Candidates | None
     selection: Selection | None
+    scores: Array | None = None
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -210,9 +212,9 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     lexical = _lexical(snapshot, plan, found)
     evidence = relevance(similarity, lexical)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
-    ranked = found.take(order(primary, found.salience, created, id_of, plan.limit))
+    picks = order(primary, found.salience, created, id_of, plan.limit)
     selectable, selection = _select(snapshot, found, similarity, threshold)
-    return Ranking(ranked, selectable, selection)
+    return Ranking(found.take(picks), selectable, selection, primary[picks])
 
 
 def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:

@@ -30,8 +30,10 @@ from membrane_es.schema import (
     EntityAlias,
     EntityPayload,
     EpisodicPayload,
+    Interpretation,
     MemoryRecord,
     MemoryType,
+    Mention,
     Payload,
     PlanGraphPayload,
     PlanNode,
@@ -376,6 +378,53 @@ def test_search_text_of_a_fact_reads_identifiers_as_words() -> None:
     assert search_text(fact) == "user 42 prefers language Python. coding style"
 
 
+def test_search_text_of_a_fact_about_entities_reads_their_names() -> None:
+    """Capture rewrites a fact's subject (and a string object) to the id of the entity it
+    resolved; the mention carrying that id keeps the words, and the search text uses them."""
+    subject_id, object_id = "6f1c-4a2b-9d3e-8f70-1234", "entity-bazel"
+    fact = record(
+        SemanticPayload(subject=subject_id, predicate="uses_build_system", object=object_id),
+        interpretation=Interpretation(
+            mentions=[
+                Mention(surface="ci pipeline", canonical_entity_id=subject_id),
+                Mention(surface="Bazel", canonical_entity_id=object_id),
+            ]
+        ),
+    )
+    unnamed = record(SemanticPayload(subject=subject_id, predicate="owns", object="x"))
+
+    assert search_text(fact) == "ci pipeline uses build system Bazel"
+    assert search_text(unnamed) == f"{subject_id} owns x"
+
+
+def test_a_captured_fact_is_searched_by_its_subject_words() -> None:
+    from membrane_es import Membrane
+
+    with Membrane.in_memory() as memory:
+        captured = memory.capture_memory(
+            {"subject": "ci pipeline", "predicate": "uses", "object": "Bazel"},
+            source_kind="observation",
+        )
+        fact = next(r for r in captured.created_records if r.type is MemoryType.SEMANTIC)
+        memory.create_record(  # newer, as salient: first when no evidence tells them apart
+            {
+                "type": "semantic",
+                "sensitivity": "low",
+                "payload": {
+                    "kind": "semantic",
+                    "subject": "user",
+                    "predicate": "likes",
+                    "object": "tea",
+                    "validity": {"mode": "global"},
+                },
+            }
+        )
+        found = memory.retrieve("pipeline", memory_types=["semantic"], limit=1).records
+
+    assert search_text(fact) == "ci pipeline uses Bazel"
+    assert [r.id for r in found] == [fact.id]
+
+
 def test_search_text_of_a_structured_object_keeps_keys_and_values() -> None:
     fact = record(
         SemanticPayload(
@@ -402,8 +451,24 @@ def test_search_text_of_an_episode_has_its_whole_timeline_and_tools() -> None:
         )
     )
     assert search_text(episode) == (
-        "Ran the test suite. Two tests failed on timeouts. tool call observation. pytest git diff"
+        "Ran the test suite. Two tests failed on timeouts. tool call observation. c1. "
+        "pytest git diff"
     )
+
+
+def test_search_text_of_an_episode_says_what_its_events_were_about() -> None:
+    """Refs written in words are read; generated ids are not."""
+    generated = "0b5e3c1a-9f2d-4c6e-8a7b-1d2e3f4a5b6c"
+    episode = record(
+        EpisodicPayload(
+            timeline=[
+                TimelineEvent(event_kind="system", ref="incident#903", summary="Cert expired"),
+                TimelineEvent(event_kind="system", ref=generated, summary="Renewed"),
+                TimelineEvent(event_kind="system", ref="entity-7", summary="Checked"),
+            ]
+        )
+    )
+    assert search_text(episode) == "Cert expired. Renewed. Checked. system. incident#903"
 
 
 def test_search_text_of_an_episode_without_summaries_keeps_the_trigger_text() -> None:

@@ -12,8 +12,10 @@ import pytest
 
 from membrane_es import EntityPayload, Membrane, ValidationError
 from membrane_es.queries import roots
+from membrane_es.queries.snapshot import take_snapshot
 from membrane_es.schema import EntityAlias, Interpretation, MemoryRecord, Mention, Relation
 from tests.unit.builders import FULL_TRUST, competence, entity, episodic, semantic
+from tests.unit.conftest import ManualTime
 from tests.unit.retrieval_support import ALPHA, edge_triples, node_ids, trust
 
 
@@ -425,3 +427,146 @@ def test_related_entities_count_only_when_fully_readable(memory: Membrane) -> No
 
     assert low.root_ids == [other]
     assert medium.root_ids == [about]
+
+
+# --- how much of the descriptor a name is, and scores rather than positions ---------------------
+
+
+def test_name_strength_is_full_when_the_descriptor_is_the_name() -> None:
+    """The reference's case: the descriptor names the entity (or is part of its name)."""
+    assert roots.name_strength(" Orchid ", "orchid") == 1.0
+    assert roots.name_strength("orchid deploy target", "Deploy") == 1.0
+
+
+def test_a_name_inside_a_longer_descriptor_is_one_of_the_things_it_says() -> None:
+    """1/m for a descriptor of m content words, however many words spell the name."""
+    assert roots.name_strength("team", "what build system does the team use") == 1 / 4
+    assert roots.name_strength("project alpha", "how does auth work in project alpha") == 1 / 4
+    assert roots.name_strength("auth", "how does auth work in project alpha") == 1 / 4
+
+
+def test_a_name_must_occur_as_whole_words() -> None:
+    assert roots.name_strength("api", "rapid rollout") == 0.0
+    assert roots.name_strength("platform", "deployment platforms") == 0.0
+    assert roots.name_strength("rose", "orchid") == 0.0
+    assert roots.name_strength("the", "the orchid") == 0.0  # no content word of its own
+    assert roots.name_strength("", "orchid") == 0.0
+
+
+def test_a_partial_match_scales_every_kind_of_tie() -> None:
+    record = MemoryRecord(
+        type="semantic",  # type: ignore[arg-type]
+        interpretation=Interpretation(mentions=[Mention(surface="team")]),
+        relations=[Relation(predicate="subject_entity", target_id="e")],
+    )
+
+    def related(record_id: str) -> tuple[str, tuple[str, ...]] | None:
+        return ("team", ()) if record_id == "e" else None
+
+    full = roots.root_boost(record, "team", related)
+    partial = roots.root_boost(record, "which team ships releases", related)
+
+    assert full == 30 + 85
+    assert partial == pytest.approx(full / 3)  # "which" is a stop word
+
+
+def test_an_alias_spelled_like_the_canonical_name_counts_once() -> None:
+    """Capture writes the canonical name as the first alias: same words, same evidence."""
+    named = MemoryRecord(
+        type="entity",  # type: ignore[arg-type]
+        payload=EntityPayload(canonical_name="Team", aliases=[EntityAlias(value="team")]),
+    )
+    fact = MemoryRecord(
+        type="semantic",  # type: ignore[arg-type]
+        relations=[Relation(predicate="subject_entity", target_id="e")],
+    )
+
+    def related(record_id: str) -> tuple[str, tuple[str, ...]] | None:
+        return ("team", ("team", "the crew")) if record_id == "e" else None
+
+    assert roots.root_boost(named, "team", lambda _: None) == 100
+    assert roots.root_boost(fact, "team", related) == 85
+    assert roots.root_boost(fact, "the crew", related) == 70
+
+
+def test_rerank_adds_boosts_to_scores_and_keeps_rank_order_on_ties() -> None:
+    scores = [0.9, 0.6, 0.6, 0.2]
+    assert roots.rerank(scores, [0, 0, 0, 0]) == [0, 1, 2, 3]
+    assert roots.rerank(scores, [0, 0, 10, 0]) == [0, 2, 1, 3]  # tips a close call
+    assert roots.rerank(scores, [0, 20, 0, 0]) == [0, 1, 2, 3]  # not a clear one
+    assert roots.rerank(scores, [0, 0, 0, 100]) == [3, 0, 1, 2]  # a full name tie decides
+
+
+def test_a_generic_name_in_a_question_does_not_outrank_the_record_asked_for(
+    memory: Membrane,
+) -> None:
+    """The task mentions "team" in passing; the fact about the team is tied to it, the fact
+    that answers the question is not. The answer stays first; asked about the team by name,
+    the team's fact is."""
+    team = create(memory, entity("team"))
+    about_team = create(memory, semantic("team", "prefers_language", "go", salience=1.0))
+    relate(memory, about_team, "subject_entity", team, inverse="fact_subject_of")
+    answer = create(memory, semantic("ci", "uses_build_system", "bazel", salience=1.0))
+    create(memory, semantic("user", "prefers", "dark mode", salience=1.0))
+
+    asked = memory.retrieve_graph(
+        "which build system does the ci use for the team?",
+        memory_types=["semantic"],
+        root_limit=2,
+        max_hops=0,
+    )
+    named = memory.retrieve_graph("team", memory_types=["semantic"], root_limit=1, max_hops=0)
+
+    assert asked.root_ids == [answer, about_team]
+    assert named.root_ids == [about_team]
+
+
+def test_graph_roots_are_deterministic(memory: Membrane) -> None:
+    team = create(memory, entity("team"))
+    for i in range(4):
+        fact = create(memory, semantic("team", f"fact_{i}", "same words", salience=1.0))
+        relate(memory, fact, "subject_entity", team)
+
+    runs = [
+        memory.retrieve_graph("what does the team say?", root_limit=5, max_hops=0).root_ids
+        for _ in range(3)
+    ]
+
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_a_name_counts_by_how_telling_it_is() -> None:
+    """With word weights (IDF), a rare name in the task counts more than a common one, and
+    a two-word name counts by its most telling word, not by its length."""
+    idf = {"authentication": 3.0, "work": 1.0, "project": 1.0, "alpha": 2.0, "users": 1.0}.get
+
+    def weight(word: str) -> float:
+        return idf(word) or 0.0
+
+    task = "how does authentication work in project alpha for users"
+    assert roots.name_strength("authentication", task, weight) == 3 / 8
+    assert roots.name_strength("project alpha", task, weight) == 2 / 8
+    assert roots.name_strength("authentication", task) == 1 / 5  # equal weights
+    assert roots.name_strength("authentication", "authentication", weight) == 1.0
+    # no word of the task known to the store: equal weights
+    assert roots.name_strength("zeta", "zeta omega", lambda _: 0.0) == 1 / 2
+
+
+def test_word_weights_are_the_idf_of_the_snapshot(memory: Membrane, time: ManualTime) -> None:
+    """Rarer words weigh more; a word no record holds weighs 0; a record written later does
+    not change what a read as of an earlier moment weighs."""
+    for i in range(3):
+        create(memory, semantic("team", f"owns_{i}", "service"))
+    create(memory, semantic("bazel", "builds", "service"))
+    moment = time.advance(seconds=1)
+    weight = roots.word_weights(take_snapshot(memory.views, moment, None))
+
+    assert weight("bazel") > weight("team") > weight("service") > 0
+    assert weight("unheard") == 0.0
+
+    time.advance(seconds=1)
+    create(memory, semantic("bazel", "caches", "builds"))
+    then = roots.word_weights(take_snapshot(memory.views, time(), moment))
+
+    assert then("bazel") == weight("bazel")
+    assert then("team") == weight("team")

@@ -116,6 +116,20 @@ def test_bm25_uses_only_documents_below_the_cut() -> None:
     assert lexical.bm25(index, "kubernetes", 5) is None  # no document has it
 
 
+def test_a_query_word_matches_its_stems_stem() -> None:
+    """Porter stems "deployment" to "deploy" but "deploy" to "deploi": a task saying
+    "deployment" still finds records saying "deploy" or "deployed"; each word counts once."""
+    index = TextIndex()
+    for row, text in enumerate(["we deploy daily", "deployed twice", "the deployment", "cats"]):
+        index.add(row, text)
+
+    postings = index.postings("deployment", 4)
+    cats = index.postings("cats cat", 4)
+
+    assert [rows.tolist() for rows, _ in postings] == [[0, 1, 2]]
+    assert [rows.tolist() for rows, _ in cats] == [[3]]  # one stem, one term
+
+
 def test_bm25_matches_the_textbook_formula() -> None:
     index = TextIndex()
     for row, text in enumerate(["alpha beta", "alpha alpha gamma delta", "beta"]):
@@ -302,3 +316,25 @@ def test_a_scoped_caller_is_ranked_on_its_scopes_vectors(memory: Membrane) -> No
     )
 
     assert ids(result.records) == [mine, unscoped]
+
+
+def test_function_words_are_not_query_terms() -> None:
+    """The Snowball stop list: quantifiers, pronouns, prepositions say how a task is phrased."""
+    from membrane_es.projections.text import query_terms
+
+    assert query_terms("Show me all incidents and outages between both teams") == [
+        "show",
+        "incidents",
+        "outages",
+        "teams",
+    ]
+
+
+def test_a_quantifier_in_the_task_is_no_evidence(memory: Membrane) -> None:
+    """ "all" matches a record that says "all services" but not what the task is about."""
+    outage = memory.create_record(episodic("cache outage at peak traffic on cluster eu-2")).id
+    memory.create_record(episodic("all services restarted"))
+
+    result = memory.retrieve("show all outages", limit=1)
+
+    assert [r.id for r in result.records] == [outage]
