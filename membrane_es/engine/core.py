@@ -4,7 +4,9 @@ command bus."""
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -24,8 +26,11 @@ from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
-# How often a command that lost an optimistic-concurrency race is retried from a fresh load.
-CONFLICT_ATTEMPTS = 5
+# How often a command that lost an optimistic-concurrency race is retried from a fresh load,
+# and the first pause before a retry (doubled each time, with full jitter, so writers in other
+# processes that collided do not collide again in lock step).
+CONFLICT_ATTEMPTS = 8
+CONFLICT_BACKOFF_SECONDS = 0.002
 _LEAST_PRIVILEGE = TrustContext()
 Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 text, or now
 
@@ -71,6 +76,7 @@ class EngineCore:
                     # Another writer (another process) saved first: reload and try again.
                     if attempt == CONFLICT_ATTEMPTS - 1:
                         break
+            time.sleep(random.uniform(0, CONFLICT_BACKOFF_SECONDS * 2**attempt))
         raise ConflictError(
             f"{type(command).__name__} lost {CONFLICT_ATTEMPTS} races with concurrent writers"
         )
