@@ -2,7 +2,8 @@
 
 Every figure is a ratio against a baseline measured side by side in the same run, because
 these machines are shared and noisy. Run:
-``python -m bench.retrieval [--sizes 10000,100000,1000000] [--queries N] [--write]``.
+``python -m bench.retrieval [--sizes 10000,100000,1000000] [--queries N] [--write]``; with
+``--rebuild-only`` it builds each store and measures only (c) and (d), printing their rows.
 
 For each size N, N records with 384-dimension L2-normalised float32 vectors (clustered, so
 that a query's nearest neighbours are its cluster) are created through the real write path
@@ -382,7 +383,7 @@ class SizeResult:
     notes: list[str] = field(default_factory=list)
 
 
-def run_size(n: int, queries: int, seed: int) -> SizeResult:
+def run_size(n: int, queries: int, seed: int, *, rebuild_only: bool = False) -> SizeResult:
     rng = np.random.default_rng(seed)
     _progress(f"{n:,} records: corpus")
     corpus = make_corpus(n, rng)
@@ -400,9 +401,13 @@ def run_size(n: int, queries: int, seed: int) -> SizeResult:
             )
             probe = run_probe(Path(directory))
             _progress(f"{n:,} records: rebuilt in {probe['rebuild_seconds']:,.1f} s; queries")
-            timings, notes = measure_queries(
-                memory, corpus, built, query_vectors, query_lists, descriptors, queries
-            )
+            if rebuild_only:
+                timings: dict[str, Timing] = {}
+                notes: list[str] = []
+            else:
+                timings, notes = measure_queries(
+                    memory, corpus, built, query_vectors, query_lists, descriptors, queries
+                )
         finally:
             memory.close()
     return SizeResult(n, built, probe, timings, notes)
@@ -523,7 +528,7 @@ class Target:
 
 
 def size_table(result: SizeResult) -> tuple[list[str], list[Target]]:
-    n, built, probe, t = result.n, result.built, result.probe, result.timings
+    n, built, t = result.n, result.built, result.timings
     targets: list[Target] = []
     lines = [
         f"### {n:,} records",
@@ -609,6 +614,19 @@ def size_table(result: SizeResult) -> tuple[list[str], list[Target]]:
                 t[name].text(),
                 t[name].p50 / t[base].p50,
             )
+    lines += probe_rows(result, row, targets)
+    for note in result.notes:
+        lines.append(f"- {note}")
+    return lines, targets
+
+
+def probe_rows(
+    result: SizeResult,
+    row: Callable[[str, str, float | None, str], None],
+    targets: list[Target],
+) -> list[str]:
+    """The rebuild and memory rows (measured by the probe); returns the notes under them."""
+    n, probe = result.n, result.probe
     rebuild_rate = probe["events"] / probe["rebuild_seconds"]
     scan_rate = probe["scan_events"] / probe["scan_seconds"]
     ratio = rebuild_rate / scan_rate
@@ -619,7 +637,8 @@ def size_table(result: SizeResult) -> tuple[list[str], list[Target]]:
         "≥ 0.5×",
     )
     targets.append(Target("rebuild ÷ raw scan", n, "≥ 0.5×", ratio, ratio >= 0.5))
-    per_record = probe["rss_delta"] / probe["records"]
+    records = probe["records"]
+    per_record = probe["rss_delta"] / records
     ratio = per_record / BASELINE_BYTES
     row(
         f"read-side resident memory per record ÷ ({DIMENSIONS * 4} B vector + 256 B)",
@@ -628,22 +647,33 @@ def size_table(result: SizeResult) -> tuple[list[str], list[Target]]:
         "≤ 1.5×",
     )
     targets.append(Target("memory per record", n, "≤ 1.5×", ratio, ratio <= 1.5))
-    records = probe["records"]
     arrays = probe["arrays"]
     parts = "; ".join(
         f"{name} {used / records:,.0f} B (capacity {reserved / records:,.0f} B)"
         for name, (used, reserved) in arrays.items()
     )
     other = (probe["rss_delta"] - sum(used for used, _ in arrays.values())) / records
-    lines.append("")
-    lines.append(
+    return [
+        "",
         f"- Resident memory per record, by part (numpy rows in use; their spare capacity is "
         f"mostly untouched zero pages): {parts}; the rest (Python objects, the FTS5 index, "
-        f"allocator slack) {other:,.0f} B."
-    )
-    for note in result.notes:
-        lines.append(f"- {note}")
-    return lines, targets
+        f"allocator slack) {other:,.0f} B.",
+    ]
+
+
+def rebuild_report(results: list[SizeResult]) -> str:
+    """``--rebuild-only``: the rebuild and memory rows of each size."""
+    lines: list[str] = []
+
+    def row(label: str, value: str, ratio: float | None, target: str = "") -> None:
+        ratio_text = "" if ratio is None else f"{ratio:.2f}×"
+        lines.append(f"| {label} | {value} | {ratio_text} | {target} |")
+
+    for result in results:
+        lines += [f"### {result.n:,} records ({result.probe['events']:,} events)", ""]
+        lines += ["| measurement | value | ratio | target |", "| --- | --- | --- | --- |"]
+        lines += probe_rows(result, row, []) + [""]
+    return "\n".join(lines)
 
 
 def report(
@@ -728,10 +758,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks.md")
+    parser.add_argument(
+        "--rebuild-only", action="store_true", help="measure only rebuild and memory; print them"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     start, load = time.perf_counter(), os.getloadavg()[0]
+    if args.rebuild_only:
+        print(rebuild_report([run_size(n, 0, args.seed, rebuild_only=True) for n in sizes]))
+        return
     results = [run_size(n, args.queries, args.seed) for n in sizes]
     loads = (load, os.getloadavg()[0])
     text = report(results, args.queries, time.perf_counter() - start, loads)
