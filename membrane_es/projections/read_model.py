@@ -49,6 +49,8 @@ CATCH_UP_BATCH = 5000  # notifications read, decoded and applied at a time
 # they create many container objects and no garbage cycles, and the collections they would
 # trigger rescan every object the views hold (most of a rebuild's time, at 100k records).
 PAUSE_COLLECTOR_AT = 256
+# A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
+FOLLOW_IN_BULK_AT = 16
 CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
 
 
@@ -127,8 +129,12 @@ class ReadModel:
         back; if anything else was written in between, catch up from the log instead."""
         with self.lock:
             if recordings and recordings[0].notification.id == self.position + 1:
-                for recording in recordings:
-                    self.apply(recording.domain_event, recording.notification.id)
+                if len(recordings) >= FOLLOW_IN_BULK_AT:
+                    events = [recording.domain_event for recording in recordings]
+                    self.apply_many(events, recordings[-1].notification.id)
+                else:
+                    for recording in recordings:
+                        self.apply(recording.domain_event, recording.notification.id)
             self.catch_up(source)
 
     def apply(self, event: Any, notification_id: int) -> None:
@@ -174,17 +180,20 @@ class ReadModel:
         documents: list[tuple[int, str]] = []
         vectors: list[tuple[int, int, str, bytes]] = []
         next_checkpoint = timeline.next_checkpoint()
+        kinds = _KIND_CACHE
 
         for event in events:
-            kind, audit_code = _kind_of(type(event))
+            cls = type(event)
+            kind, audit_code = kinds.get(cls) or _kind_of(cls)
             if kind == _SKIP:
                 continue
-            at = micros(event.timestamp)
+            moment = event.timestamp
+            at = micros(moment)
             state: list[Any] | None
             if kind == _CREATED:
                 record = event.record
                 row = table.register(record.id, event.originator_id)
-                values = table.content_values(record, at)
+                values = table.content_values(record, at, moment)
                 content.append(values)
                 types.append(values[0])
                 figures.append(figure_of(record))
@@ -200,7 +209,7 @@ class ReadModel:
                 if event.embedding is not None:
                     embedding = event.embedding
                     vectors.append((row, values[2], embedding.model, embedding.vector))
-                state = pending[row] = initial_state(record, at)
+                state = pending[row] = initial_state(record, at, moment)
             elif kind == _RELATION:
                 graph.add(ids[row_of_key[event.originator_id]], event.relation)
                 state = None
@@ -221,7 +230,7 @@ class ReadModel:
                             predicate=GraphPredicate.CONTESTED_BY.value,
                             target_id=event.contesting_ref,
                             weight=1.0,
-                            created_at=event.timestamp,
+                            created_at=moment,
                         )
                         graph.add(ids[row], relation)
                 elif kind == _REINFORCED:

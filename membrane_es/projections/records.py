@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -117,16 +118,20 @@ class RecordTable:
         self.row_of_key[record_key(record_id) if key is None else key] = row
         return row
 
-    def content_values(self, record: MemoryRecord, tx_time: int) -> tuple[Any, ...]:
-        """The record's content columns, in ``CONTENT_COLUMNS`` order (registers its scope)."""
+    def content_values(
+        self, record: MemoryRecord, tx_time: int, tx_moment: datetime | None = None
+    ) -> tuple[Any, ...]:
+        """The record's content columns, in ``CONTENT_COLUMNS`` order (registers its scope).
+        ``tx_moment``: ``tx_time`` as a datetime, if known (saves converting equal times)."""
         decay = record.lifecycle.decay
         valid_from, valid_until = _validity_window(record)
+        created = record.created_at
         return (
             TYPE_CODE[record.type],
             _SENSITIVITY_LEVEL[record.sensitivity],
             self.scope_id(record.scope),
             tx_time,
-            micros(record.created_at) if record.created_at else tx_time,
+            _micros_or(created, tx_time, tx_moment) if created else tx_time,
             record.confidence,
             decay.half_life_seconds,
             decay.min_salience,
@@ -315,10 +320,14 @@ class Timeline:
         self.values = {n: double(c) for n, c in self.values.items()}
 
 
-def initial_state(record: MemoryRecord, tx_time: int) -> list[Any]:
-    """A new record's state columns, in ``STATE_COLUMNS`` order."""
+def initial_state(
+    record: MemoryRecord, tx_time: int, tx_moment: datetime | None = None
+) -> list[Any]:
+    """A new record's state columns, in ``STATE_COLUMNS`` order (``tx_moment`` as for
+    :meth:`RecordTable.content_values`)."""
     anchor = record.lifecycle.last_reinforced_at
-    anchor_us = micros(anchor) if anchor else tx_time
+    anchor_us = _micros_or(anchor, tx_time, tx_moment) if anchor else tx_time
+    updated = record.updated_at
     status = ""
     if isinstance(record.payload, SemanticPayload) and record.payload.revision is not None:
         status = record.payload.revision.status
@@ -326,11 +335,17 @@ def initial_state(record: MemoryRecord, tx_time: int) -> list[Any]:
         record.salience,
         anchor_us,
         anchor_us,
-        micros(record.updated_at) if record.updated_at else tx_time,
+        _micros_or(updated, tx_time, tx_moment) if updated else tx_time,
         record.lifecycle.pinned,
         False,
         _STATUS_CODE.get(status, STATUS_NONE),
     ]
+
+
+def _micros_or(moment: datetime, known_us: int, known: datetime | None) -> int:
+    """``micros(moment)``, or ``known_us`` when ``moment`` is the moment ``known`` (equal
+    instants: a record created by the engine carries the event's time in several fields)."""
+    return known_us if known is not None and moment == known else micros(moment)
 
 
 def _validity_window(record: MemoryRecord) -> tuple[int, int]:
