@@ -45,10 +45,6 @@ from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 5000  # notifications read, decoded and applied at a time
-# Pages at least this long are decoded and applied with the cyclic garbage collector paused:
-# they create many container objects and no garbage cycles, and the collections they would
-# trigger rescan every object the views hold (most of a rebuild's time, at 100k records).
-PAUSE_COLLECTOR_AT = 256
 # A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
 FOLLOW_IN_BULK_AT = 16
 CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
@@ -101,13 +97,13 @@ class ReadModel:
 
             try:
                 while True:
-                    notifications = source.recorder.select_notifications(
-                        start=self.position + 1, limit=CATCH_UP_BATCH
-                    )
-                    if len(notifications) == CATCH_UP_BATCH and worker is None:
-                        worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
-                    if notifications:
-                        with _collector_paused(len(notifications) >= PAUSE_COLLECTOR_AT):
+                    with _collector_paused():
+                        notifications = source.recorder.select_notifications(
+                            start=self.position + 1, limit=CATCH_UP_BATCH
+                        )
+                        if len(notifications) == CATCH_UP_BATCH and worker is None:
+                            worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
+                        if notifications:
                             events = [decode(n) for n in notifications]
                             self.apply_many(
                                 events,
@@ -115,7 +111,7 @@ class ReadModel:
                                 index_text=None if worker is None else index_in_worker,
                             )
                             del events
-                        applied += len(notifications)
+                            applied += len(notifications)
                     if len(notifications) < CATCH_UP_BATCH:
                         return applied
             finally:
@@ -471,9 +467,12 @@ class ReadModel:
 
 
 @contextmanager
-def _collector_paused(pause: bool) -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (if it runs and ``pause``) for the block."""
-    if not pause or not gc.isenabled():
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (if it runs) while a page of the log is read,
+    decoded and applied: that makes many container objects and no garbage cycles, and the
+    collections it would trigger rescan every object the views hold (without the pause,
+    most of a rebuild's time at 100k records). It runs again between pages."""
+    if not gc.isenabled():
         yield
         return
     gc.disable()
