@@ -19,7 +19,8 @@ moment after that is the ``as_of`` of the as-of queries; the second half repeats
 (b) ``retrieve(as_of=middle)`` against the current-time ``retrieve``, and ``as_of`` a moment
     after the last write (same records and states as now: the as-of machinery's own cost);
 (c) ``ReadModel.rebuild`` events/s against a raw scan of the LMDB events sub-database with
-    an untyped msgspec decode of every event's state;
+    an untyped msgspec decode of every event's state, and the rebuild's ceiling: reading the
+    notification log in order and typed-decoding every event, applying nothing;
 (d) resident memory of the rebuilt read side per record (anonymous RSS delta in a fresh
     process) against the vector's bytes + 256 B.
 
@@ -774,7 +775,13 @@ READING = [
     "- **rebuild ÷ raw scan** (higher is better): `ReadModel.rebuild` (every notification"
     " read, typed-decoded and applied to the record table, timeline, embedding blocks, graph"
     " and FTS5 index) in events/s against a read-only LMDB cursor over the events sub-database"
-    " that only decodes each event's state untyped with msgspec: the I/O and decode floor.",
+    " that only decodes each event's state untyped with msgspec: the I/O and decode floor."
+    " The rebuild reads the log in pages of 1,000 notifications and applies each page column"
+    " at a time (one FTS5 transaction per page, written by a worker thread). The row 'log read"
+    " in order + typed decode, no views' is what any rebuild through the recorder costs"
+    " before it touches a view (`select_notifications` pages: a log cursor, one events-row"
+    " lookup per notification, `Notification` objects; then the same typed decode): the"
+    " ceiling of the rebuild ratio.",
     "- **memory per record** (lower is better): growth of anonymous resident memory (RssAnon,"
     " so not the LMDB map's file pages) of a fresh process while it rebuilds the read side,"
     " per record, against the record's vector bytes + 256 B. The breakdown under each table"

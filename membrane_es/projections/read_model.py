@@ -44,7 +44,8 @@ from membrane_es.schema.enums import GraphPredicate
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
-CATCH_UP_BATCH = 5000  # notifications read, decoded and applied at a time
+CATCH_UP_BATCH = 1000  # notifications read, decoded and applied at a time (larger pages
+# gain nothing measurable and leave more freed memory behind)
 # A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
 FOLLOW_IN_BULK_AT = 16
 CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
