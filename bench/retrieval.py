@@ -776,7 +776,7 @@ READING = [
     " read, typed-decoded and applied to the record table, timeline, embedding blocks, graph"
     " and FTS5 index) in events/s against a read-only LMDB cursor over the events sub-database"
     " that only decodes each event's state untyped with msgspec: the I/O and decode floor."
-    " The rebuild reads the log in pages of 1,000 notifications and applies each page column"
+    " The rebuild reads the log in pages of 500 notifications and applies each page column"
     " at a time (one FTS5 transaction per page, written by a worker thread). The row 'log read"
     " in order + typed decode, no views' is what any rebuild through the recorder costs"
     " before it touches a view (`select_notifications` pages: a log cursor, one events-row"

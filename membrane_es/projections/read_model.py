@@ -44,7 +44,7 @@ from membrane_es.schema.enums import GraphPredicate
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
-CATCH_UP_BATCH = 1000  # notifications read, decoded and applied at a time (larger pages
+CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
 # A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
 FOLLOW_IN_BULK_AT = 16
@@ -102,18 +102,21 @@ class ReadModel:
                         notifications = source.recorder.select_notifications(
                             start=self.position + 1, limit=CATCH_UP_BATCH
                         )
-                        if len(notifications) == CATCH_UP_BATCH and worker is None:
+                        count = len(notifications)
+                        if count == CATCH_UP_BATCH and worker is None:
                             worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
-                        if notifications:
+                        if count:
+                            last = notifications[-1].id
                             events = [decode(n) for n in notifications]
+                            del notifications  # their bytes, before the page is applied
                             self.apply_many(
                                 events,
-                                notifications[-1].id,
+                                last,
                                 index_text=None if worker is None else index_in_worker,
                             )
                             del events
-                            applied += len(notifications)
-                    if len(notifications) < CATCH_UP_BATCH:
+                            applied += count
+                    if count < CATCH_UP_BATCH:
                         return applied
             finally:
                 if worker is not None:

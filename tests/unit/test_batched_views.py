@@ -77,7 +77,7 @@ def history(memory: Membrane, time: ManualTime, seed: int, rounds: int = 4) -> l
     return moments
 
 
-@pytest.mark.parametrize("page", [1, 7, 64, 1000])
+@pytest.mark.parametrize("page", [1, 7, 64, 500])
 @pytest.mark.parametrize("seed", range(3))
 def test_batched_rebuild_equals_the_live_views(
     embedded: Membrane, time: ManualTime, seed: int, page: int, monkeypatch: pytest.MonkeyPatch
