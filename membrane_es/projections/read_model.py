@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,15 +106,14 @@ class ReadModel:
                         if count == CATCH_UP_BATCH and worker is None:
                             worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
                         if count:
-                            last = notifications[-1].id
-                            events = [decode(n) for n in notifications]
-                            del notifications  # their bytes, before the page is applied
+                            # Each event decoded as it is applied (and dropped after), so the
+                            # page's objects are made and freed one at a time, in cache.
                             self.apply_many(
-                                events,
-                                last,
+                                map(decode, notifications),
+                                notifications[-1].id,
                                 index_text=None if worker is None else index_in_worker,
+                                count=count,
                             )
-                            del events
                             applied += count
                     if count < CATCH_UP_BATCH:
                         return applied
@@ -150,14 +149,16 @@ class ReadModel:
 
     def apply_many(
         self,
-        events: Sequence[Any],
+        events: Iterable[Any],
         position: int,
         index_text: Callable[[list[tuple[int, str]]], None] | None = None,
+        count: int | None = None,
     ) -> None:
         """Reflect events in log order, ``position`` being the last one's notification id:
         the same views as :meth:`apply` for each in turn, written column at a time.
         ``index_text``, if given, is handed the new ``(row, search text)`` documents instead
-        of writing them to the text index here.
+        of writing them to the text index here. ``events`` may be an iterator if ``count``
+        (an upper bound of how many) is given.
 
         One pass over the events keeps what depends on order (row numbers, the graph, the
         audit entries, each touched row's state after every change) in Python lists; numpy
@@ -169,7 +170,10 @@ class ReadModel:
         timeline = table.timeline
         ids, row_of_key = table.ids, table.row_of_key
         first_row = table.size
-        table.reserve(first_row + sum(1 for e in events if type(e) is MemoryRecord.Created))
+        if count is None:
+            events = list(events)
+            count = len(events)
+        table.reserve(first_row + count)
         content: list[tuple[Any, ...]] = []  # content columns of rows first_row, first_row+1…
         written = 0  # of ``content``, already in the numpy columns
         types: list[int] = []
