@@ -97,8 +97,8 @@ class ReadModel:
                 indexed.append(worker.submit(self.text.add_many, documents))
 
             try:
-                while True:
-                    with _collector_paused():
+                with _collector_paused():
+                    while True:
                         notifications = source.recorder.select_notifications(
                             start=self.position + 1, limit=CATCH_UP_BATCH
                         )
@@ -115,8 +115,8 @@ class ReadModel:
                                 count=count,
                             )
                             applied += count
-                    if count < CATCH_UP_BATCH:
-                        return applied
+                        if count < CATCH_UP_BATCH:
+                            return applied
             finally:
                 if worker is not None:
                     worker.shutdown(wait=True)
@@ -476,10 +476,10 @@ class ReadModel:
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (if it runs) while a page of the log is read,
-    decoded and applied: that makes many container objects and no garbage cycles, and the
+    """Pause Python's cyclic garbage collector (if it runs) while the log is read, decoded
+    and applied: that makes many container objects and no garbage cycles, and the
     collections it would trigger rescan every object the views hold (without the pause,
-    most of a rebuild's time at 100k records). It runs again between pages."""
+    most of a rebuild's time at 100k records). It runs again when the catch-up returns."""
     if not gc.isenabled():
         yield
         return
