@@ -158,3 +158,19 @@ def test_vectors_of_another_size_are_skipped_alike(memory: Membrane) -> None:
     rebuilt = ReadModel.rebuild(memory.application)
     assert rebuilt.embeddings.skipped == memory.views.embeddings.skipped == 8
     assert_same_views(memory.views, rebuilt)
+
+
+def test_a_large_write_is_followed_in_bulk_alike(embedded: Membrane, time: ManualTime) -> None:
+    rng = random.Random(9)
+    ids = random_history(embedded, rng, 10)
+    every_event(embedded, rng, ids)
+    before = embedded.application.recorder.max_notification_id() or 0
+    with embedded.batch():  # one write of many events: followed with apply_many
+        ids += random_history(embedded, rng, 60)
+    written = (embedded.application.recorder.max_notification_id() or 0) - before
+    assert written >= read_model.FOLLOW_IN_BULK_AT
+    app = embedded.application
+    one_by_one = ReadModel()
+    for notification in app.recorder.select_notifications(start=1, limit=10_000):
+        one_by_one.apply(app.mapper.to_domain_event(notification), notification.id)
+    assert_same_views(one_by_one, embedded.views)
