@@ -74,14 +74,35 @@ def assert_same_views(left: ReadModel, right: ReadModel) -> None:
     assert ta.size == tb.size
     np.testing.assert_array_equal(ta.times[: ta.size], tb.times[: tb.size])
     np.testing.assert_array_equal(ta.rows[: ta.size], tb.rows[: tb.size])
+    for name in ta.values:
+        np.testing.assert_array_equal(ta.values[name][: ta.size], tb.values[name][: tb.size])
+    assert ta.interval == tb.interval
+    assert [(c, n) for c, n, _ in ta.checkpoints] == [(c, n) for c, n, _ in tb.checkpoints]
+    for (_, _, copies_a), (_, _, copies_b) in zip(ta.checkpoints, tb.checkpoints, strict=True):
+        for name in copies_a:
+            np.testing.assert_array_equal(copies_a[name], copies_b[name])
+    ma, mb = left.metrics, right.metrics
+    np.testing.assert_array_equal(ma.figures[: a.size], mb.figures[: b.size])
+    assert ma.audit_size == mb.audit_size
+    np.testing.assert_array_equal(ma.audit_times[: ma.audit_size], mb.audit_times[: mb.audit_size])
+    np.testing.assert_array_equal(ma.audit_codes[: ma.audit_size], mb.audit_codes[: mb.audit_size])
+    for counter in ("by_type", "by_action", "figure_sum", "figure_count"):
+        np.testing.assert_array_equal(getattr(ma, counter), getattr(mb, counter))
     assert left.graph.outgoing == right.graph.outgoing
+    assert {t: list(s) for t, s in left.graph.incoming.items()} == {
+        t: list(s) for t, s in right.graph.incoming.items()
+    }
     assert left.embeddings.model == right.embeddings.model
+    assert left.embeddings.dimensions == right.embeddings.dimensions
+    assert left.embeddings.skipped == right.embeddings.skipped
+    assert list(left.embeddings.blocks) == list(right.embeddings.blocks)
     assert sorted(left.embeddings.blocks) == sorted(right.embeddings.blocks)
     for scope, block in left.embeddings.blocks.items():
         other = right.embeddings.blocks[scope]
         np.testing.assert_array_equal(block.rows[: block.size], other.rows[: other.size])
         np.testing.assert_array_equal(block.matrix[: block.size], other.matrix[: other.size])
     assert left.entities.names == right.entities.names
+    assert left.entities._by_term == right.entities._by_term
     np.testing.assert_array_equal(
         left.text.lengths(np.arange(a.size)), right.text.lengths(np.arange(b.size))
     )

@@ -35,6 +35,23 @@ class Block:
         self.rows[self.size] = row
         self.size += 1
 
+    def extend(self, rows: Array, vectors: Array) -> None:
+        """Append many rows at once (the same as appending them one by one)."""
+        size = self.size + len(rows)
+        if size > len(self.rows):
+            capacity = len(self.rows)
+            while capacity < size:
+                capacity *= 2
+            grown = np.zeros((capacity, self.matrix.shape[1]), dtype=np.float32)
+            grown[: self.size] = self.matrix[: self.size]
+            self.matrix = grown
+            grown_rows = np.zeros(capacity, dtype=np.int64)
+            grown_rows[: self.size] = self.rows[: self.size]
+            self.rows = grown_rows
+        self.matrix[self.size : size] = vectors
+        self.rows[self.size : size] = rows
+        self.size = size
+
 
 class EmbeddingIndex:
     """Vectors by scope; one model and one dimension for the whole store."""
@@ -55,6 +72,30 @@ class EmbeddingIndex:
         if block is None:
             block = self.blocks[scope] = Block(self.dimensions)
         block.append(row, vector)
+
+    def add_many(self, entries: list[tuple[int, int, str, bytes]]) -> None:
+        """:meth:`add` for each ``(row, scope, model, float32 little-endian bytes)``, in
+        order, appended to each scope's block in bulk."""
+        if not entries:
+            return
+        if not self.dimensions:
+            _, _, model, data = entries[0]
+            self.model, self.dimensions = model, len(data) // 4
+        width = 4 * self.dimensions
+        kept = [entry for entry in entries if len(entry[3]) == width]
+        self.skipped += len(entries) - len(kept)
+        if not kept:
+            return
+        data = b"".join(entry[3] for entry in kept)
+        matrix = np.frombuffer(data, dtype="<f4").reshape(len(kept), self.dimensions)
+        rows = np.array([entry[0] for entry in kept], dtype=np.int64)
+        scopes = np.array([entry[1] for entry in kept], dtype=np.int64)
+        for scope in dict.fromkeys(entry[1] for entry in kept):
+            block = self.blocks.get(scope)
+            if block is None:
+                block = self.blocks[scope] = Block(self.dimensions)
+            picks = np.flatnonzero(scopes == scope)
+            block.extend(rows[picks], matrix[picks])
 
     def __len__(self) -> int:
         return sum(block.size for block in self.blocks.values())

@@ -79,7 +79,7 @@ class MetricsView:
             self.figures = grown
         code = TYPE_CODE[record.type]
         self.by_type[code] += 1
-        figure = _figure(record)
+        figure = figure_of(record)
         self.figures[row] = figure
         if not math.isnan(figure):
             self.figure_sum[code] += figure
@@ -99,6 +99,39 @@ class MetricsView:
         self.audit_codes[self.audit_size] = code
         self.audit_size += 1
         self.by_action[code] += 1
+
+    def add_many(
+        self, first_row: int, types: list[int], figures: list[float], audit: list[tuple[int, int]]
+    ) -> None:
+        """:meth:`created` for rows ``first_row, first_row + 1, …`` (their type codes and
+        figures, as :func:`figure` gives) and :meth:`audited` for each ``(time, action code)``
+        entry, in log order; the same arrays and counters, written column at a time."""
+        last = first_row + len(figures)
+        if last > len(self.figures):
+            capacity = len(self.figures)
+            while capacity < last:
+                capacity *= 2
+            grown = np.full(capacity, np.nan, dtype="f8")
+            grown[: len(self.figures)] = self.figures
+            self.figures = grown
+        if figures:
+            values = np.array(figures, dtype="f8")
+            self.figures[first_row:last] = values
+            self.by_type += np.bincount(types, minlength=len(TYPES))
+            for i in np.flatnonzero(~np.isnan(values)).tolist():
+                # One by one, in order: the same float sums as adding them as they came.
+                self.figure_sum[types[i]] += figures[i]
+                self.figure_count[types[i]] += 1
+        if audit:
+            size = self.audit_size + len(audit)
+            while size > len(self.audit_times):
+                self.audit_times = _double(self.audit_times)
+                self.audit_codes = _double(self.audit_codes)
+            times, codes = zip(*audit, strict=True)
+            self.audit_times[self.audit_size : size] = times
+            self.audit_codes[self.audit_size : size] = codes
+            self.audit_size = size
+            self.by_action += np.bincount(codes, minlength=len(ACTIONS))
 
     def restore(self, figures: Array, audit_times: Array, audit_codes: Array, types: Array) -> None:
         """Arrays from a checkpoint (``types``: the table's type column); counters rebuilt."""
@@ -162,7 +195,8 @@ class MetricsView:
         }
 
 
-def _figure(record: MemoryRecord) -> float:
+def figure_of(record: MemoryRecord) -> float:
+    """A record's row figure (NaN when it has none)."""
     payload = record.payload
     if isinstance(payload, CompetencePayload) and payload.performance is not None:
         return float(payload.performance.success_rate)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -28,6 +29,7 @@ TYPE_CODE = {t: i for i, t in enumerate(TYPES)}
 LN2 = math.log(2)
 
 STATUS_NONE, STATUS_ACTIVE, STATUS_CONTESTED, STATUS_RETRACTED = 0, 1, 2, 3
+_SENSITIVITY_LEVEL = {s.value: s.level for s in Sensitivity}
 _STATUS_CODE = {
     "": STATUS_NONE,
     RevisionStatus.ACTIVE.value: STATUS_ACTIVE,
@@ -61,6 +63,8 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "i1"),
 )
 
+STATE_NAMES: tuple[str, ...] = tuple(name for name, _ in STATE_COLUMNS)
+
 Array = npt.NDArray[Any]
 
 OPEN_START = int(np.iinfo(np.int64).min)
@@ -93,44 +97,77 @@ class RecordTable:
 
     def add(self, record: MemoryRecord, tx_time: int) -> int:
         """Append the row of a newly created record; returns its row."""
+        row = self.register(record.id)
+        for (name, _), value in zip(
+            CONTENT_COLUMNS, self.content_values(record, tx_time), strict=True
+        ):
+            self.content[name][row] = value
+        state = initial_state(record, tx_time)
+        self.set_state(row, tx_time, **dict(zip(STATE_NAMES, state, strict=True)))
+        return row
+
+    def register(self, record_id: str, key: UUID | None = None) -> int:
+        """A row for a new record (its columns still to be written); ``key`` is its aggregate
+        id when the caller knows it."""
         if self.size == len(self.content["type"]):
             self._grow()
         row = self.size
         self.size += 1
-        self.ids.append(record.id)
-        self.row_of[record.id] = row
-        self.row_of_key[record_key(record.id)] = row
-        decay = record.lifecycle.decay
-        content = self.content
-        content["type"][row] = TYPE_CODE[record.type]
-        content["sensitivity"][row] = Sensitivity(record.sensitivity).level
-        content["scope"][row] = self.scope_id(record.scope)
-        content["tx_time"][row] = tx_time
-        content["created_at"][row] = micros(record.created_at) if record.created_at else tx_time
-        content["confidence"][row] = record.confidence
-        content["half_life"][row] = decay.half_life_seconds
-        content["floor"][row] = decay.min_salience
-        content["max_age"][row] = decay.max_age_seconds
-        content["auto_prune"][row] = record.lifecycle.deletion_policy is DeletionPolicy.AUTO_PRUNE
-        content["success"][row] = _success_signal(record)
-        content["valid_from"][row], content["valid_until"][row] = _validity_window(record)
-        anchor = record.lifecycle.last_reinforced_at
-        anchor_us = micros(anchor) if anchor else tx_time
-        status = ""
-        if isinstance(record.payload, SemanticPayload) and record.payload.revision is not None:
-            status = record.payload.revision.status
-        self.set_state(
-            row,
-            tx_time,
-            base=record.salience,
-            anchor=anchor_us,
-            last_reinforced=anchor_us,
-            updated=micros(record.updated_at) if record.updated_at else tx_time,
-            pinned=record.lifecycle.pinned,
-            retracted=False,
-            status=_STATUS_CODE.get(status, STATUS_NONE),
-        )
+        self.ids.append(record_id)
+        self.row_of[record_id] = row
+        self.row_of_key[record_key(record_id) if key is None else key] = row
         return row
+
+    def content_values(
+        self, record: MemoryRecord, tx_time: int, tx_moment: datetime | None = None
+    ) -> tuple[Any, ...]:
+        """The record's content columns, in ``CONTENT_COLUMNS`` order (registers its scope).
+        ``tx_moment``: ``tx_time`` as a datetime, if known (saves converting equal times)."""
+        decay = record.lifecycle.decay
+        valid_from, valid_until = _validity_window(record)
+        created = record.created_at
+        return (
+            TYPE_CODE[record.type],
+            _SENSITIVITY_LEVEL[record.sensitivity],
+            self.scope_id(record.scope),
+            tx_time,
+            _micros_or(created, tx_time, tx_moment) if created else tx_time,
+            record.confidence,
+            decay.half_life_seconds,
+            decay.min_salience,
+            decay.max_age_seconds,
+            record.lifecycle.deletion_policy is DeletionPolicy.AUTO_PRUNE,
+            _success_signal(record),
+            valid_from,
+            valid_until,
+        )
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all (growing by doubling, as appends do)."""
+        while rows > len(self.content["type"]):
+            self._grow()
+
+    def write_content(self, first: int, values: list[tuple[Any, ...]]) -> None:
+        """Write the content columns of rows ``first, first + 1, …`` (one tuple per row, as
+        :meth:`content_values` gives), column at a time."""
+        if not values:
+            return
+        last = first + len(values)
+        for (name, dtype), column in zip(CONTENT_COLUMNS, zip(*values, strict=True), strict=True):
+            self.content[name][first:last] = np.array(column, dtype=dtype)
+
+    def state_row(self, row: int) -> list[Any]:
+        """One row's state columns as Python values, in ``STATE_COLUMNS`` order."""
+        return [self.state[name][row].item() for name in STATE_NAMES]
+
+    def write_state(self, rows: list[int], values: list[list[Any]]) -> None:
+        """Set the state columns of ``rows`` (one list per row, in ``STATE_COLUMNS`` order)
+        without recording a change (the caller records them on the timeline)."""
+        if not rows:
+            return
+        index = np.array(rows, dtype=np.int64)
+        for (name, dtype), column in zip(STATE_COLUMNS, zip(*values, strict=True), strict=True):
+            self.state[name][index] = np.array(column, dtype=dtype)
 
     def set_state(self, row: int, at: int, **values: Any) -> None:
         """Change some state columns of one row at moment ``at`` (recorded on the timeline)."""
@@ -221,6 +258,25 @@ class Timeline:
             self.values[name][i] = value
         self.size += 1
 
+    def extend(self, changes: list[tuple[Any, ...]]) -> None:
+        """Append changes ``(at, row, *state values in STATE_COLUMNS order)``, in order,
+        column at a time (the caller takes checkpoints, see :meth:`next_checkpoint`)."""
+        if not changes:
+            return
+        first, last = self.size, self.size + len(changes)
+        while last > len(self.times):
+            self._grow()
+        columns = list(zip(*changes, strict=True))
+        self.times[first:last] = np.array(columns[0], dtype="i8")
+        self.rows[first:last] = np.array(columns[1], dtype="i4")
+        for (name, dtype), column in zip(STATE_COLUMNS, columns[2:], strict=True):
+            self.values[name][first:last] = np.array(column, dtype=dtype)
+        self.size = last
+
+    def next_checkpoint(self) -> int:
+        """The change count at which :meth:`maybe_checkpoint` takes the next full copy."""
+        return (self.checkpoints[-1][0] if self.checkpoints else 0) + self.interval
+
     def maybe_checkpoint(self, table_size: int, state: dict[str, Array]) -> None:
         """After a change: keep a full copy every ``interval`` changes (amortised O(1))."""
         if self.size - (self.checkpoints[-1][0] if self.checkpoints else 0) >= self.interval:
@@ -262,6 +318,34 @@ class Timeline:
         self.times = double(self.times)
         self.rows = double(self.rows)
         self.values = {n: double(c) for n, c in self.values.items()}
+
+
+def initial_state(
+    record: MemoryRecord, tx_time: int, tx_moment: datetime | None = None
+) -> list[Any]:
+    """A new record's state columns, in ``STATE_COLUMNS`` order (``tx_moment`` as for
+    :meth:`RecordTable.content_values`)."""
+    anchor = record.lifecycle.last_reinforced_at
+    anchor_us = _micros_or(anchor, tx_time, tx_moment) if anchor else tx_time
+    updated = record.updated_at
+    status = ""
+    if isinstance(record.payload, SemanticPayload) and record.payload.revision is not None:
+        status = record.payload.revision.status
+    return [
+        record.salience,
+        anchor_us,
+        anchor_us,
+        _micros_or(updated, tx_time, tx_moment) if updated else tx_time,
+        record.lifecycle.pinned,
+        False,
+        _STATUS_CODE.get(status, STATUS_NONE),
+    ]
+
+
+def _micros_or(moment: datetime, known_us: int, known: datetime | None) -> int:
+    """``micros(moment)``, or ``known_us`` when ``moment`` is the moment ``known`` (equal
+    instants: a record created by the engine carries the event's time in several fields)."""
+    return known_us if known is not None and moment == known else micros(moment)
 
 
 def _validity_window(record: MemoryRecord) -> tuple[int, int]:

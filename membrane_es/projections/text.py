@@ -75,12 +75,36 @@ class TextIndex:
             ).fetchone()
             self._set_length(row, _varint(size))
 
+    def add_many(self, documents: list[tuple[int, str]]) -> None:
+        """:meth:`add` for each ``(row, text)`` of rows not indexed yet, in one transaction."""
+        documents = [(row, text) for row, text in documents if text.strip()]
+        if not documents:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents)
+            sizes = db.execute(
+                "SELECT id, sz FROM docs_docsize WHERE id BETWEEN ? AND ?",
+                (min(row for row, _ in documents), max(row for row, _ in documents)),
+            ).fetchall()
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        rows = np.array([row for row, _ in sizes], dtype=np.int64)
+        self._reserve(int(rows.max()))
+        self._lengths[rows] = [_varint(size) for _, size in sizes]
+
     def _set_length(self, row: int, length: int) -> None:
+        self._reserve(row)
+        self._lengths[row] = length
+
+    def _reserve(self, row: int) -> None:
         if row >= len(self._lengths):
             grown = np.full(max(2 * len(self._lengths), row + 1), -1, dtype=np.int32)
             grown[: len(self._lengths)] = self._lengths
             self._lengths = grown
-        self._lengths[row] = length
 
     def postings(self, query: str, below: int) -> list[tuple[Array, Array]]:
         """For each distinct content word of ``query`` (stemmed as documents are): the rows
