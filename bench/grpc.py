@@ -339,12 +339,10 @@ READING = [
     "threads share one interpreter lock. Writes are serialised by the engine on both sides "
     "(one synced commit per capture), so concurrent captures queue: their latency grows with "
     "the number of clients while throughput changes little.",
-    "- The second table says where most of the one-client `RetrieveGraph` overhead comes from: "
-    "turning the answer's records into messages (msgspec builtins, then the wire's JSON form, "
-    "then `json_format.ParseDict`, which walks every field in Python even on protobuf's upb "
-    "runtime) costs about as much as the query. A capture answers with a few records, so its "
-    "overhead is mostly the transport. Filling the messages directly, without the JSON detour, "
-    "is the obvious optimisation.",
+    "- The second table says how much of a one-client call is the conversion of its answer "
+    "into messages: msgspec builtins of each record, its user JSON (payload objects, tool "
+    "arguments, contexts) turned into `Value` messages, then the message constructors — no "
+    "`json_format` walk. A graph answer carries up to 25 records, a capture a few.",
 ]
 
 
