@@ -321,8 +321,8 @@ def rebuild_probe(directory: str) -> dict[str, Any]:
     copies = [c for _, _, kept in timeline.checkpoints for c in kept.values()]
     arrays = {
         "embedding blocks": (
-            sum(b.size * (b.matrix.itemsize * b.matrix.shape[1] + b.rows.itemsize) for b in blocks),
-            sum(b.matrix.nbytes + b.rows.nbytes for b in blocks),
+            sum(b.used_bytes() for b in blocks),
+            sum(b.reserved_bytes() for b in blocks),
         ),
         "record table": (
             table.size * sum(c.itemsize for c in columns),
