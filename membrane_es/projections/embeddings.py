@@ -79,24 +79,28 @@ class Block:
 
     def count_below(self, below: int | None) -> int:
         """How many of the block's rows are under ``below`` (all when None): a prefix."""
-        if below is None or self.size == 0:
-            return self.size
+        size = self.size
+        if below is None or size == 0:
+            return size
+        last = size - 1
+        if self.row_chunks[last // CHUNK_ROWS][last % CHUNK_ROWS] < below:
+            return size  # the usual case: every row (a live read)
         # Chunks hold ascending rows: find the chunk where ``below`` falls, then inside it.
-        firsts = [int(r[0]) for r in self.row_chunks]
+        firsts = [int(r[0]) for r in self.row_chunks[: last // CHUNK_ROWS + 1]]
         chunk = int(np.searchsorted(firsts, below, side="left")) - 1
         if chunk < 0:
             return 0
-        filled = min(CHUNK_ROWS, self.size - chunk * CHUNK_ROWS)
+        filled = min(CHUNK_ROWS, size - chunk * CHUNK_ROWS)
         inside = int(np.searchsorted(self.row_chunks[chunk][:filled], below, side="left"))
         return chunk * CHUNK_ROWS + inside
 
     def score_into(self, query: Array, count: int, rows: Array, scores: Array) -> None:
         """Write the first ``count`` rows and their scores into ``rows`` and ``scores``."""
         spare: Array | None = None
-        for chunk, (matrix, row_chunk) in enumerate(zip(self.chunks, self.row_chunks, strict=True)):
+        # By index, up to ``count``: a writer may be appending a chunk meanwhile.
+        for chunk in range(-(-count // CHUNK_ROWS)):
+            matrix, row_chunk = self.chunks[chunk], self.row_chunks[chunk]
             first = chunk * CHUNK_ROWS
-            if first >= count:
-                break
             take = min(CHUNK_ROWS, count - first)
             rows[first : first + take] = row_chunk[:take]
             if take == CHUNK_ROWS:
