@@ -10,8 +10,10 @@ import pytest
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
+from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.partitions import ScopePartitions
 from membrane_es.projections.records import KeyRows
+from membrane_es.schema.records import Relation
 
 DIMENSIONS = 48
 
@@ -106,3 +108,23 @@ def test_key_rows_find_every_kind_of_record_id(record_id: str) -> None:
     assert keys.get(uuid.uuid4()) is None
     with pytest.raises(KeyError):
         keys[uuid.uuid4()]
+
+
+def test_incoming_edges_keep_arrival_order_and_drop_repeats() -> None:
+    graph = RelationGraph()
+
+    def relate(source: str, predicate: str, target: str) -> None:
+        graph.add(source, Relation(predicate=predicate, target_id=target, weight=1.0))
+
+    assert graph.sources("t") == []
+    relate("a", "supports", "t")
+    relate("a", "supports", "t")  # a repeat replaces, it does not add
+    assert graph.sources("t") == [("a", "supports")]
+    relate("b", "supports", "t")
+    relate("a", "depends_on", "t")
+    relate("b", "supports", "t")
+    assert graph.sources("t") == [("a", "supports"), ("b", "supports"), ("a", "depends_on")]
+    assert graph.relations("a") == [
+        Relation(predicate="supports", target_id="t", weight=1.0),
+        Relation(predicate="depends_on", target_id="t", weight=1.0),
+    ]
