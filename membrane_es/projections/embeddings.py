@@ -8,12 +8,14 @@ Each block is a list of chunks of :data:`CHUNK_ROWS` rows. Growth appends a chun
 ever copied (doubling a matrix briefly holds both copies and leaves half of the new one
 spare), and a chunk's unused tail is zero pages the process never touches.
 
-Scores come from BLAS (``chunk @ query``, sgemv) over the *whole* chunk, written rows or
-not. A BLAS kernel may round a row differently depending on where it sits in the batch and
-how the batch is split between threads; with the batch's shape fixed, a row's score depends
-only on its vector, its position in its chunk (fixed when it is appended) and the query. So a
-similarity read "as of" a moment equals, to the bit, the one computed at that moment, however
-many rows were appended since.
+Scores come from ``einsum`` over each chunk's written rows: it computes every row's dot
+product the same way wherever the row sits and however many rows there are, so a similarity
+read "as of" a moment equals, to the bit, the one computed at that moment, however many rows
+were appended since. BLAS (sgemv) over fixed-shape chunks would be exact too, but measured
+on these 2-core machines it was no faster (about 1.2–1.3× FAISS's one-thread scan either
+way, docs/benchmarks.md): the scan is bound by memory bandwidth, a 1,024-row call is too
+short for OpenBLAS's second thread to pay, and its spinning threads slow whatever the process
+runs next; and it computes a partly filled chunk whole.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy.typing as npt
 
 Array = npt.NDArray[Any]
 
-CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: big enough that BLAS runs at full speed
+CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
 
 
 class Block:
@@ -96,21 +98,12 @@ class Block:
 
     def score_into(self, query: Array, count: int, rows: Array, scores: Array) -> None:
         """Write the first ``count`` rows and their scores into ``rows`` and ``scores``."""
-        spare: Array | None = None
         # By index, up to ``count``: a writer may be appending a chunk meanwhile.
         for chunk in range(-(-count // CHUNK_ROWS)):
-            matrix, row_chunk = self.chunks[chunk], self.row_chunks[chunk]
             first = chunk * CHUNK_ROWS
             take = min(CHUNK_ROWS, count - first)
-            rows[first : first + take] = row_chunk[:take]
-            if take == CHUNK_ROWS:
-                np.matmul(matrix, query, out=scores[first : first + take])
-            else:
-                # The same whole-chunk product, so the rows' scores are the same bits.
-                if spare is None:
-                    spare = np.empty(CHUNK_ROWS, dtype=np.float32)
-                np.matmul(matrix, query, out=spare)
-                scores[first : first + take] = spare[:take]
+            rows[first : first + take] = self.row_chunks[chunk][:take]
+            np.einsum("ij,j->i", self.chunks[chunk][:take], query, out=scores[first : first + take])
 
     def used_bytes(self) -> int:
         return self.size * (self.dimensions * 4 + 8)
