@@ -209,9 +209,10 @@ class RecordTable:
 
 
 class KeyRows:
-    """Rows by aggregate id, sharing the table's one id map (DESIGN: a record id that is a
-    canonical UUID string *is* its aggregate id), so no second dict of UUID keys is held for
-    every record; only other ids (mapped to name-based UUIDs) get an entry of their own."""
+    """Rows by aggregate id, sharing the table's one id map: a record id that is a canonical
+    UUID string *is* its aggregate id (:func:`~membrane_es.aggregates.identity.record_key`),
+    so no second dict of UUID keys (~150 B a record) is held; only other ids, mapped to
+    name-based UUIDs, get an entry of their own."""
 
     def __init__(self, row_of: dict[str, int]) -> None:
         self._row_of = row_of
