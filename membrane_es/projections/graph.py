@@ -2,17 +2,24 @@
 
 At most one relation per (source, predicate, target): a repeat replaces the earlier one in
 place, as the aggregate does. Targets are record ids and may name records created later.
+
+Most records are pointed at once, if at all, so a target's incoming edge is kept as one
+``(source, predicate)`` pair and becomes an ordered set (a dict) only when a second one
+arrives: a dict per target would cost about 200 bytes per record for nothing.
 """
 
 from __future__ import annotations
 
 from membrane_es.schema.records import Relation
 
+Edge = tuple[str, str]  # (source id, predicate)
+
 
 class RelationGraph:
     def __init__(self) -> None:
         self.outgoing: dict[str, list[Relation]] = {}
-        self.incoming: dict[str, dict[tuple[str, str], None]] = {}
+        # target id -> its one incoming edge, or every one of them in arrival order
+        self.incoming: dict[str, Edge | dict[Edge, None]] = {}
 
     def add(self, source_id: str, relation: Relation) -> None:
         edges = self.outgoing.setdefault(source_id, [])
@@ -25,7 +32,14 @@ class RelationGraph:
                 break
         else:
             edges.append(relation)
-        self.incoming.setdefault(relation.target_id, {})[(source_id, relation.predicate)] = None
+        edge = (source_id, relation.predicate)
+        known = self.incoming.get(relation.target_id)
+        if known is None:
+            self.incoming[relation.target_id] = edge
+        elif isinstance(known, dict):
+            known[edge] = None
+        elif known != edge:
+            self.incoming[relation.target_id] = {known: None, edge: None}
 
     def relations(self, source_id: str) -> list[Relation]:
         """Outgoing relations in insertion order."""
@@ -33,4 +47,7 @@ class RelationGraph:
 
     def sources(self, target_id: str) -> list[tuple[str, str]]:
         """(source id, predicate) of every relation pointing at ``target_id``."""
-        return list(self.incoming.get(target_id, {}))
+        known = self.incoming.get(target_id)
+        if known is None:
+            return []
+        return list(known) if isinstance(known, dict) else [known]

@@ -23,7 +23,6 @@ import msgspec
 import numpy as np
 from eventsourcing.utils import resolve_topic
 
-from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding.text import search_text
@@ -428,9 +427,7 @@ class ReadModel:
                     columns[name] = np.zeros(max(1024, 2 * n), dtype=data.dtype)
                     columns[name][:n] = data
             table.size = n
-            table.ids = list(manifest["ids"])
-            table.row_of = {record_id: i for i, record_id in enumerate(table.ids)}
-            table.row_of_key = {record_key(record_id): i for i, record_id in enumerate(table.ids)}
+            table.set_ids(list(manifest["ids"]))
             table.scope_names = list(manifest["scopes"])
             table.scope_ids = {s: i for i, s in enumerate(table.scope_names)}
             timeline = table.timeline
@@ -463,11 +460,7 @@ class ReadModel:
                     scope = int(key.split(".")[1])
                     matrix = arrays[f"block.{scope}.matrix"]
                     rows = arrays[key]
-                    block = Block(index.dimensions, max(256, 2 * len(rows)))
-                    block.matrix[: len(rows)] = matrix
-                    block.rows[: len(rows)] = rows
-                    block.size = len(rows)
-                    index.blocks[scope] = block
+                    index.blocks[scope] = Block.of(index.dimensions, rows, matrix)
         model.graph.outgoing = {}
         model.graph.incoming = {}
         relation_type = msgspec.convert

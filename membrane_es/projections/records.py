@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from membrane_es.aggregates.identity import record_key
+from membrane_es.projections.partitions import ScopePartitions
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import DeletionPolicy, MemoryType, RevisionStatus, Sensitivity
 from membrane_es.schema.payloads import CompetencePayload, PlanGraphPayload, SemanticPayload
@@ -86,7 +87,8 @@ class RecordTable:
         self.size = 0
         self.ids: list[str] = []
         self.row_of: dict[str, int] = {}
-        self.row_of_key: dict[UUID, int] = {}  # by aggregate id, for events
+        self.row_of_key = KeyRows(self.row_of)  # by aggregate id, for events
+        self.partitions = ScopePartitions()  # rows by scope, for scoped reads
         self.scope_names: list[str] = [""]
         self.scope_ids: dict[str, int] = {"": 0}
         self.content = {n: np.zeros(capacity, dtype=d) for n, d in CONTENT_COLUMNS}
@@ -115,7 +117,7 @@ class RecordTable:
         self.size += 1
         self.ids.append(record_id)
         self.row_of[record_id] = row
-        self.row_of_key[record_key(record_id) if key is None else key] = row
+        self.row_of_key.note(record_id, row, key)
         return row
 
     def content_values(
@@ -176,6 +178,14 @@ class RecordTable:
         self.timeline.record(row, at, {n: self.state[n][row] for n, _ in STATE_COLUMNS})
         self.timeline.maybe_checkpoint(self.size, self.state)
 
+    def set_ids(self, ids: list[str]) -> None:
+        """Every row's record id at once (a checkpoint being loaded)."""
+        self.ids = ids
+        self.row_of = {record_id: i for i, record_id in enumerate(ids)}
+        self.row_of_key = KeyRows(self.row_of)
+        for row, record_id in enumerate(ids):
+            self.row_of_key.note(record_id, row)
+
     def scope_id(self, scope: str) -> int:
         known = self.scope_ids.get(scope)
         if known is None:
@@ -205,7 +215,7 @@ class RecordTable:
         size = int(np.searchsorted(self.content["tx_time"][: self.size], at, side="right"))
         return self.timeline.state_at(at, size, self.state)
 
-    def salience(self, rows: Array, at: int, state: State) -> Array:
+    def salience(self, rows: Array | slice, at: int, state: State) -> Array:
         """Vectorised salience of ``rows`` at moment ``at`` (the same rule as
         :func:`membrane_es.decay.salience_at`)."""
         cols = state.columns
@@ -224,7 +234,7 @@ class RecordTable:
         out = np.where(pinned, base, out)
         return np.where(base <= 0, 0.0, out)
 
-    def hidden(self, rows: Array, salience: Array, state: State) -> Array:
+    def hidden(self, rows: Array | slice, salience: Array, state: State) -> Array:
         """Rows decayed to nothing that the reference would have pruned: kept, but hidden
         from active retrieval (auto_prune, not pinned, at the floor and below 0.001)."""
         return (
@@ -233,6 +243,46 @@ class RecordTable:
             & (salience <= self.content["floor"][rows])
             & (salience < 0.001)
         )
+
+
+class KeyRows:
+    """Rows by aggregate id, sharing the table's one id map: a record id that is a canonical
+    UUID string *is* its aggregate id (:func:`~membrane_es.aggregates.identity.record_key`),
+    so no second dict of UUID keys (~150 B a record) is held; only other ids, mapped to
+    name-based UUIDs, get an entry of their own."""
+
+    def __init__(self, row_of: dict[str, int]) -> None:
+        self._row_of = row_of
+        self._other: dict[UUID, int] = {}
+
+    def note(self, record_id: str, row: int, key: UUID | None = None) -> None:
+        """Remember a newly added record whose id is not a canonical UUID string (``key``:
+        its aggregate id, when the caller already has it)."""
+        if not _canonical_uuid(record_id):
+            self._other[record_key(record_id) if key is None else key] = row
+
+    def get(self, key: UUID, default: int | None = None) -> int | None:
+        row = self._other.get(key)
+        return row if row is not None else self._row_of.get(str(key), default)
+
+    def __getitem__(self, key: UUID) -> int:
+        row = self.get(key)
+        if row is None:
+            raise KeyError(key)
+        return row
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, UUID) and self.get(key) is not None
+
+
+def _canonical_uuid(record_id: str) -> bool:
+    """Whether the id is a UUID in canonical form (then it is its own aggregate id)."""
+    if len(record_id) != 36:
+        return False
+    try:
+        return str(UUID(record_id)) == record_id
+    except ValueError:
+        return False
 
 
 class Timeline:

@@ -13,6 +13,10 @@ For a snapshot and a trust context, a record is a candidate when
   (missing bounds are open; other types have no window);
 * its salience at the snapshot's moment is at least ``min_salience`` (when above 0;
   redacted records keep their salience).
+
+A caller whose trust lists scopes is only ever shown rows of those scopes and unscoped rows,
+so only those rows are examined (the table's scope partitions list them): the cost of a
+scoped read follows the records it may see, not the size of the store.
 """
 
 from __future__ import annotations
@@ -61,7 +65,40 @@ class Candidates:
 
 def find(snapshot: Snapshot, trust: TrustContext, filters: Filters) -> Candidates:
     """Every candidate row of the snapshot, in row order."""
-    return admit(snapshot, np.arange(snapshot.size, dtype=np.int64), trust, filters)
+    rows = universe(snapshot, trust)
+    if rows is None:
+        return _admit_every_row(snapshot, trust, filters)
+    return admit(snapshot, rows, trust, filters)
+
+
+def universe(snapshot: Snapshot, trust: TrustContext) -> Array | None:
+    """The rows the trust's scopes let a caller see (ascending), or None when it lists no
+    scopes (every row)."""
+    if not trust.scopes:
+        return None
+    table = snapshot.table
+    scopes = [0, *(table.scope_ids[s] for s in trust.scopes if s in table.scope_ids)]
+    return table.partitions.rows(scopes, snapshot.size)
+
+
+def _admit_every_row(snapshot: Snapshot, trust: TrustContext, filters: Filters) -> Candidates:
+    """:func:`admit` of every row of the snapshot, reading the columns through one slice
+    (views, not gathered copies: the same values, about half the time)."""
+    table, size = snapshot.table, snapshot.size
+    every = slice(0, size)
+    content = table.content
+    full, redacted = access_columns(
+        trust, content["sensitivity"][every], content["scope"][every], table.scope_ids
+    )
+    keep = full | redacted
+    if filters.types:
+        keep &= np.isin(content["type"][every], type_codes(filters.types))
+    salience = table.salience(every, snapshot.at, snapshot.state)
+    keep &= active(snapshot, every, salience, filters)
+    if filters.min_salience > 0:
+        keep &= salience >= filters.min_salience
+    rows = np.flatnonzero(keep)
+    return Candidates(rows, salience[rows], redacted[rows])
 
 
 def admit(snapshot: Snapshot, rows: Array, trust: TrustContext, filters: Filters) -> Candidates:
@@ -90,11 +127,11 @@ def visibility(snapshot: Snapshot, rows: Array, trust: TrustContext) -> tuple[Ar
     )
 
 
-def active(snapshot: Snapshot, rows: Array, salience: Array, filters: Filters) -> Array:
+def active(snapshot: Snapshot, rows: Array | slice, salience: Array, filters: Filters) -> Array:
     """Mask of ``rows`` that active reads show: not retracted or decayed to nothing (unless
     ``include_retracted``), and valid at ``valid_at`` when that is given."""
     table, columns = snapshot.table, snapshot.state.columns
-    keep = np.ones(len(rows), dtype=bool)
+    keep = np.ones(len(salience), dtype=bool)
     if not filters.include_retracted:
         retracted = columns["retracted"][rows] | (columns["status"][rows] == STATUS_RETRACTED)
         keep &= ~retracted & ~table.hidden(rows, salience, snapshot.state)

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import msgspec
 import numpy as np
@@ -40,6 +41,7 @@ from membrane_es.queries.retrieve import (
     Plan,
     Ranking,
     Sources,
+    hydrator_for,
     make_plan,
     rank,
     selection_result,
@@ -51,7 +53,7 @@ from membrane_es.queries.roots import (
     root_boost,
     word_weights,
 )
-from membrane_es.queries.snapshot import Hydrator, Snapshot, take_snapshot
+from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
 from membrane_es.schema.results import GraphNode, RetrieveGraphResult
@@ -106,9 +108,26 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         include_retracted=False,
         query_embedding=query.query_embedding,
     )
-    snapshot = take_snapshot(sources.views, sources.now, plan.as_of)
+    return consistently(
+        sources.views,
+        sources.now,
+        plan.as_of,
+        partial(_answer, plan, sources, root_limit, node_limit, edge_limit, max_hops),
+    )
+
+
+def _answer(
+    plan: Plan,
+    sources: Sources,
+    root_limit: int,
+    node_limit: int,
+    edge_limit: int,
+    max_hops: int,
+    snapshot: Snapshot,
+) -> RetrieveGraphResult:
+    """The graph of a checked request, read from one snapshot."""
     ranking = rank(snapshot, plan, sources.selection_threshold)
-    hydrator = Hydrator(sources.reader, snapshot)
+    hydrator = hydrator_for(sources, snapshot, ranking)
     selection = selection_result(ranking, hydrator)
     if root_limit == 0 or node_limit == 0:
         return RetrieveGraphResult(nodes=[], edges=[], root_ids=[], selection=selection)

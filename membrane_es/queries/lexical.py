@@ -35,31 +35,51 @@ K1 = 1.2  # term-frequency saturation (the customary value, also FTS5's)
 B = 0.75  # length normalisation (likewise)
 
 
-def bm25(text: TextIndex, query: str, size: int) -> tuple[Array, float] | None:
-    """BM25 of every row below ``size`` (0 where no query word occurs), and Σ idf over the
-    query words some row holds; None when no row holds any (or there are no content words)."""
+def bm25(
+    text: TextIndex, query: str, size: int, rows: Array | None = None
+) -> tuple[Array, float] | None:
+    """BM25 of every row below ``size`` — or of just ``rows`` (ascending, below ``size``), in
+    their order — 0 where no query word occurs, and Σ idf over the query words some row below
+    ``size`` holds; None when no row holds any (or there are no content words).
+
+    The statistics are always those of every row below ``size``: ``rows`` only chooses whose
+    scores are computed, so a scoped read pays for the postings in its rows, not for a score
+    per record of the store."""
     postings = text.postings(query, size)
-    if not any(len(rows) for rows, _ in postings):
+    if not any(len(hits) for hits, _ in postings):
         return None
     documents, tokens = text.corpus(size)
     average = tokens / documents if documents else 1.0
-    scores = np.zeros(size, dtype=np.float64)
+    scores = np.zeros(size if rows is None else len(rows), dtype=np.float64)
     ceiling = 0.0
-    for rows, counts in postings:
-        frequency = len(rows)
+    for hits, counts in postings:
+        frequency = len(hits)
         if frequency:
             idf = float(np.log1p((documents - frequency + 0.5) / (frequency + 0.5)))
             ceiling += idf
-            lengths = np.maximum(text.lengths(rows), 0)
+            places, found = hits, counts
+            if rows is not None:
+                places, keep = _positions(rows, hits)
+                hits, found = hits[keep], counts[keep]
+            lengths = np.maximum(text.lengths(hits), 0)
             norm = K1 * (1.0 - B + B * lengths / max(average, 1e-9))
-            scores[rows] += idf * counts * (K1 + 1.0) / (counts + norm)
+            scores[places] += idf * found * (K1 + 1.0) / (found + norm)
     return scores, ceiling
 
 
-def coverage(text: TextIndex, query: str, size: int) -> Array | None:
-    """BM25 as a fraction in [0, 1] of a full match (see above), for every row below ``size``;
-    None when no row holds a query word."""
-    scored = bm25(text, query, size)
+def _positions(rows: Array, hits: Array) -> tuple[Array, Array]:
+    """(positions in ``rows`` of the ``hits`` it holds, mask of those hits); both ascending."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(len(hits), dtype=bool)
+    places = np.minimum(np.searchsorted(rows, hits), len(rows) - 1)
+    keep = rows[places] == hits
+    return places[keep], keep
+
+
+def coverage(text: TextIndex, query: str, size: int, rows: Array | None = None) -> Array | None:
+    """BM25 as a fraction in [0, 1] of a full match (see above), for every row below ``size``
+    (or for ``rows``, as :func:`bm25`); None when no row holds a query word."""
+    scored = bm25(text, query, size, rows)
     if scored is None:
         return None
     scores, ceiling = scored

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -44,7 +45,7 @@ from membrane_es.queries.selector import (
     select,
     success_rate,
 )
-from membrane_es.queries.snapshot import Hydrator, Snapshot, take_snapshot
+from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.results import RetrieveResult, SelectionResult
@@ -141,15 +142,28 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         include_retracted=check_flag("include_retracted", query.include_retracted),
         query_embedding=query.query_embedding,
     )
-    snapshot = take_snapshot(sources.views, sources.now, plan.as_of)
+    return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
+
+
+def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
+    """The result of a checked request, read from one snapshot."""
     ranking = rank(snapshot, plan, sources.selection_threshold)
-    hydrator = Hydrator(sources.reader, snapshot)
+    hydrator = hydrator_for(sources, snapshot, ranking)
     ranked = ranking.ranked
     records = [
         hydrator.visible(int(row), bool(redacted))
         for row, redacted in zip(ranked.rows, ranked.redacted, strict=True)
     ]
     return RetrieveResult(records=records, selection=selection_result(ranking, hydrator))
+
+
+def hydrator_for(sources: Sources, snapshot: Snapshot, ranking: Ranking) -> Hydrator:
+    """A hydrator that knows the salience of every record the ranking may return."""
+    hydrator = Hydrator(sources.reader, snapshot)
+    hydrator.know(ranking.ranked.rows, ranking.ranked.salience)
+    if ranking.selectable is not None:
+        hydrator.know(ranking.selectable.rows, ranking.selectable.salience)
+    return hydrator
 
 
 def make_plan(
@@ -229,17 +243,33 @@ def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | No
     if plan.trust.scopes:
         scopes = [0, *(table.scope_ids[s] for s in plan.trust.scopes if s in table.scope_ids)]
     rows, cosine = index.similarities(plan.query_vector, scopes, below=snapshot.size)
-    dense = np.full(snapshot.size, np.nan, dtype=np.float64)
-    dense[rows] = cosine
-    return dense[found.rows]
+    return _aligned(rows, cosine, found.rows, snapshot.size)
+
+
+def _aligned(rows: Array, values: Array, wanted: Array, size: int) -> Array:
+    """``values`` (of ``rows``) at each of the ``wanted`` rows (ascending); NaN where absent.
+
+    Through a scratch array over every row when the rows cover much of the store (one
+    scatter and one gather), else by binary search, so a scoped read stays proportional to
+    its own rows."""
+    if 4 * (len(rows) + len(wanted)) >= size:
+        dense = np.full(size, np.nan, dtype=np.float64)
+        dense[rows] = values
+        picked: Array = dense[wanted]
+        return picked
+    out = np.full(len(wanted), np.nan, dtype=np.float64)
+    if len(wanted) and len(rows):
+        places = np.minimum(np.searchsorted(wanted, rows), len(wanted) - 1)
+        hit = wanted[places] == rows
+        out[places[hit]] = values[hit]
+    return out
 
 
 def _lexical(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
     """Lexical coverage of the descriptor by each candidate, as of the snapshot."""
     if not plan.descriptor.strip() or not len(found):
         return None
-    by_row = coverage(snapshot.views.text, plan.descriptor, snapshot.size)
-    return None if by_row is None else by_row[found.rows]
+    return coverage(snapshot.views.text, plan.descriptor, snapshot.size, found.rows)
 
 
 def _select(

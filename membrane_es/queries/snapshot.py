@@ -9,13 +9,19 @@ the aggregate cache for a live read, or by replaying their events up to the mome
 ``as_of``, so an answer read as of T is exactly the answer a live read gave at T. (A live
 read racing a write from another thread may load a record a moment newer than the columns
 it was ranked by; a read ``as_of`` never does.)
+
+A live snapshot does not copy the state columns (a copy costs a pass over every record, even
+for a read limited to a few scopes): it reads them in place and notes the views' log
+position. :func:`consistently` answers from it and checks afterwards that no write was
+applied meanwhile; if one was, it answers again from a private copy taken under the lock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -29,6 +35,8 @@ from membrane_es.queries.trust import redact
 from membrane_es.schema.records import MemoryRecord, copy_record
 
 Array = npt.NDArray[Any]
+T = TypeVar("T")
+PRIVATE = -1  # the position of a snapshot that owns its state (never stale)
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,8 @@ class Snapshot:
 
     ``state`` holds the state columns of rows ``[0, size)``, the records created at or before
     the moment; ``historical`` says records are hydrated by replay (``as_of``) rather than
-    from their current aggregates.
+    from their current aggregates. ``position`` is the views' log position when a live
+    snapshot that reads the state columns in place was taken (``PRIVATE`` otherwise).
     """
 
     views: ReadModel
@@ -45,6 +54,7 @@ class Snapshot:
     at: int
     state: State
     historical: bool
+    position: int = PRIVATE
 
     @property
     def table(self) -> RecordTable:
@@ -63,18 +73,47 @@ class Snapshot:
         return self.views.table.salience(rows, self.at, self.state)
 
 
-def take_snapshot(views: ReadModel, now: datetime, as_of: datetime | None) -> Snapshot:
-    """The views now (state copied, so later writes do not show through), or as of a moment."""
+def take_snapshot(
+    views: ReadModel, now: datetime, as_of: datetime | None, private: bool = False
+) -> Snapshot:
+    """The views now, or as of a moment. A live snapshot reads the state columns in place
+    unless ``private`` asks for a copy (so later writes cannot show through)."""
     table = views.table
-    if as_of is None:
-        with views.lock:
-            size = table.size
-            state = State(size, {n: c[:size].copy() for n, c in table.state.items()})
-        return Snapshot(views, now, micros(now), state, historical=False)
-    at = micros(as_of)
     with views.lock:
+        # Rows by scope, for reads limited to some scopes: brought up to date here, under
+        # the lock, rather than on every write.
+        table.partitions.sync(table.content["scope"], table.size)
+        if as_of is None:
+            size = table.size
+            if private:
+                columns = {n: c[:size].copy() for n, c in table.state.items()}
+                return Snapshot(views, now, micros(now), State(size, columns), False)
+            columns = {n: c[:size] for n, c in table.state.items()}
+            return Snapshot(views, now, micros(now), State(size, columns), False, views.position)
+        at = micros(as_of)
         state = table.state_at(at)
     return Snapshot(views, as_of, at, state, historical=True)
+
+
+def stale(snapshot: Snapshot) -> bool:
+    """Whether a write was applied to the views since this in-place snapshot was taken (its
+    answer may then mix states from before and after it)."""
+    if snapshot.position == PRIVATE:
+        return False
+    with snapshot.views.lock:  # waits for a write being applied to finish
+        return snapshot.views.position != snapshot.position
+
+
+def consistently(
+    views: ReadModel, now: datetime, as_of: datetime | None, read: Callable[[Snapshot], T]
+) -> T:
+    """``read`` of a snapshot of the views whose answer reflects one state of them: read in
+    place, and again from a private copy if a write landed meanwhile."""
+    snapshot = take_snapshot(views, now, as_of)
+    answer = read(snapshot)
+    if not stale(snapshot):
+        return answer
+    return read(take_snapshot(views, now, as_of, private=True))
 
 
 @dataclass
@@ -88,6 +127,12 @@ class Hydrator:
     reader: EventReader
     snapshot: Snapshot
     _full: dict[int, MemoryRecord] = field(default_factory=dict)
+    _salience: dict[int, float] = field(default_factory=dict)
+
+    def know(self, rows: Array, salience: Array) -> None:
+        """Salience the query already computed for these rows (from this snapshot), so
+        hydrating them does not compute it again, one row at a time."""
+        self._salience.update(zip(rows.tolist(), salience.tolist(), strict=True))
 
     def full(self, row: int) -> MemoryRecord:
         """The whole record (before any redaction), as of the snapshot's moment."""
@@ -99,7 +144,9 @@ class Hydrator:
                 aggregate = self.reader.load_as_of(record_id, snapshot.moment)
             else:
                 aggregate = self.reader.load(record_id)
-            salience = float(snapshot.salience(np.array([row]))[0])
+            salience = self._salience.get(row)
+            if salience is None:
+                salience = float(snapshot.salience(np.array([row]))[0])
             view = aggregate.view(snapshot.moment)
             record = self._full[row] = msgspec.structs.replace(view, salience=salience)
         return record

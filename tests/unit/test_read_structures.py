@@ -1,0 +1,130 @@
+"""The read side's compact structures: chunked embedding blocks, scope partitions and the
+single id map — each checked against a plain reference computation."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from membrane_es.aggregates.identity import record_key
+from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
+from membrane_es.projections.graph import RelationGraph
+from membrane_es.projections.partitions import ScopePartitions
+from membrane_es.projections.records import KeyRows
+from membrane_es.schema.records import Relation
+
+DIMENSIONS = 48
+
+
+def _vectors(count: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, DIMENSIONS), dtype=np.float32)
+    normalised: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalised.astype(np.float32)
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    bits: np.ndarray = np.asarray(values, dtype=np.float32).view(np.int32)
+    return bits
+
+
+def test_a_rows_score_never_changes_as_rows_are_added() -> None:
+    """The as_of guarantee: scores read later for the rows that existed at a moment are the
+    bits computed at that moment, across chunk boundaries and partial chunks."""
+    count = 2 * CHUNK_ROWS + 300
+    vectors = _vectors(count)
+    query = _vectors(1, seed=1)[0]
+    index = EmbeddingIndex()
+    then: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for row in range(count):
+        index.add(row, row % 3, "m", vectors[row])
+        if row in (0, 5, CHUNK_ROWS - 1, CHUNK_ROWS, 1500, count - 1):
+            then[row + 1] = index.similarities(query, None)
+    for below, (rows, scores) in then.items():
+        later_rows, later_scores = index.similarities(query, None, below=below)
+        np.testing.assert_array_equal(later_rows, rows)
+        np.testing.assert_array_equal(_bits(later_scores), _bits(scores))
+
+
+def test_chunked_scores_are_the_dot_products() -> None:
+    count = CHUNK_ROWS + 17
+    vectors = _vectors(count, seed=2)
+    query = _vectors(1, seed=3)[0]
+    index = EmbeddingIndex()
+    for row in range(count):
+        index.add(row, 0, "m", vectors[row])
+    rows, scores = index.similarities(query, None)
+    np.testing.assert_array_equal(rows, np.arange(count))
+    reference = vectors.astype(np.float64) @ query.astype(np.float64)
+    np.testing.assert_allclose(scores, reference, rtol=0, atol=1e-6)
+
+
+def test_scopes_and_below_choose_rows() -> None:
+    vectors = _vectors(40, seed=4)
+    query = _vectors(1, seed=5)[0]
+    index = EmbeddingIndex()
+    for row in range(40):
+        index.add(row, row % 4, "m", vectors[row])
+    rows, scores = index.similarities(query, [2, 0, 2], below=21)
+    assert rows.tolist() == [2, 6, 10, 14, 18, 0, 4, 8, 12, 16, 20]
+    full_rows, full_scores = index.similarities(query, None)
+    by_row = dict(zip(full_rows.tolist(), _bits(full_scores).tolist(), strict=True))
+    assert _bits(scores).tolist() == [by_row[r] for r in rows.tolist()]
+    assert len(index.similarities(query, [9])[0]) == 0
+
+
+def test_a_block_round_trips_through_its_rows_and_matrix() -> None:
+    vectors = _vectors(CHUNK_ROWS + 5, seed=6)
+    rows = np.arange(0, 3 * len(vectors), 3, dtype=np.int64)
+    block = Block.of(DIMENSIONS, rows, vectors)
+    np.testing.assert_array_equal(block.rows, rows)
+    np.testing.assert_array_equal(block.matrix, vectors)
+    assert block.count_below(None) == len(rows)
+    for below in (0, 1, 3, 4, 3 * CHUNK_ROWS, 3 * CHUNK_ROWS + 1, 10**9):
+        assert block.count_below(below) == int(np.searchsorted(rows, below))
+
+
+def test_scope_partitions_follow_the_scope_column_in_steps() -> None:
+    rng = np.random.default_rng(7)
+    scopes = rng.integers(0, 5, size=500).astype(np.int32)
+    partitions = ScopePartitions()
+    for size in (0, 1, 77, 78, 300, 500):
+        partitions.sync(scopes, size)
+    for chosen in ([0], [3], [0, 3], [4, 1, 4], [9]):
+        for below in (0, 10, 250, 500):
+            expected = np.flatnonzero(np.isin(scopes[:below], chosen))
+            np.testing.assert_array_equal(partitions.rows(chosen, below), expected)
+
+
+@pytest.mark.parametrize("record_id", [str(uuid.uuid4()), "fact-42", str(uuid.uuid4()).upper()])
+def test_key_rows_find_every_kind_of_record_id(record_id: str) -> None:
+    row_of = {record_id: 7}
+    keys = KeyRows(row_of)
+    keys.note(record_id, 7)
+    assert keys[record_key(record_id)] == 7
+    assert record_key(record_id) in keys
+    assert keys.get(uuid.uuid4()) is None
+    with pytest.raises(KeyError):
+        keys[uuid.uuid4()]
+
+
+def test_incoming_edges_keep_arrival_order_and_drop_repeats() -> None:
+    graph = RelationGraph()
+
+    def relate(source: str, predicate: str, target: str) -> None:
+        graph.add(source, Relation(predicate=predicate, target_id=target, weight=1.0))
+
+    assert graph.sources("t") == []
+    relate("a", "supports", "t")
+    relate("a", "supports", "t")  # a repeat replaces, it does not add
+    assert graph.sources("t") == [("a", "supports")]
+    relate("b", "supports", "t")
+    relate("a", "depends_on", "t")
+    relate("b", "supports", "t")
+    assert graph.sources("t") == [("a", "supports"), ("b", "supports"), ("a", "depends_on")]
+    assert graph.relations("a") == [
+        Relation(predicate="supports", target_id="t", weight=1.0),
+        Relation(predicate="depends_on", target_id="t", weight=1.0),
+    ]
