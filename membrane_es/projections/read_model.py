@@ -49,6 +49,10 @@ CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (large
 # A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
 FOLLOW_IN_BULK_AT = 16
 CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
+# The text index is written by a worker thread only for catch-ups at least this long: the
+# thread's own malloc arena costs a few MB of resident memory for as long as the process
+# lives, which outweighs the overlap it buys on a short catch-up.
+TEXT_WORKER_MIN_BACKLOG = 50_000
 
 
 class NotificationSource(Protocol):
@@ -96,6 +100,8 @@ class ReadModel:
                 assert worker is not None
                 indexed.append(worker.submit(self.text.add_many, documents))
 
+            backlog = (source.recorder.max_notification_id() or 0) - self.position
+            use_worker = backlog >= TEXT_WORKER_MIN_BACKLOG
             try:
                 with _collector_paused():
                     while True:
@@ -103,7 +109,7 @@ class ReadModel:
                             start=self.position + 1, limit=CATCH_UP_BATCH
                         )
                         count = len(notifications)
-                        if count == CATCH_UP_BATCH and worker is None:
+                        if use_worker and count == CATCH_UP_BATCH and worker is None:
                             worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
                         if count:
                             # Each event decoded as it is applied (and dropped after), so the

@@ -77,13 +77,20 @@ def history(memory: Membrane, time: ManualTime, seed: int, rounds: int = 4) -> l
     return moments
 
 
+@pytest.mark.parametrize("text_worker", [True, False])
 @pytest.mark.parametrize("page", [1, 7, 64, 500])
 @pytest.mark.parametrize("seed", range(3))
 def test_batched_rebuild_equals_the_live_views(
-    embedded: Membrane, time: ManualTime, seed: int, page: int, monkeypatch: pytest.MonkeyPatch
+    embedded: Membrane,
+    time: ManualTime,
+    seed: int,
+    page: int,
+    text_worker: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     history(embedded, time, seed)
     monkeypatch.setattr(read_model, "CATCH_UP_BATCH", page)
+    monkeypatch.setattr(read_model, "TEXT_WORKER_MIN_BACKLOG", 0 if text_worker else 10**9)
     assert_same_views(embedded.views, ReadModel.rebuild(embedded.application))
 
 
