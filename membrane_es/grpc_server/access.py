@@ -21,7 +21,7 @@ import contextvars
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -186,11 +186,3 @@ def first_value(metadata: Iterable[tuple[str, str | bytes]], name: str) -> str |
         if key == name:
             return value if isinstance(value, str) else value.decode()
     return None
-
-
-def metadata_map(metadata: Iterable[tuple[str, str | bytes]]) -> Mapping[str, str]:
-    """Metadata as a dict of first values."""
-    result: dict[str, str] = {}
-    for key, value in metadata:
-        result.setdefault(key, value if isinstance(value, str) else value.decode())
-    return result

@@ -6,13 +6,13 @@ They run before the engine is touched; the first failure wins. Everything here r
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import grpc
+import msgspec
 
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.schema.enums import MemoryType, Sensitivity
@@ -70,7 +70,7 @@ def check_memory_type(field: str, value: str) -> None:
 
 
 def check_json_size(field: str, value: Any) -> None:
-    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    size = len(msgspec.json.encode(value))  # compact UTF-8 JSON, as the reference measures
     if size > MAX_PAYLOAD_BYTES:
         raise invalid(f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes")
 

@@ -27,11 +27,6 @@ from membrane_es.schema.results import RetrieveGraphResult, SelectionResult
 from membrane_es.schema.timestamps import rfc3339
 from membrane_es.schema.validation import coerce_record
 
-# Fields whose value is a google.protobuf.Value the reference always sends, as an explicit
-# null when Go held nil (spec §8.3): a semantic object, a tool's result, a constraint's value.
-_NULL_WHEN_ABSENT = {"semantic": ("object",)}
-
-
 # --- outgoing: server → client --------------------------------------------------------------
 
 
@@ -113,16 +108,13 @@ def _record_dict(record: MemoryRecord) -> dict[str, Any]:
     payload = data.pop("payload", None)
     if payload is not None:
         variant = str(payload.get("kind") or record.type.value)
-        for key in _NULL_WHEN_ABSENT.get(variant, ()):
-            payload.setdefault(key, None)
+        # a nil object, tool result or constraint value still travels, as an explicit null
+        for path in _VALUE_FIELDS.get(variant, ()):
+            for holder, key in _holders(payload, path):
+                holder.setdefault(key, None)
         if variant == "semantic":
-            payload.setdefault("validity", {})
-        for node in payload.get("tool_graph", ()):
-            node.setdefault("result", None)
-        for constraint in payload.get("active_constraints", ()):
-            constraint.setdefault("value", None)
+            payload.setdefault("validity", {})  # always present, as on the reference wire
         data["payload"] = {variant: payload}
-    data.pop("embedding", None)  # engine-side only; not part of the wire record
     return data
 
 
@@ -219,7 +211,7 @@ def record_from_wire(message: Message, present: bool, field: str) -> MemoryRecor
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,
     )
-    data = _from_wire_json(data, _INT64_FIELDS)
+    data = _from_wire_json(data)
     try:
         return coerce_record(data, field)
     except ValidationError as error:
@@ -253,41 +245,30 @@ _INT64_FIELDS = frozenset(
         "execution_count",
     }
 )
-# maps whose values are Values: their contents are user JSON, never cleaned
+# Fields holding user JSON (Values and maps of Values): their contents are never cleaned.
 _OPAQUE = frozenset(
-    {
-        "args",
-        "result",
-        "context",
-        "value",
-        "object",
-        "conditions",
-        "args_schema",
-        "constraints",
-        "inputs_schema",
-        "outputs_schema",
-        "params",
-        "guards",
-    }
+    path.rsplit(".", 1)[-1]
+    for paths in (*_VALUE_FIELDS.values(), *_VALUE_MAPS.values())
+    for path in paths
 )
 
 
-def _from_wire_json(value: Any, int64_fields: frozenset[str]) -> Any:
+def _from_wire_json(value: Any) -> Any:
     """Drops proto3's "unset" empty strings (so schema defaults and ``None`` times apply)."""
     if isinstance(value, dict):
         cleaned: dict[str, Any] = {}
         for key, item in value.items():
             if key in _OPAQUE:
                 cleaned[key] = item
-            elif key in int64_fields and isinstance(item, str):
+            elif key in _INT64_FIELDS and isinstance(item, str):
                 cleaned[key] = int(item)
             elif item == "":
                 continue
             else:
-                cleaned[key] = _from_wire_json(item, int64_fields)
+                cleaned[key] = _from_wire_json(item)
         return cleaned
     if isinstance(value, list):
-        return [_from_wire_json(item, int64_fields) for item in value]
+        return [_from_wire_json(item) for item in value]
     return value
 
 

@@ -15,6 +15,7 @@ import threading
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
+from typing import TypedDict
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -131,12 +132,21 @@ class Daemon:
         self.stop()
 
 
+class _EngineOptions(TypedDict):
+    """What every tenant's engine is opened with, whichever the store."""
+
+    embedder: Embedder | None
+    selection_threshold: float
+    default_sensitivity: str
+    env: dict[str, str]
+
+
 def _open_engine(
     config: DaemonConfig, tenant: str, path: Path | None, embedder: Embedder | None
 ) -> Membrane:
     """A tenant's store: LMDB in ``path``, or on PostgreSQL the tenant's own schema with its
     read views checkpointed in ``path/views`` (``path`` None: in memory / not checkpointed)."""
-    options = {
+    options: _EngineOptions = {
         "embedder": embedder,
         "selection_threshold": config.selection_confidence_threshold,
         "default_sensitivity": config.default_sensitivity,
@@ -149,11 +159,11 @@ def _open_engine(
             config.dsn(),
             views_dir=views,
             schema=schema,
-            **options,  # type: ignore[arg-type]
+            **options,
         )
     if path is None:
-        return Membrane.in_memory(**options)  # type: ignore[arg-type]
-    return Membrane.open(path, **options)  # type: ignore[arg-type]
+        return Membrane.in_memory(**options)
+    return Membrane.open(path, **options)
 
 
 def _schedule(engine: Membrane, interval: float) -> None:
