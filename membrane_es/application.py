@@ -58,12 +58,18 @@ class MemoryApplication(Application):
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env)
         self.cache = RecordCache(CACHE_SIZE)
+        # Every event up to this log position is reflected in the cache: a load compares it
+        # with the log's head (one read) rather than asking the store for newer events of
+        # each record it loads.
+        self._coherent_through = self.recorder.max_notification_id() or 0
+        self._coherence_lock = threading.Lock()
 
     # --- loading --------------------------------------------------------------------------
 
     def load(self, record_id: str) -> MemoryRecord:
         """The record's current aggregate (a private copy), or :class:`NotFoundError`."""
         key = record_key(record_id)
+        self._keep_cache_coherent()
         cached = self.cache.get(key)
         if cached is None:
             try:
@@ -73,14 +79,34 @@ class MemoryApplication(Application):
             assert isinstance(loaded, MemoryRecord)
             cached = loaded
             self.cache.put(cached)
-        else:
-            # Another process may have written since: catch up from the log, on a copy,
-            # because concurrent readers share the cached object.
-            newer = list(self.events.get(key, gt=cached.version))
-            if newer:
-                cached = _project(cached.copy(), newer)
-                self.cache.put(cached)
         return cached.copy()
+
+    def _keep_cache_coherent(self) -> None:
+        """Evict the cached aggregates that events written since the cache was last known
+        to be current — by another process sharing the store — have changed."""
+        head = self.recorder.max_notification_id() or 0
+        if head == self._coherent_through:
+            return
+        with self._coherence_lock:
+            start = self._coherent_through
+            if head <= start:
+                return
+            if head - start >= CACHE_SIZE:
+                self.cache.clear()
+            else:
+                for notification in self.recorder.select_notifications(
+                    start=start + 1, limit=head - start, stop=head
+                ):
+                    self.cache.discard(notification.originator_id)
+            self._coherent_through = head
+
+    def _note_recorded(self, recordings: list[Recording[UUID]]) -> None:
+        """Advance the cache's coherent position past this process's own events, when
+        nothing from elsewhere came between (otherwise the next load reads the gap)."""
+        ids = [recording.notification.id for recording in recordings]
+        with self._coherence_lock:
+            if ids and ids[0] == self._coherent_through + 1 and ids[-1] == ids[0] + len(ids) - 1:
+                self._coherent_through = ids[-1]
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """Append the pending events of these aggregates in one atomic write.
@@ -104,6 +130,7 @@ class MemoryApplication(Application):
         for aggregate in processing.aggregates.values():
             if isinstance(aggregate, MemoryRecord):
                 self.cache.put(aggregate)
+        self._note_recorded(recordings)
         self._take_snapshots(processing)
         self._notify(recordings)
         return recordings
@@ -181,6 +208,14 @@ class RecordCache:
             self._items.move_to_end(aggregate.id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def discard(self, key: UUID) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
 
 class EventStoreUnitOfWork:

@@ -16,10 +16,19 @@ on these 2-core machines it was no faster (about 1.2–1.3× FAISS's one-thread 
 way, docs/benchmarks.md): the scan is bound by memory bandwidth, a 1,024-row call is too
 short for OpenBLAS's second thread to pay, and its spinning threads slow whatever the process
 runs next; and it computes a partly filled chunk whole.
+
+Once the index holds :data:`CODED_MIN_ROWS` vectors, every block also keeps each vector's
+sign code (one bit per dimension: 48 bytes for 384 dimensions, a 32nd of the vector), in
+column-major chunks of :data:`CODE_CHUNK_ROWS` rows. Hamming distance between codes tracks
+the angle between vectors, so a query can shortlist its nearest rows from the codes at a
+small fraction of the memory traffic of a full scan and compute exact scores for the
+shortlist only (:mod:`membrane_es.queries.vectors`). Codes are a function of the vector
+alone: a row's code, like its score, never depends on when or in what batch it was added.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +37,24 @@ import numpy.typing as npt
 Array = npt.NDArray[Any]
 
 CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
+CODE_CHUNK_ROWS = 16_384  # 768 kB of 384-bit codes: few numpy calls per scan, stays in cache
+CODED_MIN_ROWS = 32_768  # below this a full scan is a few ms: codes would only cost memory
+
+
+def code_words(dimensions: int) -> int:
+    """64-bit words in one vector's sign code."""
+    return -(-dimensions // 64)
+
+
+def sign_codes(vectors: Array) -> Array:
+    """Each vector's sign code, column-major: ``(code_words, len(vectors))`` uint64, bit ``d``
+    of a code set when dimension ``d`` is positive (unused trailing bits 0)."""
+    vectors = np.atleast_2d(vectors)
+    words = code_words(vectors.shape[1])
+    bits = np.packbits(vectors > 0, axis=1, bitorder="little")
+    padded = np.zeros((len(vectors), words * 8), dtype=np.uint8)
+    padded[:, : bits.shape[1]] = bits
+    return np.ascontiguousarray(padded.view(np.uint64).T)
 
 
 class Block:
@@ -38,6 +65,7 @@ class Block:
         self.dimensions = dimensions
         self.chunks: list[Array] = []  # (CHUNK_ROWS, dimensions) float32 each
         self.row_chunks: list[Array] = []  # (CHUNK_ROWS,) int64 each
+        self.code_chunks: list[Array] | None = None  # (code_words, CODE_CHUNK_ROWS) uint64
         self.size = 0
 
     @classmethod
@@ -58,6 +86,8 @@ class Block:
             self._new_chunk()
         self.chunks[chunk][offset] = vector
         self.row_chunks[chunk][offset] = row
+        if self.code_chunks is not None:
+            self._write_codes(self.size, sign_codes(self.chunks[chunk][offset : offset + 1]))
         self.size += 1
 
     def extend(self, rows: Array, vectors: Array) -> None:
@@ -70,8 +100,32 @@ class Block:
             take = min(CHUNK_ROWS - offset, len(rows) - done)
             self.chunks[chunk][offset : offset + take] = vectors[done : done + take]
             self.row_chunks[chunk][offset : offset + take] = rows[done : done + take]
+            if self.code_chunks is not None:
+                self._write_codes(self.size, sign_codes(self.chunks[chunk][offset : offset + take]))
             done += take
             self.size += take  # after the data: a reader never sees a row not yet written
+
+    def keep_codes(self) -> None:
+        """Start keeping sign codes: of every row so far, and of each row appended."""
+        if self.code_chunks is not None:
+            return
+        self.code_chunks = []
+        for first in range(0, self.size, CHUNK_ROWS):
+            take = min(CHUNK_ROWS, self.size - first)
+            self._write_codes(first, sign_codes(self.chunks[first // CHUNK_ROWS][:take]))
+
+    def _write_codes(self, first: int, codes: Array) -> None:
+        """Store the codes of rows ``first, first + 1, …`` (column-major, as sign_codes)."""
+        assert self.code_chunks is not None
+        done = 0
+        while done < codes.shape[1]:
+            chunk, offset = divmod(first + done, CODE_CHUNK_ROWS)
+            if chunk == len(self.code_chunks):
+                words = code_words(self.dimensions)
+                self.code_chunks.append(np.zeros((words, CODE_CHUNK_ROWS), dtype=np.uint64))
+            take = min(CODE_CHUNK_ROWS - offset, codes.shape[1] - done)
+            self.code_chunks[chunk][:, offset : offset + take] = codes[:, done : done + take]
+            done += take
 
     def _new_chunk(self) -> tuple[Array, Array]:
         chunk = np.zeros((CHUNK_ROWS, self.dimensions), dtype=np.float32)
@@ -118,11 +172,40 @@ class Block:
             rows[first : first + take] = self.row_chunks[chunk][:take]
             np.einsum("ij,j->i", self.chunks[chunk][:take], query, out=scores[first : first + take])
 
+    def distances_into(self, code: Array, count: int, rows: Array, distances: Array) -> None:
+        """Write the first ``count`` rows and the Hamming distances of their sign codes to
+        ``code`` (one query's, column-major) into ``rows`` and ``distances`` (uint16)."""
+        codes = self.code_chunks
+        if codes is None:
+            raise RuntimeError("this block keeps no sign codes")
+        for chunk in range(-(-count // CHUNK_ROWS)):
+            first = chunk * CHUNK_ROWS
+            take = min(CHUNK_ROWS, count - first)
+            rows[first : first + take] = self.row_chunks[chunk][:take]
+        for chunk in range(-(-count // CODE_CHUNK_ROWS)):
+            first = chunk * CODE_CHUNK_ROWS
+            take = min(CODE_CHUNK_ROWS, count - first)
+            differing = np.bitwise_count(np.bitwise_xor(codes[chunk][:, :take], code))
+            differing.sum(axis=0, dtype=np.uint16, out=distances[first : first + take])
+
+    def gather_into(self, positions: Array, out: Array) -> None:
+        """Copy the vectors at ``positions`` (ascending) into ``out``."""
+        chunks = positions // CHUNK_ROWS
+        starts = np.flatnonzero(np.diff(chunks, prepend=-1)).tolist()
+        for start, end in zip(starts, [*starts[1:], len(positions)], strict=True):
+            chunk = self.chunks[int(chunks[start])]
+            np.take(chunk, positions[start:end] % CHUNK_ROWS, axis=0, out=out[start:end])
+
     def used_bytes(self) -> int:
-        return self.size * (self.dimensions * 4 + 8)
+        return self.size * (self.dimensions * 4 + 8 + self._code_bytes())
 
     def reserved_bytes(self) -> int:
-        return len(self.chunks) * CHUNK_ROWS * (self.dimensions * 4 + 8)
+        floats = len(self.chunks) * CHUNK_ROWS * (self.dimensions * 4 + 8)
+        codes = len(self.code_chunks or ()) * CODE_CHUNK_ROWS * self._code_bytes()
+        return floats + codes
+
+    def _code_bytes(self) -> int:
+        return 0 if self.code_chunks is None else 8 * code_words(self.dimensions)
 
 
 class EmbeddingIndex:
@@ -133,6 +216,8 @@ class EmbeddingIndex:
         self.dimensions = 0
         self.blocks: dict[int, Block] = {}
         self.skipped = 0  # vectors from another model or of another size, not indexed
+        self.size = 0  # vectors indexed
+        self.coded = False  # whether blocks keep sign codes (from CODED_MIN_ROWS vectors on)
 
     def add(self, row: int, scope: int, model: str, vector: Array) -> None:
         if not self.dimensions:
@@ -140,10 +225,9 @@ class EmbeddingIndex:
         if len(vector) != self.dimensions:
             self.skipped += 1
             return
-        block = self.blocks.get(scope)
-        if block is None:
-            block = self.blocks[scope] = Block(self.dimensions)
-        block.append(row, vector)
+        self._prepare(1)
+        self._block(scope).append(row, vector)
+        self.size += 1
 
     def add_many(self, entries: list[tuple[int, int, str, bytes]]) -> None:
         """:meth:`add` for each ``(row, scope, model, float32 little-endian bytes)``, in
@@ -158,19 +242,48 @@ class EmbeddingIndex:
         self.skipped += len(entries) - len(kept)
         if not kept:
             return
+        self._prepare(len(kept))
         data = b"".join(entry[3] for entry in kept)
         matrix = np.frombuffer(data, dtype="<f4").reshape(len(kept), self.dimensions)
         rows = np.array([entry[0] for entry in kept], dtype=np.int64)
         scopes = np.array([entry[1] for entry in kept], dtype=np.int64)
         for scope in dict.fromkeys(entry[1] for entry in kept):
-            block = self.blocks.get(scope)
-            if block is None:
-                block = self.blocks[scope] = Block(self.dimensions)
             picks = np.flatnonzero(scopes == scope)
-            block.extend(rows[picks], matrix[picks])
+            self._block(scope).extend(rows[picks], matrix[picks])
+        self.size += len(kept)
+
+    def restore(self, blocks: dict[int, Block]) -> None:
+        """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
+        self.blocks = blocks
+        self.size = sum(block.size for block in blocks.values())
+        self.coded = False
+        self._prepare(0)
+
+    def _prepare(self, incoming: int) -> None:
+        """Start keeping codes before the rows that reach :data:`CODED_MIN_ROWS` land, so a
+        reader that counts that many rows always finds their codes."""
+        if not self.coded and self.size + incoming >= CODED_MIN_ROWS:
+            for block in self.blocks.values():
+                block.keep_codes()
+            self.coded = True
+
+    def _block(self, scope: int) -> Block:
+        block = self.blocks.get(scope)
+        if block is None:
+            block = self.blocks[scope] = Block(self.dimensions)
+            if self.coded:
+                block.keep_codes()
+        return block
 
     def __len__(self) -> int:
-        return sum(block.size for block in self.blocks.values())
+        return self.size
+
+    def chosen(self, scopes: list[int] | None, below: int | None) -> list[tuple[int, Block, int]]:
+        """``(scope, block, rows under below)`` for the blocks of the given scopes (all if
+        None; in the order of ``scopes``, or of the blocks' creation)."""
+        keys = list(self.blocks) if scopes is None else list(dict.fromkeys(scopes))
+        blocks = [(key, self.blocks[key]) for key in keys if key in self.blocks]
+        return [(key, block, block.count_below(below)) for key, block in blocks]
 
     def similarities(
         self, query: Array, scopes: list[int] | None, below: int | None = None
@@ -186,24 +299,78 @@ class EmbeddingIndex:
         if not self.dimensions:
             return empty
         query = np.ascontiguousarray(query, dtype=np.float32)
-        chosen = (
-            list(self.blocks.values())
-            if scopes is None
-            else [self.blocks[s] for s in dict.fromkeys(scopes) if s in self.blocks]
-        )
-        counts = [block.count_below(below) for block in chosen]
-        total = sum(counts)
+        chosen = self.chosen(scopes, below)
+        total = sum(count for _, _, count in chosen)
         if not total:
             return empty
         rows = np.empty(total, dtype=np.int64)
         scores = np.empty(total, dtype=np.float32)
         start = 0
-        for block, count in zip(chosen, counts, strict=True):
+        for _, block, count in chosen:
             block.score_into(
                 query, count, rows[start : start + count], scores[start : start + count]
             )
             start += count
         return rows, scores
+
+    def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
+        """The Hamming distance of every row's sign code to the query's, over the rows
+        :meth:`similarities` would score, in the same order. Only when :attr:`coded`."""
+        chosen = self.chosen(scopes, below)
+        starts = np.cumsum([0, *(count for _, _, count in chosen)])
+        rows = np.empty(int(starts[-1]), dtype=np.int64)
+        distances = np.empty(int(starts[-1]), dtype=np.uint16)
+        code = sign_codes(np.asarray(query, dtype=np.float32))
+        for (_, block, count), start in zip(chosen, starts.tolist(), strict=False):
+            end = start + count
+            block.distances_into(code, count, rows[start:end], distances[start:end])
+        return CodeScan(
+            [scope for scope, _, _ in chosen],
+            [block for _, block, _ in chosen],
+            starts,
+            rows,
+            distances,
+        )
+
+    def scores_at(self, query: Array, scan: CodeScan, picks: Array) -> Array:
+        """Cosine similarity of the rows at ``picks`` (ascending places in ``scan``),
+        computed as :meth:`similarities` computes it."""
+        vectors = np.empty((len(picks), self.dimensions), dtype=np.float32)
+        bounds = np.searchsorted(picks, scan.starts).tolist()
+        for i, block in enumerate(scan.blocks):
+            first, last = bounds[i], bounds[i + 1]
+            if first < last:
+                positions = picks[first:last] - scan.starts[i]
+                block.gather_into(positions, vectors[first:last])
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        scores: Array = np.einsum("ij,j->i", vectors, query)
+        return scores
+
+
+@dataclass(frozen=True)
+class CodeScan:
+    """One query's pass over the sign codes: the blocks it read, where each block's rows
+    start in ``rows``, and every row with its code's Hamming distance to the query's."""
+
+    scopes: list[int]
+    blocks: list[Block]
+    starts: Array  # len(blocks) + 1 offsets into rows
+    rows: Array
+    distances: Array
+
+    def places(self, rows: Array, scopes: Array) -> Array:
+        """Where each of ``rows`` (ascending; ``scopes`` gives each one's scope) sits in the
+        scan; -1 for rows the scan does not hold."""
+        out = np.full(len(rows), -1, dtype=np.int64)
+        for i, scope in enumerate(self.scopes):
+            picks = np.flatnonzero(scopes == scope)
+            segment = self.rows[int(self.starts[i]) : int(self.starts[i + 1])]  # ascending
+            if not len(picks) or not len(segment):
+                continue
+            places = np.minimum(np.searchsorted(segment, rows[picks]), len(segment) - 1)
+            held = segment[places] == rows[picks]
+            out[picks[held]] = int(self.starts[i]) + places[held]
+        return out
 
 
 def _joined(chunks: list[Array], size: int, dtype: Any) -> Array:

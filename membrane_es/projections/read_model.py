@@ -461,12 +461,14 @@ class ReadModel:
             index = model.embeddings
             index.model, index.dimensions = manifest["model"], manifest["dimensions"]
             index.skipped = manifest["skipped"]
+            blocks = {}
             for key in arrays.files:
                 if key.startswith("block.") and key.endswith(".rows"):
                     scope = int(key.split(".")[1])
                     matrix = arrays[f"block.{scope}.matrix"]
                     rows = arrays[key]
-                    index.blocks[scope] = Block.of(index.dimensions, rows, matrix)
+                    blocks[scope] = Block.of(index.dimensions, rows, matrix)
+            index.restore(blocks)
         model.graph.outgoing = {}
         model.graph.incoming = {}
         relation_type = msgspec.convert

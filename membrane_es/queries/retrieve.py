@@ -32,6 +32,7 @@ from membrane_es.embedding.protocol import Embedder, normalise
 from membrane_es.errors import ValidationError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from membrane_es.queries import vectors
 from membrane_es.queries.candidates import Candidates, Filters, find, type_codes
 from membrane_es.queries.lexical import coverage
 from membrane_es.queries.ranking import blend, order, relevance
@@ -71,6 +72,7 @@ LAYERS: tuple[MemoryType, ...] = (
     MemoryType.EPISODIC,
 )
 SELECTABLE = frozenset({MemoryType.COMPETENCE, MemoryType.PLAN_GRAPH})
+LEXICAL_SCORED = 1024  # lexical matches given an exact similarity however far their vectors
 
 
 class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
@@ -222,17 +224,19 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
-    similarity = _similarity(snapshot, plan, found)
     lexical = _lexical(snapshot, plan, found)
+    selectable = np.isin(table.content["type"][found.rows], type_codes(SELECTABLE))
+    similarity = _similarity(snapshot, plan, found, _also_scored(found, lexical, selectable))
     evidence = relevance(similarity, lexical)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
-    selectable, selection = _select(snapshot, found, similarity, threshold)
-    return Ranking(found.take(picks), selectable, selection, primary[picks])
+    chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
+    return Ranking(found.take(picks), chosen, selection, primary[picks])
 
 
-def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
-    """Cosine similarity of each candidate's vector to the query's (NaN: no vector)."""
+def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates, also: Array) -> Array | None:
+    """Cosine similarity of each candidate's vector to the query's (NaN: none), exact for
+    at least the rows of ``also`` (see :mod:`membrane_es.queries.vectors`)."""
     if plan.query_vector is None:
         return None
     index = snapshot.views.embeddings
@@ -242,27 +246,30 @@ def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | No
     scopes = None
     if plan.trust.scopes:
         scopes = [0, *(table.scope_ids[s] for s in plan.trust.scopes if s in table.scope_ids)]
-    rows, cosine = index.similarities(plan.query_vector, scopes, below=snapshot.size)
-    return _aligned(rows, cosine, found.rows, snapshot.size)
+    return vectors.similarity(
+        index,
+        plan.query_vector,
+        scopes,
+        snapshot.size,
+        found.rows,
+        limit=plan.limit,
+        scope_of=table.content["scope"],
+        also=also,
+    )
 
 
-def _aligned(rows: Array, values: Array, wanted: Array, size: int) -> Array:
-    """``values`` (of ``rows``) at each of the ``wanted`` rows (ascending); NaN where absent.
-
-    Through a scratch array over every row when the rows cover much of the store (one
-    scatter and one gather), else by binary search, so a scoped read stays proportional to
-    its own rows."""
-    if 4 * (len(rows) + len(wanted)) >= size:
-        dense = np.full(size, np.nan, dtype=np.float64)
-        dense[rows] = values
-        picked: Array = dense[wanted]
-        return picked
-    out = np.full(len(wanted), np.nan, dtype=np.float64)
-    if len(wanted) and len(rows):
-        places = np.minimum(np.searchsorted(wanted, rows), len(wanted) - 1)
-        hit = wanted[places] == rows
-        out[places[hit]] = values[hit]
-    return out
+def _also_scored(found: Candidates, lexical: Array | None, selectable: Array) -> Array:
+    """Candidates whose similarity a ranking needs even when their vector is not among the
+    query's nearest: every selectable one (the selector scores them all), and the best
+    lexical matches (their blend could still place them)."""
+    rows = found.rows[selectable]
+    if lexical is not None:
+        matching = np.flatnonzero(lexical > 0)
+        if len(matching) > LEXICAL_SCORED:
+            best = np.argpartition(-lexical[matching], LEXICAL_SCORED - 1)[:LEXICAL_SCORED]
+            matching = matching[best]
+        rows = np.union1d(rows, found.rows[matching])
+    return rows
 
 
 def _lexical(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
@@ -273,11 +280,15 @@ def _lexical(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
 
 
 def _select(
-    snapshot: Snapshot, found: Candidates, similarity: Array | None, threshold: float
+    snapshot: Snapshot,
+    found: Candidates,
+    similarity: Array | None,
+    selectable: Array,
+    threshold: float,
 ) -> tuple[Candidates | None, Selection | None]:
     """The selector over every competence and plan_graph candidate (None if there are none)."""
     content, state = snapshot.table.content, snapshot.state.columns
-    picks = np.flatnonzero(np.isin(content["type"][found.rows], type_codes(SELECTABLE)))
+    picks = np.flatnonzero(selectable)
     if not len(picks):
         return None, None
     chosen = found.take(picks)

@@ -124,11 +124,18 @@ def check_memory_types(field: str, values: Iterable[str] | None) -> list[MemoryT
     return types
 
 
+_PLAIN_NUMBERS = frozenset({float, int})
+
+
 def check_vector(field: str, values: Iterable[float]) -> list[float]:
     """A non-empty list of finite numbers (an embedding)."""
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise ValidationError(field, f"{field} must be a list of numbers")
     vector = list(values)
+    kinds = set(map(type, vector))
+    if vector and kinds <= _PLAIN_NUMBERS and all(map(math.isfinite, vector)):
+        # The usual case, a list of Python floats (or ints), checked without a Python loop.
+        return vector if kinds == {float} else list(map(float, vector))
     if not vector or not all(
         not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in vector
     ):

@@ -14,8 +14,8 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.queries.candidates import Filters, admit, find
 from membrane_es.queries.lexical import coverage
-from membrane_es.queries.retrieve import _aligned
 from membrane_es.queries.snapshot import take_snapshot
+from membrane_es.queries.vectors import aligned
 from membrane_es.schema.enums import MemoryType
 from tests.unit.conftest import ManualTime
 from tests.views_support import SCOPES, WORDS, random_history
@@ -86,10 +86,10 @@ def test_aligned_values_by_either_path(size: int) -> None:
     wanted = np.sort(rng.permutation(size)[: size // 3])
     dense = np.full(size, np.nan)
     dense[rows] = values
-    np.testing.assert_array_equal(_aligned(rows, values, wanted, size), dense[wanted])
+    np.testing.assert_array_equal(aligned(rows, values, wanted, size), dense[wanted])
     few = wanted[:3]
     np.testing.assert_array_equal(
-        _aligned(rows[:2], values[:2], few, 10**6), _dense(rows[:2], values[:2], few)
+        aligned(rows[:2], values[:2], few, 10**6), _dense(rows[:2], values[:2], few)
     )
 
 
