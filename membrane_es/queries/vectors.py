@@ -56,7 +56,7 @@ def similarity(
         rows, cosine = index.similarities(query, scopes, below=size)
         return aligned(rows, cosine, candidates, size)
     scan = index.scan_codes(query, scopes, size)
-    picks = shortlist(scan, size, candidates, limit)
+    picks = shortlist(scan, candidates, limit)
     if also is not None and len(also):
         places = scan.places(also, scope_of[also])
         picks = np.union1d(picks, places[places >= 0])
@@ -66,20 +66,35 @@ def similarity(
     return out
 
 
-def shortlist(scan: CodeScan, size: int, candidates: Array, limit: int) -> Array:
-    """Places in ``scan`` of the candidates whose sign codes are nearest the query's, ties
-    by row (ascending)."""
-    admitted = np.zeros(size, dtype=bool)
-    admitted[candidates] = True
-    places = np.flatnonzero(admitted[scan.rows])
-    wanted = max(SHORTLIST_PER_RESULT * limit, len(places) // SHORTLIST_SHARE)
-    if len(places) <= wanted:
-        return places
-    # One key per row (distance, then row): the nearest ``wanted`` are one set, whatever
-    # order the rows came in.
-    keys = (scan.distances[places].astype(np.int64) << 32) | scan.rows[places]
-    nearest = np.argpartition(keys, wanted - 1)[:wanted]
-    return np.sort(places[nearest])
+def shortlist(scan: CodeScan, candidates: Array, limit: int) -> Array:
+    """Places in ``scan`` of the candidates whose sign codes are nearest the query's: the
+    ``wanted`` smallest (distance, row) among the admitted rows, one set whatever order the
+    rows came in (ascending)."""
+    wanted = max(SHORTLIST_PER_RESULT * limit, len(candidates) // SHORTLIST_SHARE)
+    # Widen a distance cut-off until enough admitted rows fall under it (distances take
+    # few values, so counting them is cheap), then break ties at the cut-off by row.
+    cumulative = np.cumsum(np.bincount(scan.distances))
+    cutoff = int(np.searchsorted(cumulative, wanted))
+    while True:
+        near = np.flatnonzero(scan.distances <= cutoff)
+        near = near[_admitted(scan.rows[near], candidates)]
+        if len(near) >= wanted or cutoff >= len(cumulative) - 1:
+            break
+        missing = wanted - len(near)
+        cutoff = int(np.searchsorted(cumulative, cumulative[cutoff] + missing))
+    if len(near) <= wanted:
+        return near
+    keys = (scan.distances[near].astype(np.int64) << 32) | scan.rows[near]
+    return np.sort(near[np.argpartition(keys, wanted - 1)[:wanted]])
+
+
+def _admitted(rows: Array, candidates: Array) -> Array:
+    """Mask of ``rows`` that are among ``candidates`` (ascending)."""
+    if not len(candidates):
+        return np.zeros(len(rows), dtype=bool)
+    places = np.minimum(np.searchsorted(candidates, rows), len(candidates) - 1)
+    held: Array = candidates[places] == rows
+    return held
 
 
 def aligned(rows: Array, values: Array, wanted: Array, size: int) -> Array:

@@ -250,3 +250,32 @@ def test_a_batch_that_loses_a_race_raises_conflict_and_writes_nothing(
     assert after == (before or 0) + 1  # only the rival's reinforce
     events = [e.event for e in memory.history(record.id, trust=FULL_TRUST)]
     assert events == ["Created", "Reinforced"]
+
+
+def test_cached_loads_skip_the_store_until_another_writer_appends(
+    memory: Membrane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is known current up to a log position: while the log's head is there, a
+    load asks the store nothing; a write from elsewhere evicts just what it touched."""
+    kept = memory.create_record(semantic())
+    touched = memory.create_record(semantic())
+    memory.reinforce(kept.id, "me", "own writes keep the cache current")
+    app = memory.application
+    get_events = app.events.get
+    asked: list[Any] = []
+
+    def counting_get(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("originator_id", args[0] if args else None))
+        return get_events(*args, **kwargs)
+
+    monkeypatch.setattr(app.events, "get", counting_get)
+    assert app.load(kept.id).version == 2 and app.load(touched.id).version == 1
+    assert asked == []
+
+    elsewhere = app.load(touched.id)
+    elsewhere.reinforce(actor="other process", rationale="r", at=elsewhere.modified_on)
+    app.recorder.insert_events([app.mapper.to_stored_event(e) for e in elsewhere.collect_events()])
+
+    assert app.load(touched.id).version == 2
+    assert app.load(kept.id).version == 2
+    assert asked == [elsewhere.id]  # only the record written elsewhere was read again

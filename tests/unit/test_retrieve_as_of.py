@@ -151,6 +151,11 @@ def ask(memory: Membrane, method: str, arguments: dict[str, Any], **extra: Any) 
 def test_as_of_gives_the_answers_given_then(
     start: list[tuple[Any, ...]], history: list[tuple[Any, ...]]
 ) -> None:
+    check_answers_as_of(start, history)
+
+
+def check_answers_as_of(start: list[tuple[Any, ...]], history: list[tuple[Any, ...]]) -> None:
+    """Run the history, asking the queries now and then; then ask each ``as_of`` its moment."""
     time = ManualTime()
     clock = MonotonicClock(source=time)
     with Membrane.in_memory(clock=clock, embedder=HashingEmbedder(32)) as memory:

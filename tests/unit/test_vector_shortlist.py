@@ -1,0 +1,190 @@
+"""Sign codes and the shortlist of large ranked vector searches, against plain computations.
+
+Codes: bit ``d`` of a vector's code is set when dimension ``d`` is positive; a block keeps
+the same codes whether it started keeping them before or after its rows arrived. The
+shortlist: the admitted rows with the smallest (Hamming distance, row), exactly. Similarity
+through the shortlist: exact scores (the bits of a full scan) for the shortlisted rows and
+the rows asked for, none for the rest. And with the approximate search switched on for tiny
+stores, ``as_of`` still gives the answers given at the time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from membrane_es.projections import embeddings
+from membrane_es.projections.embeddings import (
+    CHUNK_ROWS,
+    CODE_CHUNK_ROWS,
+    Block,
+    EmbeddingIndex,
+    sign_codes,
+)
+from membrane_es.queries import vectors
+from tests.unit.test_retrieve_as_of import check_answers_as_of, creations, operations
+
+DIMENSIONS = 70  # not a multiple of 64: the last code word is partly padding
+
+
+def _vectors(count: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_normal((count, DIMENSIONS), dtype=np.float32)
+    normalised: np.ndarray = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
+    return normalised
+
+
+def _hamming(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    distances: np.ndarray = ((left > 0) != (right > 0)).sum(axis=1)
+    return distances
+
+
+@pytest.fixture
+def coded_from_ten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "CODED_MIN_ROWS", 10)
+    monkeypatch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 10)
+
+
+def test_sign_codes_set_the_bits_of_positive_dimensions() -> None:
+    matrix = _vectors(5)
+    codes = sign_codes(matrix)
+    assert codes.shape == (2, 5) and codes.dtype == np.uint64
+    for i, vector in enumerate(matrix):
+        value = int(codes[0, i]) | (int(codes[1, i]) << 64)
+        assert [bool(value >> d & 1) for d in range(128)] == [
+            *(vector > 0).tolist(),
+            *[False] * (128 - DIMENSIONS),
+        ]
+
+
+def test_a_block_keeps_the_same_codes_whenever_it_started() -> None:
+    count = CODE_CHUNK_ROWS + CHUNK_ROWS + 7  # across code chunks and vector chunks
+    matrix = _vectors(count)
+    rows = np.arange(count, dtype=np.int64) * 3
+    early, late = Block(DIMENSIONS), Block(DIMENSIONS)
+    early.keep_codes()
+    early.extend(rows[:100], matrix[:100])
+    for row, vector in zip(rows[100:200], matrix[100:200], strict=True):
+        early.append(int(row), vector)
+    early.extend(rows[200:], matrix[200:])
+    late.extend(rows, matrix)
+    late.keep_codes()
+    query = _vectors(1, seed=9)[0]
+    code = sign_codes(query)
+    for block in (early, late):
+        got_rows = np.empty(count, dtype=np.int64)
+        distances = np.empty(count, dtype=np.uint16)
+        block.distances_into(code, count, got_rows, distances)
+        np.testing.assert_array_equal(got_rows, rows)
+        np.testing.assert_array_equal(distances, _hamming(matrix, query[None, :]))
+
+
+def test_the_index_keeps_codes_from_the_threshold_on(coded_from_ten: None) -> None:
+    index = EmbeddingIndex()
+    matrix = _vectors(30)
+    for row in range(9):
+        index.add(row, row % 2, "m", matrix[row])
+    assert not index.coded and all(b.code_chunks is None for b in index.blocks.values())
+    index.add_many([(row, 2, "m", matrix[row].tobytes()) for row in range(9, 30)])
+    assert index.coded and all(b.code_chunks is not None for b in index.blocks.values())
+
+    restored = EmbeddingIndex()
+    restored.dimensions = DIMENSIONS
+    restored.restore({s: Block.of(DIMENSIONS, b.rows, b.matrix) for s, b in index.blocks.items()})
+    assert restored.coded and len(restored) == 30
+    query = _vectors(1, seed=3)[0]
+    left, right = index.scan_codes(query, None, None), restored.scan_codes(query, None, None)
+    np.testing.assert_array_equal(left.rows, right.rows)
+    np.testing.assert_array_equal(left.distances, right.distances)
+
+
+def _coded_index(count: int, scopes: int) -> tuple[EmbeddingIndex, np.ndarray, np.ndarray]:
+    matrix = _vectors(count)
+    scope_of = np.arange(count, dtype=np.int64) % scopes
+    index = EmbeddingIndex()
+    index.add_many([(row, int(scope_of[row]), "m", matrix[row].tobytes()) for row in range(count)])
+    for block in index.blocks.values():
+        block.keep_codes()
+    index.coded = True
+    return index, matrix, scope_of
+
+
+@given(
+    admitted_share=st.floats(0.05, 1.0),
+    limit=st.integers(1, 4),
+    per_result=st.integers(1, 40),
+    seed=st.integers(0, 1000),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_shortlist_is_the_nearest_admitted_rows(
+    admitted_share: float, limit: int, per_result: int, seed: int
+) -> None:
+    index, matrix, _ = _coded_index(600, scopes=3)
+    rng = np.random.default_rng(seed)
+    candidates = np.flatnonzero(rng.random(600) < admitted_share)
+    query = _vectors(1, seed=seed + 1)[0]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vectors, "SHORTLIST_PER_RESULT", per_result)
+        scan = index.scan_codes(query, [2, 0], None)
+        picks = vectors.shortlist(scan, candidates, limit)
+    in_scopes = candidates[candidates % 3 != 1]
+    distances = _hamming(matrix[in_scopes], query[None, :])
+    keys = sorted((int(d), int(r)) for r, d in zip(in_scopes, distances, strict=True))
+    wanted = max(per_result * limit, len(candidates) // vectors.SHORTLIST_SHARE)
+    assert sorted(int(r) for r in scan.rows[picks]) == sorted(r for _, r in keys[:wanted])
+    assert np.all(np.diff(picks) > 0)
+
+
+def test_shortlisted_scores_are_the_bits_of_a_full_scan(coded_from_ten: None) -> None:
+    index, matrix, scope_of = _coded_index(3 * CHUNK_ROWS, scopes=2)
+    query = _vectors(1, seed=5)[0]
+    candidates = np.arange(0, len(matrix), 2, dtype=np.int64)
+    also = np.array([4, 1000, 2046], dtype=np.int64)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vectors, "SHORTLIST_PER_RESULT", 10)
+        got = vectors.similarity(
+            index, query, None, len(matrix), candidates, limit=3, scope_of=scope_of, also=also
+        )
+    rows, exact = index.similarities(query, None)
+    full = vectors.aligned(rows, exact, candidates, len(matrix))
+    scored = ~np.isnan(got)
+    assert scored.sum() >= 30
+    assert set(also.tolist()) <= set(candidates[scored].tolist())
+    np.testing.assert_array_equal(
+        got[scored].astype(np.float32).view(np.int32),
+        full[scored].astype(np.float32).view(np.int32),
+    )
+    # The shortlisted rows are the candidates with the nearest codes.
+    unscored = candidates[~scored]
+    nearest = _hamming(matrix[candidates[scored]], query[None, :])
+    assert _hamming(matrix[unscored], query[None, :]).min() >= np.sort(nearest)[29]
+
+
+def test_without_a_limit_or_below_the_threshold_every_row_is_scored() -> None:
+    index, matrix, scope_of = _coded_index(200, scopes=2)
+    query = _vectors(1, seed=5)[0]
+    candidates = np.arange(200, dtype=np.int64)
+    for limit in (0, 5):
+        got = vectors.similarity(
+            index, query, None, 200, candidates, limit=limit, scope_of=scope_of
+        )
+        assert not np.isnan(got).any()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    start=st.lists(creations, min_size=8, max_size=14),
+    history=st.lists(operations, min_size=5, max_size=30),
+)
+def test_as_of_gives_the_answers_given_then_with_shortlists(
+    start: list[tuple[Any, ...]], history: list[tuple[Any, ...]]
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embeddings, "CODED_MIN_ROWS", 6)
+        patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 6)
+        patch.setattr(vectors, "SHORTLIST_PER_RESULT", 1)
+        check_answers_as_of(start, history)
