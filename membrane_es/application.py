@@ -97,7 +97,8 @@ class MemoryApplication(Application):
                 for notification in self.recorder.select_notifications(
                     start=start + 1, limit=head - start, stop=head
                 ):
-                    self.cache.discard(notification.originator_id)
+                    key = notification.originator_id
+                    self.cache.discard(key if isinstance(key, UUID) else UUID(key))
             self._coherent_through = head
 
     def _note_recorded(self, recordings: list[Recording[UUID]]) -> None:

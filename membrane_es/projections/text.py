@@ -25,6 +25,7 @@ import numpy.typing as npt
 Array = npt.NDArray[Any]
 
 _WORD = re.compile(r"[0-9a-z]+")
+STEMS_REMEMBERED = 100_000  # words whose stems are kept (a few MB at most)
 # Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
 # auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
 # not what it is about; in a small store their IDF cannot tell them from content words
@@ -64,6 +65,7 @@ class TextIndex:
             """
         )
         self._scratch_lock = threading.Lock()
+        self._stem_of: dict[str, str] = {}
         # Tokens in each row's document; -1 for rows without one.
         self._lengths = np.full(1024, -1, dtype=np.int32)
 
@@ -112,12 +114,11 @@ class TextIndex:
         terms = query_terms(query)
         if not terms:
             return []
-        with self._scratch_lock:
-            stems = self._stems(terms)
-            # Porter's stemmer is not idempotent: "deployment" stems to "deploy", which is
-            # itself stemmed to "deploi" — the stem of "deploy", "deployed", "deploys". A query
-            # word also matches its stem's stem, so "deployment" finds "deploy" too.
-            again = self._stems(stems)
+        stems = self._stems(terms)
+        # Porter's stemmer is not idempotent: "deployment" stems to "deploy", which is
+        # itself stemmed to "deploi" — the stem of "deploy", "deployed", "deploys". A query
+        # word also matches its stem's stem, so "deployment" finds "deploy" too.
+        again = self._stems(stems)
         result = []
         for stem, twice in dict.fromkeys(zip(stems, again, strict=True)):
             found = self._db.execute(
@@ -133,11 +134,23 @@ class TextIndex:
         return result
 
     def _stems(self, words: list[str]) -> list[str]:
-        """Each word stemmed as documents are (caller holds the scratch lock)."""
-        self._db.execute("DELETE FROM temp.scratch")
-        self._db.execute("INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(words),))
-        found = dict(self._db.execute("SELECT offset, term FROM temp.scratch_terms"))
-        return [found.get(i, word) for i, word in enumerate(words)]
+        """Each word stemmed as documents are (remembered: a word's stem never changes)."""
+        known = self._stem_of
+        if len(known) > STEMS_REMEMBERED:
+            known.clear()
+        stems = {word: known[word] for word in words if word in known}
+        unknown = [word for word in dict.fromkeys(words) if word not in stems]
+        if unknown:
+            with self._scratch_lock:
+                self._db.execute("DELETE FROM temp.scratch")
+                self._db.execute(
+                    "INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(unknown),)
+                )
+                found = dict(self._db.execute("SELECT offset, term FROM temp.scratch_terms"))
+            fresh = {word: found.get(i, word) for i, word in enumerate(unknown)}
+            known.update(fresh)
+            stems.update(fresh)
+        return [stems[word] for word in words]
 
     def corpus(self, below: int) -> tuple[int, int]:
         """(documents, tokens in them) among the rows under ``below``."""
