@@ -45,7 +45,13 @@ def bm25(
     The statistics are always those of every row below ``size``: ``rows`` only chooses whose
     scores are computed, so a scoped read pays for the postings in its rows, not for a score
     per record of the store."""
-    postings = text.postings(query, size)
+    return _bm25(text, text.postings(query, size), size, rows)
+
+
+def _bm25(
+    text: TextIndex, postings: list[tuple[Array, Array]], size: int, rows: Array | None
+) -> tuple[Array, float] | None:
+    """:func:`bm25` from the query words' postings."""
     if not any(len(hits) for hits, _ in postings):
         return None
     documents, tokens = text.corpus(size)
@@ -84,3 +90,22 @@ def coverage(text: TextIndex, query: str, size: int, rows: Array | None = None) 
         return None
     scores, ceiling = scored
     return np.minimum(scores / ceiling, 1.0) if ceiling > 0 else np.zeros_like(scores)
+
+
+def matches(
+    text: TextIndex, query: str, size: int, within: Array | None = None
+) -> tuple[Array, Array] | None:
+    """(rows, :func:`coverage`) of just the rows below ``size`` — and in ``within``
+    (ascending), when given — that hold a query word, ascending; None when no row below
+    ``size`` holds one. Every other row's coverage is 0."""
+    postings = text.postings(query, size)
+    hits = [rows for rows, _ in postings if len(rows)]
+    if not hits:
+        return None
+    rows = np.unique(np.concatenate(hits))
+    if within is not None:
+        rows = rows[_positions(within, rows)[1]]
+    scored = _bm25(text, postings, size, rows)
+    assert scored is not None
+    scores, ceiling = scored
+    return rows, np.minimum(scores / ceiling, 1.0) if ceiling > 0 else np.zeros_like(scores)

@@ -33,9 +33,9 @@ from membrane_es.errors import ValidationError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
-from membrane_es.queries.candidates import Candidates, Filters, find, type_codes
-from membrane_es.queries.lexical import coverage
-from membrane_es.queries.ranking import blend, order, relevance
+from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
+from membrane_es.queries.lexical import coverage, matches
+from membrane_es.queries.ranking import SALIENCE_WEIGHT, blend, order, relevance
 from membrane_es.queries.records import EventReader
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
@@ -217,16 +217,104 @@ def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sourc
 
 def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -> Ranking:
     """Find the candidates, order them and cut to the plan's limit; run the selector."""
-    table = snapshot.table
+    ranking = _rank_by_evidence(snapshot, plan, threshold)
+    return ranking if ranking is not None else _rank_every_candidate(snapshot, plan, threshold)
+
+
+def _rank_every_candidate(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
+    """Admit every row the trust lets the caller see, score each, and order them."""
     found = find(snapshot, plan.trust, plan.filters)
+    lexical = _lexical(snapshot, plan, found)
+    selectable = _selectable(snapshot, found.rows)
+    also = _also_scored(found.rows, lexical, selectable)
+    similarity = None
+    if _has_vector(snapshot, plan):
+        assert plan.query_vector is not None
+        similarity = vectors.similarity(
+            snapshot.views.embeddings,
+            plan.query_vector,
+            _vector_scopes(snapshot, plan),
+            snapshot.size,
+            found.rows,
+            limit=plan.limit,
+            scope_of=snapshot.table.content["scope"],
+            also=also,
+        )
+    return _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
+
+
+def _rank_by_evidence(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking | None:
+    """The same ranking as :func:`_rank_every_candidate` for a read that shortlists its
+    vectors, from the rows with evidence alone; None when it cannot be sure of that.
+
+    Only shortlisted rows, rows sharing a word with the descriptor and selectable rows have
+    any relevance; every other candidate scores ``SALIENCE_WEIGHT · min(salience, 1)`` at
+    most. So when the last of the top ``limit`` among the rows with evidence scores more
+    than that, no other candidate could have displaced it, and the rest — often almost the
+    whole store — need not be admitted or given a salience at all."""
+    if not _has_vector(snapshot, plan):
+        return None
+    assert plan.query_vector is not None
+    index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
+    scopes = _vector_scopes(snapshot, plan)
+    if not vectors.approximate(index, scopes, size, plan.limit):
+        return None
+    within = universe(snapshot, plan.trust)
+
+    def admitted(rows: Array) -> Array:
+        order_ = np.argsort(rows, kind="stable")
+        kept = admit(snapshot, rows[order_], plan.trust, plan.filters).rows
+        mask = np.zeros(len(rows), dtype=bool)
+        mask[order_] = vectors.held(kept, rows[order_])
+        return mask
+
+    scan = index.scan_codes(plan.query_vector, scopes, size)
+    picks = vectors.shortlist(scan, admitted, plan.limit)
+    matched = None
+    if plan.descriptor.strip():
+        matched = matches(snapshot.views.text, plan.descriptor, size, within)
+    types = table.content["type"]
+    if within is None:
+        selectable_rows = np.flatnonzero(np.isin(types[:size], type_codes(SELECTABLE)))
+    else:
+        selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
+    rows = np.union1d(scan.rows[picks], selectable_rows)
+    if matched is not None:
+        rows = np.union1d(rows, matched[0])
+    found = admit(snapshot, rows, plan.trust, plan.filters)
+    lexical = None
+    if matched is not None:
+        lexical = vectors.aligned(matched[0], matched[1], found.rows, size)
+        lexical = np.nan_to_num(lexical, nan=0.0)
+    selectable = _selectable(snapshot, found.rows)
+    also = _also_scored(found.rows, lexical, selectable)
+    similarity = vectors.scored(
+        index, plan.query_vector, scan, picks, found.rows, also, table.content["scope"]
+    )
+    ranking = _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
+    if ranking.scores is None or len(ranking.ranked) < plan.limit:
+        return None
+    if not len(ranking.scores) or ranking.scores[-1] <= SALIENCE_WEIGHT:
+        return None
+    return ranking
+
+
+def _ranked(
+    snapshot: Snapshot,
+    plan: Plan,
+    found: Candidates,
+    lexical: Array | None,
+    similarity: Array | None,
+    selectable: Array,
+    threshold: float,
+) -> Ranking:
+    """Order the candidates by their evidence and salience, cut to the limit; select."""
+    table = snapshot.table
     created = table.content["created_at"][found.rows]
 
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
-    lexical = _lexical(snapshot, plan, found)
-    selectable = np.isin(table.content["type"][found.rows], type_codes(SELECTABLE))
-    similarity = _similarity(snapshot, plan, found, _also_scored(found, lexical, selectable))
     evidence = relevance(similarity, lexical)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
@@ -234,42 +322,38 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     return Ranking(found.take(picks), chosen, selection, primary[picks])
 
 
-def _similarity(snapshot: Snapshot, plan: Plan, found: Candidates, also: Array) -> Array | None:
-    """Cosine similarity of each candidate's vector to the query's (NaN: none), exact for
-    at least the rows of ``also`` (see :mod:`membrane_es.queries.vectors`)."""
-    if plan.query_vector is None:
-        return None
+def _has_vector(snapshot: Snapshot, plan: Plan) -> bool:
     index = snapshot.views.embeddings
-    if not index.dimensions or len(plan.query_vector) != index.dimensions:
+    vector = plan.query_vector
+    return vector is not None and bool(index.dimensions) and len(vector) == index.dimensions
+
+
+def _vector_scopes(snapshot: Snapshot, plan: Plan) -> list[int] | None:
+    """The embedding blocks a read searches: the trust's scopes and the unscoped, or all."""
+    if not plan.trust.scopes:
         return None
     table = snapshot.table
-    scopes = None
-    if plan.trust.scopes:
-        scopes = [0, *(table.scope_ids[s] for s in plan.trust.scopes if s in table.scope_ids)]
-    return vectors.similarity(
-        index,
-        plan.query_vector,
-        scopes,
-        snapshot.size,
-        found.rows,
-        limit=plan.limit,
-        scope_of=table.content["scope"],
-        also=also,
-    )
+    return [0, *(table.scope_ids[s] for s in plan.trust.scopes if s in table.scope_ids)]
 
 
-def _also_scored(found: Candidates, lexical: Array | None, selectable: Array) -> Array:
-    """Candidates whose similarity a ranking needs even when their vector is not among the
-    query's nearest: every selectable one (the selector scores them all), and the best
-    lexical matches (their blend could still place them)."""
-    rows = found.rows[selectable]
+def _selectable(snapshot: Snapshot, rows: Array) -> Array:
+    """Mask of ``rows`` the multi-solution selector scores (competence and plan_graph)."""
+    mask: Array = np.isin(snapshot.table.content["type"][rows], type_codes(SELECTABLE))
+    return mask
+
+
+def _also_scored(rows: Array, lexical: Array | None, selectable: Array) -> Array:
+    """Candidates (of ``rows``) whose similarity a ranking needs even when their vector is
+    not among the query's nearest: every selectable one (the selector scores them all), and
+    the best lexical matches, ties by row (their blend could still place them)."""
+    wanted = rows[selectable]
     if lexical is not None:
         matching = np.flatnonzero(lexical > 0)
         if len(matching) > LEXICAL_SCORED:
-            best = np.argpartition(-lexical[matching], LEXICAL_SCORED - 1)[:LEXICAL_SCORED]
+            best = np.lexsort((rows[matching], -lexical[matching]))[:LEXICAL_SCORED]
             matching = matching[best]
-        rows = np.union1d(rows, found.rows[matching])
-    return rows
+        wanted = np.union1d(wanted, rows[matching])
+    return wanted
 
 
 def _lexical(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:

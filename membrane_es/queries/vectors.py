@@ -20,6 +20,8 @@ read ``as_of`` a moment returns what the same read returned then.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,7 +33,16 @@ Array = npt.NDArray[Any]
 
 APPROXIMATE_MIN_ROWS = CODED_MIN_ROWS  # from here on the index keeps every row's code
 SHORTLIST_PER_RESULT = 64  # exact scores for at least this many rows per result asked for
-SHORTLIST_SHARE = 100  # ... and for at least this share (1/n) of the admitted candidates
+SHORTLIST_SHARE = 100  # ... and for at least this share (1/n) of the vectors searched
+
+Admitted = Callable[[Array], Array]  # mask of the given rows (ascending) a query admits
+
+
+def approximate(index: EmbeddingIndex, scopes: list[int] | None, size: int, limit: int) -> bool:
+    """Whether a read with this limit over these scopes' rows under ``size`` shortlists."""
+    if limit <= 0:
+        return False
+    return sum(count for _, _, count in index.chosen(scopes, size)) >= APPROXIMATE_MIN_ROWS
 
 
 def similarity(
@@ -45,18 +56,31 @@ def similarity(
     scope_of: Array,
     also: Array | None = None,
 ) -> Array:
-    """Cosine similarity of each candidate (``candidates``: ascending rows under ``size``,
-    all in ``scopes`` — every scope when None) to ``query``; NaN where there is none.
+    """Cosine similarity of each candidate (``candidates``: every row under ``size`` in
+    ``scopes`` — every scope when None — that the query admits, ascending) to ``query``;
+    NaN where there is none.
 
-    With ``limit`` > 0 over :data:`APPROXIMATE_MIN_ROWS` vectors or more, only the shortlist
-    and the rows of ``also`` (a subset of the candidates) are scored; ``scope_of`` is the
-    table's scope column."""
-    counted = sum(count for _, _, count in index.chosen(scopes, size))
-    if limit <= 0 or counted < APPROXIMATE_MIN_ROWS:
+    When :func:`approximate`, only the shortlist and the rows of ``also`` (a subset of the
+    candidates) are scored; ``scope_of`` is the table's scope column."""
+    if not approximate(index, scopes, size, limit):
         rows, cosine = index.similarities(query, scopes, below=size)
         return aligned(rows, cosine, candidates, size)
     scan = index.scan_codes(query, scopes, size)
-    picks = shortlist(scan, candidates, limit)
+    picks = shortlist(scan, partial(held, candidates), limit)
+    return scored(index, query, scan, picks, candidates, also, scope_of)
+
+
+def scored(
+    index: EmbeddingIndex,
+    query: Array,
+    scan: CodeScan,
+    picks: Array,
+    candidates: Array,
+    also: Array | None,
+    scope_of: Array,
+) -> Array:
+    """Exact similarity of the shortlist (``picks``, places in ``scan``) and of the rows of
+    ``also``, aligned to ``candidates`` (ascending, holding both); NaN elsewhere."""
     if also is not None and len(also):
         places = scan.places(also, scope_of[also])
         picks = np.union1d(picks, places[places >= 0])
@@ -66,18 +90,17 @@ def similarity(
     return out
 
 
-def shortlist(scan: CodeScan, candidates: Array, limit: int) -> Array:
-    """Places in ``scan`` of the candidates whose sign codes are nearest the query's: the
-    ``wanted`` smallest (distance, row) among the admitted rows, one set whatever order the
-    rows came in (ascending)."""
-    wanted = max(SHORTLIST_PER_RESULT * limit, len(candidates) // SHORTLIST_SHARE)
+def shortlist(scan: CodeScan, admitted: Admitted, limit: int) -> Array:
+    """Places in ``scan`` (ascending) of the admitted rows whose sign codes are nearest the
+    query's: the ``wanted`` smallest (distance, row), one set whatever order rows came in."""
+    wanted = max(SHORTLIST_PER_RESULT * limit, len(scan.rows) // SHORTLIST_SHARE)
     # Widen a distance cut-off until enough admitted rows fall under it (distances take
     # few values, so counting them is cheap), then break ties at the cut-off by row.
     cumulative = np.cumsum(np.bincount(scan.distances))
     cutoff = int(np.searchsorted(cumulative, wanted))
     while True:
         near = np.flatnonzero(scan.distances <= cutoff)
-        near = near[_admitted(scan.rows[near], candidates)]
+        near = near[admitted(scan.rows[near])]
         if len(near) >= wanted or cutoff >= len(cumulative) - 1:
             break
         missing = wanted - len(near)
@@ -88,13 +111,13 @@ def shortlist(scan: CodeScan, candidates: Array, limit: int) -> Array:
     return np.sort(near[np.argpartition(keys, wanted - 1)[:wanted]])
 
 
-def _admitted(rows: Array, candidates: Array) -> Array:
+def held(candidates: Array, rows: Array) -> Array:
     """Mask of ``rows`` that are among ``candidates`` (ascending)."""
     if not len(candidates):
         return np.zeros(len(rows), dtype=bool)
     places = np.minimum(np.searchsorted(candidates, rows), len(candidates) - 1)
-    held: Array = candidates[places] == rows
-    return held
+    mask: Array = candidates[places] == rows
+    return mask
 
 
 def aligned(rows: Array, values: Array, wanted: Array, size: int) -> Array:

@@ -10,6 +10,9 @@ stores, ``as_of`` still gives the answers given at the time.
 
 from __future__ import annotations
 
+import itertools
+import random
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from membrane_es import Membrane, TrustContext
+from membrane_es.clock import MonotonicClock
+from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import embeddings
 from membrane_es.projections.embeddings import (
     CHUNK_ROWS,
@@ -25,8 +31,11 @@ from membrane_es.projections.embeddings import (
     EmbeddingIndex,
     sign_codes,
 )
-from membrane_es.queries import vectors
+from membrane_es.queries import retrieve, vectors
+from membrane_es.queries.snapshot import take_snapshot
+from tests.unit.conftest import ManualTime
 from tests.unit.test_retrieve_as_of import check_answers_as_of, creations, operations
+from tests.views_support import WORDS, random_history
 
 DIMENSIONS = 70  # not a multiple of 64: the last code word is partly padding
 
@@ -130,11 +139,11 @@ def test_the_shortlist_is_the_nearest_admitted_rows(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", per_result)
         scan = index.scan_codes(query, [2, 0], None)
-        picks = vectors.shortlist(scan, candidates, limit)
+        picks = vectors.shortlist(scan, partial(vectors.held, candidates), limit)
     in_scopes = candidates[candidates % 3 != 1]
     distances = _hamming(matrix[in_scopes], query[None, :])
     keys = sorted((int(d), int(r)) for r, d in zip(in_scopes, distances, strict=True))
-    wanted = max(per_result * limit, len(candidates) // vectors.SHORTLIST_SHARE)
+    wanted = max(per_result * limit, len(scan.rows) // vectors.SHORTLIST_SHARE)
     assert sorted(int(r) for r in scan.rows[picks]) == sorted(r for _, r in keys[:wanted])
     assert np.all(np.diff(picks) > 0)
 
@@ -188,3 +197,68 @@ def test_as_of_gives_the_answers_given_then_with_shortlists(
         patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 6)
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 1)
         check_answers_as_of(start, history)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed: int) -> None:
+    """Whenever the evidence-first ranking answers, it is the ranking of every candidate."""
+    rng = random.Random(seed)
+    time = ManualTime()
+    embedder = HashingEmbedder(32)
+    answered = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embeddings, "CODED_MIN_ROWS", 8)
+        patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 8)
+        patch.setattr(vectors, "SHORTLIST_PER_RESULT", 2)
+        patch.setattr(retrieve, "LEXICAL_SCORED", 3)
+        memory = Membrane.in_memory(clock=MonotonicClock(source=time), embedder=embedder)
+        with memory:
+            moments = []
+            for _ in range(3):
+                random_history(memory, rng, 40)
+                moments.append(time.current)
+                time.advance(hours=rng.randint(1, 300))
+            sources = retrieve.Sources(memory.views, memory.application, time.current, embedder)
+            for as_of in [None, *moments]:
+                snapshot = take_snapshot(memory.views, time.current, as_of)
+                for trust, types, limit in itertools.product(
+                    _TRUSTS, (None, ["semantic"]), (1, 3, 8)
+                ):
+                    plan = retrieve.make_plan(
+                        sources,
+                        descriptor=" ".join(rng.sample(WORDS, 2)),
+                        trust=trust,
+                        memory_types=types,
+                        min_salience=rng.choice([0.0, 0.2]),
+                        limit=limit,
+                        as_of=as_of,
+                        valid_at=None,
+                        include_retracted=rng.random() < 0.2,
+                        query_embedding=None,
+                    )
+                    quick = retrieve._rank_by_evidence(snapshot, plan, 0.7)
+                    if quick is None:
+                        continue
+                    answered += 1
+                    full = retrieve._rank_every_candidate(snapshot, plan, 0.7)
+                    _assert_same_ranking(quick, full)
+    assert answered >= 10
+
+
+_TRUSTS = [
+    TrustContext(),
+    TrustContext(max_sensitivity="medium"),
+    TrustContext(scopes=["project:alpha"]),
+    TrustContext(max_sensitivity="high", scopes=["project:alpha", "project:beta"]),
+]
+
+
+def _assert_same_ranking(left: retrieve.Ranking, right: retrieve.Ranking) -> None:
+    for name in ("rows", "salience", "redacted"):
+        np.testing.assert_array_equal(getattr(left.ranked, name), getattr(right.ranked, name))
+    np.testing.assert_array_equal(left.scores, right.scores)
+    assert left.selection == right.selection
+    if left.selectable is None or right.selectable is None:
+        assert left.selectable is right.selectable
+    else:
+        np.testing.assert_array_equal(left.selectable.rows, right.selectable.rows)
