@@ -338,3 +338,21 @@ def test_a_quantifier_in_the_task_is_no_evidence(memory: Membrane) -> None:
     result = memory.retrieve("show all outages", limit=1)
 
     assert [r.id for r in result.records] == [outage]
+
+
+def test_term_counts_and_corpus_statistics_follow_new_documents() -> None:
+    """Postings count each word's occurrences per document; the corpus statistics (kept
+    between reads) change as soon as a document is added, and not for rows below a moment."""
+    index = TextIndex()
+    index.add(0, "cache cache miss")
+    index.add(2, "cache warm")
+    assert index.corpus(3) == (2, 5)
+    [(rows, counts)] = index.postings("cache", 3)
+    assert rows.tolist() == [0, 2] and counts.tolist() == [2.0, 1.0]
+
+    index.add(3, "cold cache cache cache")
+    index.add_many([(4, "cache"), (5, "  ")])
+    assert index.corpus(3) == (2, 5)  # as of the first three rows: unchanged
+    assert index.corpus(6) == (4, 10)
+    [(rows, counts)] = index.postings("caches", 6)
+    assert rows.tolist() == [0, 2, 3, 4] and counts.tolist() == [2.0, 1.0, 3.0, 1.0]
