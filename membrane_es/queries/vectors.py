@@ -10,7 +10,7 @@ closest to the query — at least :data:`SHORTLIST_PER_RESULT` per result asked 
 1/:data:`SHORTLIST_SHARE` of the candidates — and only the shortlist, plus the candidates the
 caller names (those with other evidence, whose blend needs their similarity), get an exact
 score. Candidates outside both have no vector evidence, as records without a vector have none.
-On the clustered benchmark corpus the records returned are 95–100 % of the exact answer's
+On the clustered benchmark corpus 96–97 % of the records returned are the exact answer's
 (docs/benchmarks.md).
 
 Either way the answer depends only on what the snapshot holds — its rows, their codes and
