@@ -290,23 +290,24 @@ def raw_scan(directory: str) -> tuple[int, float]:
 
 
 def log_floor(app: Any) -> tuple[int, float]:
-    """(events, seconds) to read the notification log in order, in the rebuild's pages, and
-    typed-decode every event as the rebuild does, applying nothing: what any rebuild through
-    the recorder costs before it touches a view."""
-    from membrane_es.projections.read_model import CATCH_UP_BATCH, event_decoder
+    """(events, seconds) to read the notification log in order, in the rebuild's pages and
+    through the rebuild's reader, and typed-decode every event as the rebuild does, applying
+    nothing: what the rebuild costs before it touches a view."""
+    from membrane_es.projections.log_pages import LogReader
+    from membrane_es.projections.read_model import CATCH_UP_BATCH
 
-    decode = event_decoder(app.mapper)
+    reader = LogReader(app)
     count, position = 0, 0
-    gc.disable()  # as the rebuild does for full pages
+    gc.disable()  # as the rebuild does
     try:
         start = time.perf_counter()
         while True:
-            page = app.recorder.select_notifications(start=position + 1, limit=CATCH_UP_BATCH)
-            events = [decode(notification) for notification in page]
+            page = reader.page(position + 1, CATCH_UP_BATCH)
+            events = list(page.events)
             count += len(events)
-            if len(page) < CATCH_UP_BATCH:
+            if page.count < CATCH_UP_BATCH:
                 return count, time.perf_counter() - start
-            position = page[-1].id
+            position = page.last_id
     finally:
         gc.enable()
 

@@ -255,6 +255,95 @@ def read_notifications(
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class LogRows:
+    """Consecutive rows of a notification log, column by column.
+
+    What a projection replaying the log in bulk needs, without a ``Notification`` and two
+    ``UUID`` objects per row: index ``i`` of every column is one row. Originator ids and
+    versions are decoded from ``event_keys`` only when asked for.
+    """
+
+    ids: list[int]
+    event_keys: list[bytes]
+    topics: list[str]
+    states: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def originator_id(self, index: int) -> UUID | str:
+        """The originator id of row ``index``."""
+        return decode_originator(self.event_keys[index])
+
+    def originator_version(self, index: int) -> int:
+        """The originator version of row ``index``."""
+        return version_of(self.event_keys[index])
+
+
+def read_log_rows(
+    txn: Txn,
+    events_db: lmdb._Database,
+    log_db: lmdb._Database,
+    first: int,
+    limit: int,
+    stop: int | None,
+) -> LogRows:
+    """Return up to limit rows with first <= id <= stop, in log order, as columns.
+
+    A row's id is the notification id its event row recorded (its log key, in a log that
+    verifies). Event rows sort by originator, not by log order, so they are looked up, all
+    of a page's in one call.
+    """
+    rows = LogRows([], [], [], [])
+    first = max(first, 1)
+    if stop is not None:
+        limit = min(limit, stop - first + 1)  # ids are distinct: no more rows than that
+    cursor = txn.cursor(db=log_db)
+    if limit <= 0 or not cursor.set_range(U64.pack(first)):
+        return rows
+    keys = rows.event_keys
+    for value in cursor.iternext(keys=False):
+        keys.append(value[HASH_SIZE:])
+        if len(keys) >= limit:
+            break
+    found = txn.cursor(db=events_db).getmulti(keys)  # a key not found is left out
+    if len(found) != len(keys):
+        raise _missing_row(txn, events_db, log_db, first)
+    ids, topics, states = rows.ids, rows.topics, rows.states
+    unpack = _ROW.unpack_from
+    names: dict[bytes, str] = {}  # a page has few distinct topics: decode each once
+    for _, row in found:
+        notification_id, topic_length = unpack(row)
+        if stop is not None and notification_id > stop:
+            del keys[len(ids) :]
+            break
+        end = _ROW.size + topic_length
+        raw = row[_ROW.size : end]
+        topic = names.get(raw)
+        if topic is None:
+            topic = names[raw] = raw.decode("utf-8")
+        ids.append(notification_id)
+        topics.append(topic)
+        states.append(row[end:])
+    return rows
+
+
+def _missing_row(
+    txn: Txn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
+) -> InternalError:
+    """The error for the first notification from ``first`` on whose event row is missing."""
+    cursor = txn.cursor(db=log_db)
+    if cursor.set_range(U64.pack(max(first, 1))):
+        for key, value in cursor.iternext():
+            if txn.get(value[HASH_SIZE:], db=events_db) is None:
+                (notification_id,) = U64.unpack(key)
+                return InternalError(
+                    f"Notification {notification_id} refers to a missing event row; run verify()"
+                )
+    return InternalError("A notification refers to a missing event row; run verify()")
+
+
 # Verification ------------------------------------------------------------------------
 
 

@@ -49,11 +49,13 @@ from membrane_es._lmdb_format import (
     U64,
     ChainFault,
     ChainReport,
+    LogRows,
     append_events,
     put_records,
     put_tracking,
     read_events,
     read_head,
+    read_log_rows,
     read_notifications,
     verify_log,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "LMDBStore",
     "LMDBSubscription",
     "LMDBTrackingRecorder",
+    "LogRows",
     "open_store",
     "verify_chain",
     "verify_store",
@@ -203,6 +206,16 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         wanted = frozenset(topics)
         with self.store.reading() as txn:
             return read_notifications(txn, events_db, log_db, first, limit, stop, wanted)
+
+    def read_log_rows(self, start: int, limit: int, stop: int | None = None) -> LogRows:
+        """Return up to limit rows of the notification log with start <= id <= stop, in
+        order, as raw columns read in one transaction (for replaying the log in bulk)."""
+        events_db = self._db(self.events_table)
+        log_db = self._db(self.notifications_table)
+        if events_db is None or log_db is None or limit <= 0:
+            return LogRows([], [], [], [])
+        with self.store.reading() as txn:
+            return read_log_rows(txn, events_db, log_db, start, limit, stop)
 
     def max_notification_id(self) -> int | None:
         return self._head_id() or None

@@ -245,7 +245,12 @@ _WHITESPACE = re.compile(r"\s+")
 
 def readable(text: str) -> str:
     """An identifier made readable: underscores become spaces, runs of whitespace one space."""
-    return _WHITESPACE.sub(" ", text.replace("_", " ")).strip()
+    text = text.replace("_", " ")
+    if text.isascii() and text.isprintable() and "  " not in text:
+        # The usual case, and a quick one: printable ASCII has no whitespace but the space,
+        # and no two spaces in a row means no run to shorten.
+        return text.strip()
+    return _WHITESPACE.sub(" ", text).strip()
 
 
 def _leaves(value: Any) -> Iterator[str]:

@@ -17,19 +17,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
 import msgspec
 import numpy as np
-from eventsourcing.utils import resolve_topic
 
 from membrane_es.aggregates.memory_record import MemoryRecord
-from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding.text import search_text
 from membrane_es.embedding.vectors import unpack
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.graph import RelationGraph
+from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import ACTION_CODE, MetricsView, figure_of
 from membrane_es.projections.records import (
     STATE_NAMES,
@@ -53,16 +52,6 @@ CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: me
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
 TEXT_WORKER_MIN_BACKLOG = 50_000
-
-
-class NotificationSource(Protocol):
-    """Where the read model reads the log from (an eventsourcing application)."""
-
-    @property
-    def recorder(self) -> Any: ...
-
-    @property
-    def mapper(self) -> Any: ...
 
 
 class ReadModel:
@@ -92,31 +81,28 @@ class ReadModel:
         every page is indexed before this returns."""
         applied = 0
         with self.lock:
-            decode = event_decoder(source.mapper)
+            reader = LogReader(source)
             worker: ThreadPoolExecutor | None = None
             indexed: list[Future[None]] = []
 
             def index_in_worker(documents: list[tuple[int, str]]) -> None:
                 assert worker is not None
-                indexed.append(worker.submit(self.text.add_many, documents))
+                indexed.append(worker.submit(self.text.insert_many, documents))
 
+            first_row = self.table.size  # rows the worker indexes are this one and after
             backlog = (source.recorder.max_notification_id() or 0) - self.position
             use_worker = backlog >= TEXT_WORKER_MIN_BACKLOG
             try:
                 with _collector_paused():
                     while True:
-                        notifications = source.recorder.select_notifications(
-                            start=self.position + 1, limit=CATCH_UP_BATCH
-                        )
-                        count = len(notifications)
+                        page = reader.page(self.position + 1, CATCH_UP_BATCH)
+                        count = page.count
                         if use_worker and count == CATCH_UP_BATCH and worker is None:
                             worker = ThreadPoolExecutor(1, thread_name_prefix="membrane-text")
                         if count:
-                            # Each event decoded as it is applied (and dropped after), so the
-                            # page's objects are made and freed one at a time, in cache.
                             self.apply_many(
-                                map(decode, notifications),
-                                notifications[-1].id,
+                                page.events,
+                                page.last_id,
                                 index_text=None if worker is None else index_in_worker,
                                 count=count,
                             )
@@ -128,6 +114,7 @@ class ReadModel:
                     worker.shutdown(wait=True)
                     for done in indexed:
                         done.result()  # raises what the worker raised
+                    self.text.note_lengths(first_row, self.table.size - 1)
 
     def follow(self, recordings: Sequence[Any], source: NotificationSource) -> None:
         """Apply what this process just wrote (``Recording`` objects), without reading the log
@@ -191,6 +178,8 @@ class ReadModel:
         vectors: list[tuple[int, int, str, bytes]] = []
         next_checkpoint = timeline.next_checkpoint()
         kinds = _KIND_CACHE
+        # Bound once: the loop below runs for every event of a rebuild.
+        register, content_values, add_relation = table.register, table.content_values, graph.add
 
         for event in events:
             cls = type(event)
@@ -202,8 +191,8 @@ class ReadModel:
             state: list[Any] | None
             if kind == _CREATED:
                 record = event.record
-                row = table.register(record.id, event.originator_id)
-                values = table.content_values(record, at, moment)
+                row = register(record.id, event.originator_id)
+                values = content_values(record, at, moment)
                 content.append(values)
                 types.append(values[0])
                 figures.append(figure_of(record))
@@ -212,7 +201,7 @@ class ReadModel:
                     if code is not None:
                         audit.append((at, code))
                 for relation in record.relations:
-                    graph.add(record.id, relation)
+                    add_relation(record.id, relation)
                 documents.append((row, search_text(record)))
                 if isinstance(record.payload, EntityPayload):
                     self.entities.add(row, record.payload)
@@ -496,29 +485,6 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def event_decoder(mapper: Any) -> Callable[[Any], Any]:
-    """A function from notification to domain event: the mapper's own, or for msgspec's plain
-    codec (no cipher, no compression) the same typed decode with one decoder per topic."""
-    if (
-        not isinstance(mapper, MsgspecMapper)
-        or mapper.cipher is not None
-        or mapper.compressor is not None
-    ):
-        return cast("Callable[[Any], Any]", mapper.to_domain_event)
-    decoders: dict[str, Callable[[bytes], Any]] = {}
-
-    def decode(notification: Any) -> Any:
-        typed = decoders.get(notification.topic)
-        if typed is None:
-            cls = resolve_topic(notification.topic)
-            if getattr(cls, "class_version", 1) > 1:  # upcast on the mapper's path
-                return mapper.to_domain_event(notification)
-            typed = decoders[notification.topic] = msgspec.msgpack.Decoder(cls).decode
-        return typed(notification.state)
-
-    return decode
 
 
 # Kinds of event for :meth:`ReadModel.apply_many`.

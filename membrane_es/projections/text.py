@@ -19,11 +19,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 Array = npt.NDArray[Any]
 
+_JSON = msgspec.json.Encoder()
 _WORD = re.compile(r"[0-9a-z]+")
 STEMS_REMEMBERED = 100_000  # words whose stems are kept (a few MB at most)
 # Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
@@ -102,6 +104,41 @@ class TextIndex:
         self._reserve(int(rows.max()))
         self._lengths[rows] = [_varint(size) for _, size in sizes]
         self._lengths_version += 1
+
+    def insert_many(self, documents: list[tuple[int, str]]) -> None:
+        """Index ``(row, text)`` documents of rows not indexed yet, without noting their
+        lengths (:meth:`note_lengths` does, once every insert is in).
+
+        The documents go in as one statement over a JSON array, which SQLite runs from start
+        to end without the GIL: on another thread, this leaves the caller's thread running
+        Python the whole time (``executemany`` takes the GIL back for every row, and waits
+        for it). JSON text cannot carry a NUL character, so documents with one are bound
+        row by row."""
+        documents = [(row, text) for row, text in documents if text.strip()]
+        if any("\x00" in text for _, text in documents):
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        elif documents:
+            self._db.execute(
+                "INSERT INTO docs(rowid, body) SELECT value ->> 0, value ->> 1 FROM json_each(?)",
+                (_JSON.encode(documents),),
+            )
+
+    def note_lengths(self, first: int, last: int) -> None:
+        """Note the lengths of the documents of rows ``first`` to ``last`` (inclusive) that
+        :meth:`insert_many` indexed."""
+        sizes = self._db.execute(
+            "SELECT id, sz FROM docs_docsize WHERE id BETWEEN ? AND ?", (first, last)
+        ).fetchall()
+        if sizes:
+            rows = np.array([row for row, _ in sizes], dtype=np.int64)
+            self._reserve(int(rows.max()))
+            self._lengths[rows] = [_varint(size) for _, size in sizes]
 
     def _set_length(self, row: int, length: int) -> None:
         self._reserve(row)
