@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from membrane_es.embedding import (
     trigger_text,
 )
 from membrane_es.embedding.sentence_transformers import bundled_model_path
+from membrane_es.embedding.text import readable
 from membrane_es.errors import MembraneError
 from membrane_es.schema import (
     CompetencePayload,
@@ -557,3 +559,12 @@ def test_record_text_is_the_search_text() -> None:
     for _, payload, _ in TRIGGER_TABLE:
         assert record_text(record(payload)) == search_text(record(payload))
     assert record_text(None) == ""
+
+
+def test_readable_collapses_every_kind_of_whitespace_as_the_pattern_does() -> None:
+    pattern = re.compile(r"\s+")
+    alphabet = "ab_ Z9.-\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2000\u3000\x00\x7fé"
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert readable(text) == pattern.sub(" ", text.replace("_", " ")).strip()

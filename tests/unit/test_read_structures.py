@@ -12,7 +12,8 @@ from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
 from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.partitions import ScopePartitions
-from membrane_es.projections.records import KeyRows
+from membrane_es.projections.records import KeyRows, _canonical_uuid
+from membrane_es.projections.text import TextIndex
 from membrane_es.schema.records import Relation
 
 DIMENSIONS = 48
@@ -128,3 +129,56 @@ def test_incoming_edges_keep_arrival_order_and_drop_repeats() -> None:
         Relation(predicate="supports", target_id="t", weight=1.0),
         Relation(predicate="depends_on", target_id="t", weight=1.0),
     ]
+
+
+TEXTS = [
+    "deploy the service",
+    "",  # blank documents are not indexed
+    "   ",
+    "service port 8080, deployed twice",
+    'naïve café ﬁle — x\u2028y 😀 \\ " \t\n',
+    "a\x00b after the NUL",  # JSON cannot carry a NUL: this page is bound row by row
+    "unrelated cats",
+]
+
+
+@pytest.mark.parametrize("with_nul", [True, False])
+def test_text_inserted_in_one_statement_equals_added_row_by_row(with_nul: bool) -> None:
+    documents = [(row, text) for row, text in enumerate(TEXTS) if with_nul or "\x00" not in text]
+    added, inserted = TextIndex(), TextIndex()
+    added.add_many(documents[:3])
+    added.add_many(documents[3:])
+    inserted.insert_many(documents[:3])
+    inserted.insert_many(documents[3:])
+    inserted.note_lengths(0, len(TEXTS) - 1)
+    query = "SELECT rowid, body FROM docs ORDER BY rowid"
+    assert inserted._db.execute(query).fetchall() == added._db.execute(query).fetchall()
+    rows = np.arange(len(TEXTS) + 2)
+    np.testing.assert_array_equal(inserted.lengths(rows), added.lengths(rows))
+    assert inserted.corpus(len(TEXTS)) == added.corpus(len(TEXTS))
+    for words in ("deploy service", "cats café", "after"):
+        for got, want in zip(inserted.search(words), added.search(words), strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "record_id",
+    [
+        str(uuid.uuid4()),
+        str(uuid.uuid4()).upper(),
+        "{" + str(uuid.uuid4()) + "}",
+        str(uuid.uuid4()) + "\n",
+        uuid.uuid4().hex,
+        "urn:uuid:" + str(uuid.uuid4())[9:],
+        "0" * 8 + "_" + "0" * 27,
+        "٠" * 8 + "-0000-0000-0000-000000000000",
+        "fact-42",
+        "",
+    ],
+)
+def test_a_canonical_uuid_is_what_a_uuid_round_trip_gives_back(record_id: str) -> None:
+    try:
+        round_trip = str(uuid.UUID(record_id)) == record_id
+    except ValueError:
+        round_trip = False
+    assert _canonical_uuid(record_id) is round_trip
