@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import lmdb
 from eventsourcing.persistence import (
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     Txn = lmdb.Transaction[bytes]
+    BufferTxn = lmdb.Transaction[memoryview]
 
 T = TypeVar("T")
+X = TypeVar("X", "Txn", "BufferTxn")
 
 DEFAULT_MAP_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_DBS = 128
@@ -149,22 +151,25 @@ class _Rollback(Exception):  # noqa: N818 - control flow, never escapes
     """Abort the group's transaction because no batch in it succeeded."""
 
 
-class _ReadTxn:
+class _ReadTxn(Generic[X]):
     """Context manager giving a short read transaction; see LMDBStore.reading()."""
 
-    __slots__ = ("_store", "_txn")
+    __slots__ = ("_store", "_txn", "_buffers")
+    _txn: X
 
-    def __init__(self, store: LMDBStore) -> None:
+    def __init__(self, store: LMDBStore, buffers: bool) -> None:
         self._store = store
+        self._buffers = buffers
 
-    def __enter__(self) -> Txn:
+    def __enter__(self) -> X:
         store = self._store
         while True:
             store.gate.enter()
             try:
                 if store.closed:
                     raise InterfaceError(f"LMDB store is closed: {store.path}")
-                self._txn = store.env.begin()
+                txn = store.env.begin(buffers=True) if self._buffers else store.env.begin()
+                self._txn = cast("X", txn)  # the kind reading() or reading_buffers() promised
                 return self._txn
             except lmdb.MapResizedError:
                 # Another process grew the map past our mapping; adopt its size.
@@ -329,9 +334,14 @@ class LMDBStore:
 
     # Reading ------------------------------------------------------------------------
 
-    def reading(self) -> _ReadTxn:
+    def reading(self) -> _ReadTxn[Txn]:
         """Return a context manager for one short read transaction."""
-        return _ReadTxn(self)
+        return _ReadTxn(self, buffers=False)
+
+    def reading_buffers(self) -> _ReadTxn[BufferTxn]:
+        """Return a context manager for one short read transaction whose reads return
+        memoryviews of the map (no copies), valid only inside it."""
+        return _ReadTxn(self, buffers=True)
 
     def last_txnid(self) -> int:
         """Return the id of the newest transaction, by any process, that readers can see."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     import lmdb
 
-    from membrane_es._lmdb_env import LMDBStore, Txn
+    from membrane_es._lmdb_env import BufferTxn, LMDBStore, Txn
 
 U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
@@ -282,7 +282,7 @@ class LogRows:
 
 
 def read_log_rows(
-    txn: Txn,
+    txn: BufferTxn,
     events_db: lmdb._Database,
     log_db: lmdb._Database,
     first: int,
@@ -293,7 +293,8 @@ def read_log_rows(
 
     A row's id is the notification id its event row recorded (its log key, in a log that
     verifies). Event rows sort by originator, not by log order, so they are looked up, all
-    of a page's in one call.
+    of a page's in one call. In a transaction with buffers, rows are read in place and each
+    state copied out once.
     """
     rows = LogRows([], [], [], [])
     first = max(first, 1)
@@ -304,7 +305,7 @@ def read_log_rows(
         return rows
     keys = rows.event_keys
     for value in cursor.iternext(keys=False):
-        keys.append(value[HASH_SIZE:])
+        keys.append(bytes(value[HASH_SIZE:]))
         if len(keys) >= limit:
             break
     found = txn.cursor(db=events_db).getmulti(keys)  # a key not found is left out
@@ -312,7 +313,9 @@ def read_log_rows(
         raise _missing_row(txn, events_db, log_db, first)
     ids, topics, states = rows.ids, rows.topics, rows.states
     unpack = _ROW.unpack_from
-    names: dict[bytes, str] = {}  # a page has few distinct topics: decode each once
+    # A page has few distinct topics: decode each once. Keys are bytes, looked up with the
+    # row's memoryview (which hashes and compares as its bytes), so no copy per row.
+    names: dict[bytes | memoryview, str] = {}
     for _, row in found:
         notification_id, topic_length = unpack(row)
         if stop is not None and notification_id > stop:
@@ -322,15 +325,15 @@ def read_log_rows(
         raw = row[_ROW.size : end]
         topic = names.get(raw)
         if topic is None:
-            topic = names[raw] = raw.decode("utf-8")
+            topic = names[bytes(raw)] = bytes(raw).decode("utf-8")
         ids.append(notification_id)
         topics.append(topic)
-        states.append(row[end:])
+        states.append(bytes(row[end:]))
     return rows
 
 
 def _missing_row(
-    txn: Txn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
+    txn: BufferTxn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
 ) -> InternalError:
     """The error for the first notification from ``first`` on whose event row is missing."""
     cursor = txn.cursor(db=log_db)

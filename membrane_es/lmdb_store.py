@@ -214,7 +214,7 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         log_db = self._db(self.notifications_table)
         if events_db is None or log_db is None or limit <= 0:
             return LogRows([], [], [], [])
-        with self.store.reading() as txn:
+        with self.store.reading_buffers() as txn:
             return read_log_rows(txn, events_db, log_db, start, limit, stop)
 
     def max_notification_id(self) -> int | None:

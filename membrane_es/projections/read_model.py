@@ -74,11 +74,13 @@ class ReadModel:
     def catch_up(self, source: NotificationSource) -> int:
         """Apply every notification after ``position``; returns how many were applied.
 
-        The log is read in pages, and each page decoded and applied in bulk
-        (:meth:`apply_many`). While full pages come (a rebuild, or catching up on open), the
-        text index is written by one worker thread, page after page in order, while this
-        thread decodes and applies the next page (SQLite tokenises without holding the GIL);
-        every page is indexed before this returns."""
+        The log is read in pages (:class:`~membrane_es.projections.log_pages.LogReader`: raw
+        rows where the recorder offers them), and each page decoded and applied in bulk
+        (:meth:`apply_many`). On a backlog of at least ``TEXT_WORKER_MIN_BACKLOG`` events (a
+        rebuild, or catching up on open), the text index is written by one worker thread,
+        page after page in order and each page as one statement (SQLite tokenises without
+        the GIL), while this thread decodes and applies the next page; every page is indexed,
+        and its lengths noted, before this returns."""
         applied = 0
         with self.lock:
             reader = LogReader(source)
