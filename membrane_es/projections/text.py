@@ -139,6 +139,7 @@ class TextIndex:
             rows = np.array([row for row, _ in sizes], dtype=np.int64)
             self._reserve(int(rows.max()))
             self._lengths[rows] = [_varint(size) for _, size in sizes]
+            self._lengths_version += 1
 
     def _set_length(self, row: int, length: int) -> None:
         self._reserve(row)

@@ -182,3 +182,12 @@ def test_a_canonical_uuid_is_what_a_uuid_round_trip_gives_back(record_id: str) -
     except ValueError:
         round_trip = False
     assert _canonical_uuid(record_id) is round_trip
+
+
+def test_noting_lengths_refreshes_the_corpus_statistics() -> None:
+    index = TextIndex()
+    index.add_many([(0, "deploy the service")])
+    before = index.corpus(10)
+    index.insert_many([(1, "deploy daily"), (2, "cats")])
+    index.note_lengths(1, 2)
+    assert index.corpus(10) == (before[0] + 2, before[1] + 3)
