@@ -22,6 +22,10 @@ sequences), ``<name>_notifications`` (the application sequence, hash chained),
 ``<name>_meta`` (the head of that chain), ``<name>_snapshots`` and
 ``<name>_tracking``. Concurrent writers in one process share commits (group
 commit); notification ids start at 1 and are gap-free in commit order.
+
+Beyond eventsourcing's recorder interface, :meth:`LMDBApplicationRecorder.read_log_rows`
+reads the application sequence as raw columns (ids, topics, state bytes), for projections
+that replay it in bulk without a ``Notification`` per row.
 """
 
 from __future__ import annotations
