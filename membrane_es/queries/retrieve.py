@@ -262,10 +262,11 @@ def _rank_by_evidence(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranki
     within = universe(snapshot, plan.trust)
 
     def admitted(rows: Array) -> Array:
-        order_ = np.argsort(rows, kind="stable")
-        kept = admit(snapshot, rows[order_], plan.trust, plan.filters).rows
+        """Mask of ``rows`` (in any order) that pass every filter of the read."""
+        ascending = np.argsort(rows, kind="stable")
+        kept = admit(snapshot, rows[ascending], plan.trust, plan.filters).rows
         mask = np.zeros(len(rows), dtype=bool)
-        mask[order_] = vectors.held(kept, rows[order_])
+        mask[ascending] = vectors.held(kept, rows[ascending])
         return mask
 
     scan = index.scan_codes(plan.query_vector, scopes, size)
