@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ import numpy.typing as npt
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.partitions import ScopePartitions
+from membrane_es.projections.past_state import PastState
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import DeletionPolicy, MemoryType, RevisionStatus, Sensitivity
 from membrane_es.schema.payloads import CompetencePayload, PlanGraphPayload, SemanticPayload
@@ -75,10 +77,12 @@ OPEN_END = int(np.iinfo(np.int64).max)
 
 @dataclass
 class State:
-    """State columns of the first ``size`` rows at one moment."""
+    """State columns of the first ``size`` rows at one moment: arrays, or columns computed on
+    demand (:class:`~membrane_es.projections.past_state.PastState`); either way indexed by
+    rows or by a slice."""
 
     size: int
-    columns: dict[str, Array]
+    columns: Mapping[str, Any]
 
 
 class RecordTable:
@@ -213,8 +217,16 @@ class RecordTable:
 
     def state_at(self, at: int) -> State:
         """The state columns as they stood at ``at`` (rows created later are excluded)."""
-        size = int(np.searchsorted(self.content["tx_time"][: self.size], at, side="right"))
-        return self.timeline.state_at(at, size, self.state)
+        return self.timeline.state_at(at, self.size_at(at), self.state)
+
+    def past_state(self, at: int) -> State:
+        """:meth:`state_at`, computed only for the rows a read asks about."""
+        size = self.size_at(at)
+        return State(size, PastState(self.timeline, self.state, at, size))
+
+    def size_at(self, at: int) -> int:
+        """How many rows existed at ``at``."""
+        return int(np.searchsorted(self.content["tx_time"][: self.size], at, side="right"))
 
     def salience(self, rows: Array | slice, at: int, state: State) -> Array:
         """Vectorised salience of ``rows`` at moment ``at`` (the same rule as

@@ -91,7 +91,7 @@ def take_snapshot(
             columns = {n: c[:size] for n, c in table.state.items()}
             return Snapshot(views, now, micros(now), State(size, columns), False, views.position)
         at = micros(as_of)
-        state = table.state_at(at)
+        state = table.past_state(at)
     return Snapshot(views, as_of, at, state, historical=True)
 
 

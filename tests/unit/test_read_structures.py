@@ -3,18 +3,24 @@ single id map — each checked against a plain reference computation."""
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import numpy as np
 import pytest
 
+from membrane_es import Membrane
 from membrane_es.aggregates.identity import record_key
+from membrane_es.clock import MonotonicClock
 from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
 from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.partitions import ScopePartitions
 from membrane_es.projections.records import KeyRows, _canonical_uuid
 from membrane_es.projections.text import TextIndex
+from membrane_es.projections.timecodes import micros
 from membrane_es.schema.records import Relation
+from tests.unit.conftest import ManualTime
+from tests.views_support import random_history
 
 DIMENSIONS = 48
 
@@ -191,3 +197,35 @@ def test_noting_lengths_refreshes_the_corpus_statistics() -> None:
     index.insert_many([(1, "deploy daily"), (2, "cats")])
     index.note_lengths(1, 2)
     assert index.corpus(10) == (before[0] + 2, before[1] + 3)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_past_state_computed_for_some_rows_equals_the_whole_one(seed: int) -> None:
+    """The state columns as of a moment, computed lazily for the rows a read asks about
+    (with and without a full copy before the moment), equal the dense computation."""
+    rng = random.Random(seed)
+    time = ManualTime()
+    with Membrane.in_memory(clock=MonotonicClock(source=time)) as memory:
+        table = memory.views.table
+        table.timeline.min_interval = table.timeline.interval = 16  # full copies now and then
+        moments = []
+        for _ in range(6):
+            random_history(memory, rng, 25)
+            moments.append(micros(time.current))
+            time.advance(minutes=rng.randint(1, 90))
+        for at in moments:
+            dense = table.state_at(at)
+            past = table.past_state(at)
+            assert past.size == dense.size
+            every = np.arange(dense.size)
+            picks = [
+                every,
+                every[::3],
+                np.array(rng.sample(range(dense.size), min(5, dense.size)), dtype=np.int64),
+                every[:0],
+            ]
+            for rows in picks:
+                for name, column in dense.columns.items():
+                    np.testing.assert_array_equal(past.columns[name][rows], column[rows])
+            for name, column in dense.columns.items():
+                np.testing.assert_array_equal(past.columns[name][0 : dense.size], column)
