@@ -40,7 +40,7 @@ Admitted = Callable[[Array], Array]  # mask of the given rows (ascending) a quer
 
 def approximate(index: EmbeddingIndex, scopes: list[int] | None, size: int, limit: int) -> bool:
     """Whether a read with this limit over these scopes' rows under ``size`` shortlists."""
-    if limit <= 0:
+    if limit <= 0 or not index.coded:  # codes are kept before a store reaches the threshold
         return False
     return sum(count for _, _, count in index.chosen(scopes, size)) >= APPROXIMATE_MIN_ROWS
 
