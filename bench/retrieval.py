@@ -765,7 +765,8 @@ READING = [
     " rules, salience, the vector search over every scope's block, BM25 of the descriptor,"
     " building the records it returns) against FAISS's exact inner-product scan on one thread,"
     " which only returns row numbers. The numpy floor (`M @ q` + `argpartition`) is what the"
-    " exact matrix product alone costs with numpy's own threads. From 32,768 vectors on, a"
+    " exact matrix product alone costs with numpy's own threads. From 16,384 vectors on (about"
+    " where this starts to beat an exact scan and full admission, measured at 17k and 24k), a"
     " ranked read does not scan the float vectors: it compares each row's 48-byte sign code"
     " with the query's (a 32nd of the memory traffic), gives exact scores to the nearest"
     " admitted rows (64 per result, at least 1 % of the rows searched) and to the best word"
@@ -773,7 +774,8 @@ READING = [
     " and scores only those rows, never the rest of the store. The share of FAISS's exact top"
     " 10 it returns is in the notes under each table (the engine's ranking also weighs"
     " salience and words, so even an exact search would not return FAISS's 10 every time;"
-    " with exact vector scores it was 96–98 %). 10k is below the shortlist's threshold: exact.",
+    " with exact vector scores it was 96–98 %). 10k, and a scope's 5 % up to 100k, are below"
+    " the threshold: exact.",
     "- **FAISS bitmap ÷ scoped retrieve** (higher is better): with trust limited to one scope"
     " holding 5 % of the records, the engine reads only that scope's rows (and the unscoped"
     " ones, none here): the scope's sign codes, its shortlist, its word matches — while FAISS"

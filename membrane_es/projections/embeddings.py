@@ -38,7 +38,7 @@ Array = npt.NDArray[Any]
 
 CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
 CODE_CHUNK_ROWS = 16_384  # 768 kB of 384-bit codes: few numpy calls per scan, stays in cache
-CODED_MIN_ROWS = 32_768  # below this a full scan is a few ms: codes would only cost memory
+CODED_MIN_ROWS = 16_384  # about where a shortlist starts to beat an exact scan and admission
 
 
 def code_words(dimensions: int) -> int:
