@@ -178,10 +178,10 @@ class Block:
         codes = self.code_chunks
         if codes is None:
             raise RuntimeError("this block keeps no sign codes")
-        for chunk in range(-(-count // CHUNK_ROWS)):
-            first = chunk * CHUNK_ROWS
-            take = min(CHUNK_ROWS, count - first)
-            rows[first : first + take] = self.row_chunks[chunk][:take]
+        full, tail = divmod(count, CHUNK_ROWS)
+        parts = [*self.row_chunks[:full], *([self.row_chunks[full][:tail]] if tail else [])]
+        if parts:
+            np.concatenate(parts, out=rows)
         for chunk in range(-(-count // CODE_CHUNK_ROWS)):
             first = chunk * CODE_CHUNK_ROWS
             take = min(CODE_CHUNK_ROWS, count - first)
@@ -190,11 +190,16 @@ class Block:
 
     def gather_into(self, positions: Array, out: Array) -> None:
         """Copy the vectors at ``positions`` (ascending) into ``out``."""
-        chunks = positions // CHUNK_ROWS
-        starts = np.flatnonzero(np.diff(chunks, prepend=-1)).tolist()
-        for start, end in zip(starts, [*starts[1:], len(positions)], strict=True):
-            chunk = self.chunks[int(chunks[start])]
-            np.take(chunk, positions[start:end] % CHUNK_ROWS, axis=0, out=out[start:end])
+        if not len(positions):
+            return
+        first, last = int(positions[0]) // CHUNK_ROWS, int(positions[-1]) // CHUNK_ROWS
+        edges = np.arange(first, last + 2) * CHUNK_ROWS
+        bounds = np.searchsorted(positions, edges).tolist()
+        for chunk in range(first, last + 1):
+            start, end = bounds[chunk - first], bounds[chunk - first + 1]
+            if start < end:
+                offsets = positions[start:end] - chunk * CHUNK_ROWS
+                np.take(self.chunks[chunk], offsets, axis=0, out=out[start:end])
 
     def used_bytes(self) -> int:
         return self.size * (self.dimensions * 4 + 8 + self._code_bytes())
