@@ -72,13 +72,18 @@ class MemoryApplication(Application):
         self._keep_cache_coherent()
         cached = self.cache.get(key)
         if cached is None:
+            seen = self.recorder.max_notification_id() or 0  # the load reflects at least this
             try:
                 loaded = self.repository.get(key, projector_func=_project)
             except AggregateNotFoundError:
                 raise NotFoundError(record_id) from None
             assert isinstance(loaded, MemoryRecord)
             cached = loaded
-            self.cache.put(cached)
+            with self._coherence_lock:
+                # Cache it only if no refresh has moved past what it saw: a refresh meanwhile
+                # may already have evicted this record for an event the load did not see.
+                if seen >= self._coherent_through:
+                    self.cache.put(cached)
         return cached.copy()
 
     def _keep_cache_coherent(self) -> None:

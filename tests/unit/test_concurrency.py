@@ -279,3 +279,29 @@ def test_cached_loads_skip_the_store_until_another_writer_appends(
     assert app.load(touched.id).version == 2
     assert app.load(kept.id).version == 2
     assert asked == [elsewhere.id]  # only the record written elsewhere was read again
+
+
+def test_a_load_that_raced_a_foreign_write_is_not_cached(
+    memory: Membrane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load from the store that began before another writer's event, and finished after a
+    refresh evicted that record, must not leave its older version in the cache."""
+    record = memory.create_record(semantic())
+    app = memory.application
+    app.cache.clear()
+    get_aggregate = app.repository.get
+
+    def get_then_another_process_writes(*args: Any, **kwargs: Any) -> Any:
+        loaded = get_aggregate(*args, **kwargs)
+        monkeypatch.setattr(app.repository, "get", get_aggregate)
+        elsewhere = loaded.copy()
+        elsewhere.reinforce(actor="other process", rationale="r", at=elsewhere.modified_on)
+        stored = [app.mapper.to_stored_event(e) for e in elsewhere.collect_events()]
+        app.recorder.insert_events(stored)
+        app._keep_cache_coherent()  # another reader notices the write first
+        return loaded
+
+    monkeypatch.setattr(app.repository, "get", get_then_another_process_writes)
+    assert app.load(record.id).version == 1  # read while the other write landed
+
+    assert app.load(record.id).version == 2  # and not stuck there afterwards
