@@ -69,10 +69,9 @@ class MemoryApplication(Application):
     def load(self, record_id: str) -> MemoryRecord:
         """The record's current aggregate (a private copy), or :class:`NotFoundError`."""
         key = record_key(record_id)
-        self._keep_cache_coherent()
+        seen = self._keep_cache_coherent()  # a load from the store reflects at least this
         cached = self.cache.get(key)
         if cached is None:
-            seen = self.recorder.max_notification_id() or 0  # the load reflects at least this
             try:
                 loaded = self.repository.get(key, projector_func=_project)
             except AggregateNotFoundError:
@@ -86,16 +85,17 @@ class MemoryApplication(Application):
                     self.cache.put(cached)
         return cached.copy()
 
-    def _keep_cache_coherent(self) -> None:
+    def _keep_cache_coherent(self) -> int:
         """Evict the cached aggregates that events written since the cache was last known
-        to be current — by another process sharing the store — have changed."""
+        to be current — by another process sharing the store — have changed. Returns the
+        log's head as read."""
         head = self.recorder.max_notification_id() or 0
         if head == self._coherent_through:
-            return
+            return head
         with self._coherence_lock:
             start = self._coherent_through
             if head <= start:
-                return
+                return head
             if head - start >= CACHE_SIZE:
                 self.cache.clear()
             else:
@@ -105,6 +105,7 @@ class MemoryApplication(Application):
                     key = notification.originator_id
                     self.cache.discard(key if isinstance(key, UUID) else UUID(key))
             self._coherent_through = head
+        return head
 
     def _note_recorded(self, recordings: list[Recording[UUID]]) -> None:
         """Advance the cache's coherent position past this process's own events, when

@@ -88,7 +88,11 @@ def coverage(text: TextIndex, query: str, size: int, rows: Array | None = None) 
     scored = bm25(text, query, size, rows)
     if scored is None:
         return None
-    scores, ceiling = scored
+    return _fraction(*scored)
+
+
+def _fraction(scores: Array, ceiling: float) -> Array:
+    """BM25 scores as fractions of a full match, capped at 1."""
     return np.minimum(scores / ceiling, 1.0) if ceiling > 0 else np.zeros_like(scores)
 
 
@@ -107,5 +111,4 @@ def matches(
         rows = rows[_positions(within, rows)[1]]
     scored = _bm25(text, postings, size, rows)
     assert scored is not None
-    scores, ceiling = scored
-    return rows, np.minimum(scores / ceiling, 1.0) if ceiling > 0 else np.zeros_like(scores)
+    return rows, _fraction(*scored)

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from membrane_es.embedding.protocol import Embedder, normalise
 from membrane_es.errors import ValidationError
+from membrane_es.projections.embeddings import CodeScan
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
@@ -217,12 +218,30 @@ def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sourc
 
 def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -> Ranking:
     """Find the candidates, order them and cut to the plan's limit; run the selector."""
-    ranking = _rank_by_evidence(snapshot, plan, threshold)
-    return ranking if ranking is not None else _rank_every_candidate(snapshot, plan, threshold)
+    scan = _code_scan(snapshot, plan)
+    if scan is not None:
+        ranking = _rank_by_evidence(snapshot, plan, threshold, scan)
+        if ranking is not None:
+            return ranking
+    return _rank_every_candidate(snapshot, plan, threshold, scan)
 
 
-def _rank_every_candidate(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
-    """Admit every row the trust lets the caller see, score each, and order them."""
+def _code_scan(snapshot: Snapshot, plan: Plan) -> CodeScan | None:
+    """The read's pass over the sign codes when it shortlists its vectors; None otherwise."""
+    if not _has_vector(snapshot, plan):
+        return None
+    assert plan.query_vector is not None
+    index, scopes = snapshot.views.embeddings, _vector_scopes(snapshot, plan)
+    if not vectors.approximate(index, scopes, snapshot.size, plan.limit):
+        return None
+    return index.scan_codes(plan.query_vector, scopes, snapshot.size)
+
+
+def _rank_every_candidate(
+    snapshot: Snapshot, plan: Plan, threshold: float, scan: CodeScan | None = None
+) -> Ranking:
+    """Admit every row the trust lets the caller see, score each, and order them (``scan``:
+    the read's code scan, when it shortlists)."""
     found = find(snapshot, plan.trust, plan.filters)
     lexical = _lexical(snapshot, plan, found)
     selectable = _selectable(snapshot, found.rows)
@@ -239,11 +258,14 @@ def _rank_every_candidate(snapshot: Snapshot, plan: Plan, threshold: float) -> R
             limit=plan.limit,
             scope_of=snapshot.table.content["scope"],
             also=also,
+            scan=scan,
         )
     return _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
 
 
-def _rank_by_evidence(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking | None:
+def _rank_by_evidence(
+    snapshot: Snapshot, plan: Plan, threshold: float, scan: CodeScan
+) -> Ranking | None:
     """The same ranking as :func:`_rank_every_candidate` for a read that shortlists its
     vectors, from the rows with evidence alone; None when it cannot be sure of that.
 
@@ -252,13 +274,8 @@ def _rank_by_evidence(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranki
     most. So when the last of the top ``limit`` among the rows with evidence scores more
     than that, no other candidate could have displaced it, and the rest — often almost the
     whole store — need not be admitted or given a salience at all."""
-    if not _has_vector(snapshot, plan):
-        return None
     assert plan.query_vector is not None
     index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
-    scopes = _vector_scopes(snapshot, plan)
-    if not vectors.approximate(index, scopes, size, plan.limit):
-        return None
     within = universe(snapshot, plan.trust)
 
     def admitted(rows: Array) -> Array:
@@ -269,7 +286,6 @@ def _rank_by_evidence(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranki
         mask[ascending] = vectors.held(kept, rows[ascending])
         return mask
 
-    scan = index.scan_codes(plan.query_vector, scopes, size)
     picks = vectors.shortlist(scan, admitted, plan.limit)
     matched = None
     if plan.descriptor.strip():

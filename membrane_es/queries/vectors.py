@@ -55,17 +55,20 @@ def similarity(
     limit: int = 0,
     scope_of: Array,
     also: Array | None = None,
+    scan: CodeScan | None = None,
 ) -> Array:
     """Cosine similarity of each candidate (``candidates``: every row under ``size`` in
     ``scopes`` — every scope when None — that the query admits, ascending) to ``query``;
     NaN where there is none.
 
     When :func:`approximate`, only the shortlist and the rows of ``also`` (a subset of the
-    candidates) are scored; ``scope_of`` is the table's scope column."""
-    if not approximate(index, scopes, size, limit):
-        rows, cosine = index.similarities(query, scopes, below=size)
-        return aligned(rows, cosine, candidates, size)
-    scan = index.scan_codes(query, scopes, size)
+    candidates) are scored; ``scope_of`` is the table's scope column; ``scan``, the read's
+    code scan if it already made one."""
+    if scan is None:
+        if not approximate(index, scopes, size, limit):
+            rows, cosine = index.similarities(query, scopes, below=size)
+            return aligned(rows, cosine, candidates, size)
+        scan = index.scan_codes(query, scopes, size)
     picks = shortlist(scan, partial(held, candidates), limit)
     return scored(index, query, scan, picks, candidates, also, scope_of)
 
