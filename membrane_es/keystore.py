@@ -7,8 +7,9 @@ bytes in the log — and in every backup of the log — are noise.
 
 Keys are made ahead of need, a pool at a time in one durable write, and handed out from
 memory: creating a record costs no extra sync. A key made but never used (the process ended
-first) is harmless. Each key has a random 16-byte id, so processes sharing a store never
-collide. Reads look a key up once and keep it in a bounded cache.
+first) is harmless. Each key has a 16-byte id, a time prefix then random bytes, so processes
+sharing a store never collide. Reads look a key up once and keep it, with its cipher, in a
+bounded cache.
 
 Two stores:
 
@@ -29,15 +30,18 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
 POOL_SIZE = 256  # keys made per durable write
 CACHE_SIZE = 65_536  # keys kept in memory (≈ 10 MB at most)
+READ_AHEAD = 256  # keys read at once on a cache miss
 KEY_STORE_FILE = "keys.sqlite"
 
 
@@ -65,7 +69,8 @@ class KeyStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: list[tuple[bytes, bytes]] = []
-        self._cache: OrderedDict[bytes, bytes] = OrderedDict()
+        # key id -> (key, its cipher); written under the lock, read without it
+        self._cache: dict[bytes, tuple[bytes, AESGCM]] = {}
 
     # --- what the engine uses --------------------------------------------------------------
 
@@ -73,7 +78,17 @@ class KeyStore:
         """A fresh ``(key id, key)``, already durable in the store."""
         with self._lock:
             if not self._pool:
-                made = [(os.urandom(KEY_ID_BYTES), os.urandom(KEY_BYTES)) for _ in range(POOL_SIZE)]
+                # Ids in issue order (a time prefix, then random bytes): the keys of records
+                # written one after another sit together in the store, so a read of the log
+                # in order finds each run of keys with one lookup (see :meth:`get`).
+                start = time.time_ns()
+                made = [
+                    (
+                        (start + i).to_bytes(8, "big") + os.urandom(KEY_ID_BYTES - 8),
+                        os.urandom(KEY_BYTES),
+                    )
+                    for i in range(POOL_SIZE)
+                ]
                 self._insert(made)
                 self._pool = made[::-1]
             key_id, key = self._pool.pop()
@@ -82,16 +97,27 @@ class KeyStore:
 
     def get(self, key_id: bytes) -> bytes | None:
         """The key with this id, or None if it was destroyed (or never made here)."""
+        known = self._cache.get(key_id)
+        if known is not None:
+            return known[0]
+        # A miss reads ahead: this key and the ones issued after it, which seal the records
+        # that follow in the log (a rebuild reads them next).
+        run = self._fetch_run(key_id, READ_AHEAD)
         with self._lock:
-            key = self._cache.get(key_id)
-            if key is not None:
-                self._cache.move_to_end(key_id)
-                return key
-        key = self._fetch(key_id)
-        if key is not None:
-            with self._lock:
-                self._remember(key_id, key)
-        return key
+            for found_id, key in run:
+                self._remember(found_id, key)
+        return run[0][1] if run and run[0][0] == key_id else None
+
+    def cipher(self, key_id: bytes) -> AESGCM | None:
+        """The AES-GCM cipher of the key with this id (made once, kept with the key), or
+        None if the key was destroyed."""
+        known = self._cache.get(key_id)  # one dict lookup on the usual path: no lock
+        if known is not None:
+            return known[1]
+        if self.get(key_id) is None:
+            return None
+        known = self._cache.get(key_id)
+        return None if known is None else known[1]
 
     def destroy(self, key_ids: Iterable[bytes]) -> None:
         """Destroy these keys for good (ids of keys already gone are ignored)."""
@@ -102,12 +128,6 @@ class KeyStore:
             for key_id in wanted:
                 self._cache.pop(key_id, None)
             self._delete(wanted)
-
-    def forget_cached(self, key_ids: Iterable[bytes]) -> None:
-        """Drop keys from this process's cache (another process destroyed them)."""
-        with self._lock:
-            for key_id in key_ids:
-                self._cache.pop(key_id, None)
 
     def close(self) -> None:
         """Release the store; unused pool keys are destroyed (they seal nothing)."""
@@ -120,16 +140,18 @@ class KeyStore:
             self._close()
 
     def _remember(self, key_id: bytes, key: bytes) -> None:
-        self._cache[key_id] = key
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+        cache = self._cache
+        if key_id not in cache and len(cache) >= CACHE_SIZE:
+            del cache[next(iter(cache))]  # the oldest in: a cache miss costs one lookup
+        cache[key_id] = (key, AESGCM(key))
 
     # --- storage ----------------------------------------------------------------------------
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
         raise NotImplementedError
 
-    def _fetch(self, key_id: bytes) -> bytes | None:
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (id, key) pairs in id order, from ``key_id`` on."""
         raise NotImplementedError
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
@@ -172,10 +194,12 @@ class SqliteKeyStore(KeyStore):
                 raise
             self._db.execute("COMMIT")
 
-    def _fetch(self, key_id: bytes) -> bytes | None:
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         with self._db_lock:
-            row = self._db.execute("SELECT key FROM data_keys WHERE id = ?", (key_id,)).fetchone()
-        return None if row is None else bytes(row[0])
+            rows = self._db.execute(
+                "SELECT id, key FROM data_keys WHERE id >= ? ORDER BY id LIMIT ?", (key_id, limit)
+            ).fetchall()
+        return [(bytes(found), bytes(key)) for found, key in rows]
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
         with self._db_lock:
@@ -233,11 +257,13 @@ class PostgresKeyStore(KeyStore):
         with self._db_lock, self._connection.transaction():
             self._connection.cursor().executemany(statement, keys)
 
-    def _fetch(self, key_id: bytes) -> bytes | None:
-        statement = self._sql.SQL("SELECT key FROM {} WHERE id = %s").format(self._table)
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        statement = self._sql.SQL(
+            "SELECT id, key FROM {} WHERE id >= %s ORDER BY id LIMIT %s"
+        ).format(self._table)
         with self._db_lock:
-            row = self._connection.execute(statement, (key_id,)).fetchone()
-        return None if row is None else bytes(row[0])
+            rows = self._connection.execute(statement, (key_id, limit)).fetchall()
+        return [(bytes(found), bytes(key)) for found, key in rows]
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
         statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._table)

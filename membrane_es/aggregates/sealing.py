@@ -23,7 +23,6 @@ from typing import Any
 
 import msgspec
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from membrane_es.embedding.vectors import erased
 from membrane_es.errors import IntegrityViolationError
@@ -91,7 +90,9 @@ class ContentSealer:
     def seal_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The stored form of a ``Created`` event's fields: content boxed under a new key."""
         record: RecordData = state["record"]
-        key_id, key = self.keys.issue()
+        key_id, _ = self.keys.issue()
+        cipher = self.keys.cipher(key_id)
+        assert cipher is not None  # just issued
         content = SealedContent(
             tags=record.tags,
             provenance=record.provenance,
@@ -102,7 +103,7 @@ class ContentSealer:
             embedding=state["embedding"],
         )
         nonce = os.urandom(NONCE_BYTES)
-        box = nonce + AESGCM(key).encrypt(nonce, _encode(content), key_id)
+        box = nonce + cipher.encrypt(nonce, _encode(content), key_id)
         return {
             **state,
             "record": structure_of(record),
@@ -113,33 +114,30 @@ class ContentSealer:
         }
 
     def unseal(self, event: Any) -> Any:
-        """The event with its content back in place (redacted if its key is gone)."""
+        """The event with its content back in place (redacted if its key is gone). The
+        event is one just decoded, which nothing else holds: it is completed in place."""
         box: bytes = event.sealed
         if not box:
             return event  # written before per-record keys: stored as it reads
         key_id: bytes = event.key_id
-        key = self.keys.get(key_id)
-        if key is None:
+        cipher = self.keys.cipher(key_id)
+        if cipher is None:
             return event  # forgotten: the structure is all there is
         try:
-            plain = AESGCM(key).decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
+            plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
         except InvalidTag:
             raise SealedContentError(event.originator_id, event.originator_version) from None
         content = _decode_content(plain)
-        record = msgspec.structs.replace(
-            event.record,
-            tags=content.tags,
-            provenance=content.provenance,
-            payload=content.payload,
-            interpretation=content.interpretation,
-            audit_log=content.audit_log,
-        )
-        opened = object.__new__(type(event))
-        opened.__dict__.update(event.__dict__)
-        opened.__dict__.update(
-            record=record, rationale=content.rationale, embedding=content.embedding
-        )
-        return opened
+        record = event.record
+        record.tags = content.tags
+        record.provenance = content.provenance
+        record.payload = content.payload
+        record.interpretation = content.interpretation
+        record.audit_log = content.audit_log
+        fields = event.__dict__
+        fields["rationale"] = content.rationale
+        fields["embedding"] = content.embedding
+        return event
 
 
 class SealedContentError(IntegrityViolationError):
