@@ -12,7 +12,7 @@ from membrane_es.engine.core import (
 )
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.records import DecayProfile, MemoryRecord
 from membrane_es.schema.validation import as_dict, as_list
 
 
@@ -35,6 +35,8 @@ class Ingestion(EngineCore):
         tags: Sequence[str] | None = None,
         scope: str = "",
         timestamp: Timestamp = None,
+        decay: DecayProfile | Mapping[str, Any] | None = None,
+        pinned: bool = False,
     ) -> CaptureMemoryResult:
         """Remember raw content (spec §2.4; the SDK's signature).
 
@@ -46,6 +48,9 @@ class Ingestion(EngineCore):
         :param content: any JSON value; an object's keys drive what is extracted.
         :param context: any JSON value kept alongside (``active_entities`` guide matching).
         :param timestamp: when it happened (aware datetime or RFC 3339); default now.
+        :param decay: the primary record's decay profile (a :class:`DecayProfile` or a dict
+            of its fields); default the engine's long-lived profile for its type.
+        :param pinned: create the primary record pinned (it does not decay until unpinned).
         """
         result: CaptureMemoryResult = self.handle(
             messages.CaptureMemory(
@@ -60,6 +65,8 @@ class Ingestion(EngineCore):
                 tags=as_list("tags", tags),
                 scope=scope,
                 timestamp=timestamp,
+                decay=decay,
+                pinned=pinned,
             )
         )
         return result
