@@ -212,8 +212,12 @@ ENTRY_POINTS: dict[str, tuple[Call, Callable[[Store], dict[str, Any]]]] = {
             tags=a["tags"],
             scope=a["scope"],
             timestamp=a["timestamp"],
+            decay=a["decay"],
+            pinned=a["pinned"],
         ),
         lambda s: {
+            "decay": {"curve": "exponential", "half_life_seconds": 60},
+            "pinned": False,
             "content": {"subject": "x", "predicate": "y", "object": "z"},
             "source_kind": "observation",
             "context": None,
