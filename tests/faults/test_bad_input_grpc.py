@@ -111,8 +111,7 @@ def test_any_request_of_the_right_type(served: Served, data: st.DataObject) -> N
 @SETTINGS
 @given(method=st.sampled_from(sorted(METHODS)), payload=st.binary(max_size=64))
 def test_arbitrary_bytes(served: Served, method: str, payload: bytes) -> None:
-    code = _expect_clean(served, method, payload)
-    assert code is not grpc.StatusCode.OK or served.call(method, payload)[0] is code
+    _expect_clean(served, method, payload)
 
 
 @SETTINGS
