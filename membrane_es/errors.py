@@ -85,6 +85,19 @@ class ErasureUnsupportedError(MembraneError):
         )
 
 
+class PositionNotReachedError(MembraneError):
+    """A read asked for views that include a log position (``min_position``) and they did
+    not reach it within the wait allowed. Nothing was read; retry, or wait longer."""
+
+    def __init__(self, wanted: int, reached: int, waited: float) -> None:
+        self.wanted = wanted
+        self.reached = reached
+        super().__init__(
+            f"min_position {wanted} not reached within {waited:g} s "
+            f"(the read views are at {reached})"
+        )
+
+
 class IntegrityViolationError(MembraneError):
     """The event log failed verification: an event was altered, removed or reordered."""
 
@@ -100,6 +113,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     ConflictError: ("ABORTED", 409),
     ForgottenError: ("FAILED_PRECONDITION", 409),
     ErasureUnsupportedError: ("FAILED_PRECONDITION", 409),
+    PositionNotReachedError: ("DEADLINE_EXCEEDED", 504),
     IntegrityViolationError: ("DATA_LOSS", 500),
 }
 
