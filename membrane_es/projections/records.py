@@ -153,10 +153,10 @@ class RecordTable:
         if not values:
             return
         if len(values) <= FEW_ROWS:
-            columns = [self.content[name] for name in CONTENT_NAMES]
+            arrays = [self.content[name] for name in CONTENT_NAMES]
             for row, row_values in enumerate(values, first):
-                for column, value in zip(columns, row_values, strict=True):
-                    column[row] = value
+                for array, value in zip(arrays, row_values, strict=True):
+                    array[row] = value
             return
         last = first + len(values)
         for (name, dtype), column in zip(CONTENT_COLUMNS, zip(*values, strict=True), strict=True):
@@ -172,10 +172,10 @@ class RecordTable:
         if not rows:
             return
         if len(rows) <= FEW_ROWS:
-            columns = [self.state[name] for name in STATE_NAMES]
+            arrays = [self.state[name] for name in STATE_NAMES]
             for row, row_values in zip(rows, values, strict=True):
-                for column, value in zip(columns, row_values, strict=True):
-                    column[row] = value
+                for array, value in zip(arrays, row_values, strict=True):
+                    array[row] = value
             return
         index = np.array(rows, dtype=np.int64)
         for (name, dtype), column in zip(STATE_COLUMNS, zip(*values, strict=True), strict=True):
@@ -319,10 +319,10 @@ class Timeline:
         while last > len(self.times):
             self._grow()
         if len(changes) <= FEW_ROWS:
-            columns = [self.times, self.rows, *(self.values[name] for name in STATE_NAMES)]
+            arrays = [self.times, self.rows, *(self.values[name] for name in STATE_NAMES)]
             for i, change in enumerate(changes, first):
-                for column, value in zip(columns, change, strict=True):
-                    column[i] = value
+                for array, value in zip(arrays, change, strict=True):
+                    array[i] = value
             self.size = last
             return
         columns = list(zip(*changes, strict=True))
