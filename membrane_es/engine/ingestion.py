@@ -12,7 +12,7 @@ from membrane_es.engine.core import (
 )
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.records import DecayProfile, MemoryRecord
 
 
 class Ingestion(EngineCore):
@@ -34,6 +34,8 @@ class Ingestion(EngineCore):
         tags: Sequence[str] | None = None,
         scope: str = "",
         timestamp: Timestamp = None,
+        decay: DecayProfile | Mapping[str, Any] | None = None,
+        pinned: bool = False,
     ) -> CaptureMemoryResult:
         """Remember raw content (spec §2.4; the SDK's signature).
 
@@ -45,6 +47,9 @@ class Ingestion(EngineCore):
         :param content: any JSON value; an object's keys drive what is extracted.
         :param context: any JSON value kept alongside (``active_entities`` guide matching).
         :param timestamp: when it happened (aware datetime or RFC 3339); default now.
+        :param decay: the primary record's decay profile (a :class:`DecayProfile` or a dict
+            of its fields); default the engine's long-lived profile for its type.
+        :param pinned: create the primary record pinned (it does not decay until unpinned).
         """
         result: CaptureMemoryResult = self.handle(
             messages.CaptureMemory(
@@ -59,6 +64,8 @@ class Ingestion(EngineCore):
                 tags=list(tags or []),
                 scope=scope,
                 timestamp=timestamp,
+                decay=decay,
+                pinned=pinned,
             )
         )
         return result

@@ -17,7 +17,7 @@ import msgspec
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType, RevisionStatus, Sensitivity
 from membrane_es.schema.payloads import PAYLOAD_TYPES, SemanticPayload
-from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.records import DecayProfile, MemoryRecord, TrustContext
 from membrane_es.schema.timestamps import utc
 
 MAX_STRING_BYTES = 100_000
@@ -88,6 +88,18 @@ def check_limit(field: str, value: int, *, low: int = 0, high: int = MAX_LIMIT) 
     if not low <= value <= high:
         raise ValidationError(field, f"{field} must be between {low} and {high}")
     return value
+
+
+def check_decay(field: str, decay: DecayProfile) -> DecayProfile:
+    """A decay profile's bounds: a positive half-life, a non-negative maximum age, a floor
+    and a reinforcement gain that are amounts."""
+    if decay.half_life_seconds <= 0:
+        raise ValidationError(f"{field}.half_life_seconds", "half_life_seconds must be > 0")
+    if decay.max_age_seconds < 0:
+        raise ValidationError(f"{field}.max_age_seconds", "max_age_seconds must be >= 0")
+    check_amount(f"{field}.min_salience", decay.min_salience)
+    check_amount(f"{field}.reinforcement_gain", decay.reinforcement_gain)
+    return decay
 
 
 def check_flag(field: str, value: bool) -> bool:
@@ -227,17 +239,7 @@ def validate_record(record: MemoryRecord, field: str = "record") -> None:
         raise ValidationError(f"{field}.payload", "payload kind must match memory type")
     check_text(f"{field}.scope", record.scope)
     check_tags(f"{field}.tags", record.tags)
-    decay = record.lifecycle.decay
-    if decay.half_life_seconds <= 0:
-        raise ValidationError(
-            f"{field}.lifecycle.decay.half_life_seconds", "half_life_seconds must be > 0"
-        )
-    if decay.max_age_seconds < 0:
-        raise ValidationError(
-            f"{field}.lifecycle.decay.max_age_seconds", "max_age_seconds must be >= 0"
-        )
-    check_amount(f"{field}.lifecycle.decay.min_salience", decay.min_salience)
-    check_amount(f"{field}.lifecycle.decay.reinforcement_gain", decay.reinforcement_gain)
+    check_decay(f"{field}.lifecycle.decay", record.lifecycle.decay)
     for i, relation in enumerate(record.relations):
         where = f"{field}.relations[{i}]"
         if not relation.predicate.strip():
