@@ -56,6 +56,9 @@ class ReadModel:
         self.metrics = MetricsView()
         self.position = 0
         self.lock = threading.RLock()
+        # Rows forgotten while the text index was being written by a worker: their documents
+        # are deleted once every insert is in.
+        self._text_purges: list[int] = []
 
     # --- following the log ----------------------------------------------------------------
 
@@ -105,6 +108,7 @@ class ReadModel:
                     for done in indexed:
                         done.result()  # raises what the worker raised
                     self.text.note_lengths(first_row, self.table.size - 1)
+                self._purge_text()
 
     def follow(self, recordings: Sequence[Any], source: NotificationSource) -> None:
         """Apply what this process just wrote (``Recording`` objects), without reading the log
@@ -143,6 +147,21 @@ class ReadModel:
         writes.apply(events)
         writes.flush(index_text)
         self.position = position
+
+    def purge(self, rows: list[int], *, text_now: bool = True) -> None:
+        """Erase the content views hold of these rows: text, vector, entity names (the text
+        later, when ``text_now`` is false: a worker may still be indexing it)."""
+        for row in rows:
+            self.embeddings.erase(row)
+            self.entities.remove(row)
+        self._text_purges.extend(rows)
+        if text_now:
+            self._purge_text()
+
+    def _purge_text(self) -> None:
+        if self._text_purges:
+            rows, self._text_purges = self._text_purges, []
+            self.text.delete(rows)
 
     def close(self) -> None:
         self.text.close()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.embedding.text import search_text
+from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.projections.metrics import ACTION_CODE, figure_of
 from membrane_es.projections.records import (
     STATE_NAMES,
@@ -63,6 +64,7 @@ class ViewWrites:
         self.audit: list[tuple[int, int]] = []
         self.documents: list[tuple[int, str]] = []
         self.vectors: list[tuple[int, int, str, bytes]] = []
+        self.erased: set[int] = set()  # rows whose content is erased by an event here
         self.next_checkpoint = self.table.timeline.next_checkpoint()
 
     def apply(self, events: Any) -> None:
@@ -91,8 +93,13 @@ class ViewWrites:
         table.write_state(list(self.pending), list(self.pending.values()))
         table.timeline.extend(self.changes)
         model.metrics.add_many(self.first_row, self.types, self.figures, self.audit)
+        documents, erased = self.documents, self.erased
+        if erased:  # text created and erased within these events is never indexed
+            documents = [document for document in documents if document[0] not in erased]
         model.embeddings.add_many(self.vectors)
-        (model.text.add_many if index_text is None else index_text)(self.documents)
+        (model.text.add_many if index_text is None else index_text)(documents)
+        if erased:
+            model.purge(sorted(erased), text_now=index_text is None)
 
     # --- handlers: each notes one event's changes; returns the row whose state changed -----
 
@@ -114,7 +121,7 @@ class ViewWrites:
             self.model.entities.add(row, record.payload)
         embedding = event.embedding
         if embedding is not None:
-            self.vectors.append((row, values[2], embedding.model, embedding.vector))
+            self.vectors.append((row, values[2], embedding.model, vector_bytes(embedding)))
         self.pending[row] = initial_state(record, at, moment)
         return row
 
@@ -126,6 +133,12 @@ class ViewWrites:
             True,
             STATUS_RETRACTED,
         )
+        return row
+
+    def forgotten(self, event: Any, at: int) -> int:
+        """Retracted, and the content the views hold of it erased when the batch is flushed."""
+        row = self.retracted(event, at)
+        self.erased.add(row)
         return row
 
     def contested(self, event: MemoryRecord.Contested, at: int) -> int:
@@ -205,6 +218,7 @@ HANDLERS: dict[type, Handler] = {
     MemoryRecord.Superseded: ViewWrites.retracted,
     MemoryRecord.MergedInto: ViewWrites.retracted,
     MemoryRecord.Retracted: ViewWrites.retracted,
+    MemoryRecord.Forgotten: ViewWrites.forgotten,
     MemoryRecord.Contested: ViewWrites.contested,
     MemoryRecord.Reinforced: ViewWrites.reinforced,
     MemoryRecord.Penalized: ViewWrites.penalized,
