@@ -16,6 +16,7 @@ import pytest
 from eventsourcing.cipher import AESCipher
 
 from membrane_es import ConflictError, Membrane
+from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, ValidationError
 from membrane_es.lmdb_store import ChainFault
@@ -227,3 +228,23 @@ def test_a_batch_that_loses_a_race_writes_nothing(open_store: OpenStore, postgre
     assert count == 2
     assert not first.application.exists("only-with-the-batch")
     assert first.verify().ok
+
+
+def test_a_log_written_before_the_chain_is_chained_at_open(
+    open_store: OpenStore, postgres_dsn: str
+) -> None:
+    from membrane_es.postgres_store import postgres_settings
+
+    # written by eventsourcing's own recorder, as stores were before the chain existed
+    settings = {**postgres_settings(postgres_dsn), "APPLICATION_RECORDER_TOPIC": ""}
+    legacy = Membrane(MemoryApplication(settings))
+    first = legacy.create_record(semantic(id="old-1")).id
+    legacy.reinforce(first, "agent", "useful")
+    legacy.close()
+
+    memory = open_store()
+    report = memory.verify()
+    assert report.ok and report.checked == 2
+    memory.create_record(semantic(id="new-1"))
+    assert memory.verify().checked == 3
+    assert open_store().verify().ok  # chained once only
