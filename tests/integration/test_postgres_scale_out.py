@@ -117,8 +117,15 @@ def test_event_times_follow_log_order_under_skewed_clocks(open_store: OpenStore)
 
     # both writers racing, each on records of its own and one shared record
     outcomes: list[str] = []
+    failures: list[BaseException] = []
 
     def write(engine: Membrane, time: ManualTime, name: str) -> None:
+        try:
+            write_all(engine, time, name)
+        except BaseException as error:
+            failures.append(error)
+
+    def write_all(engine: Membrane, time: ManualTime, name: str) -> None:
         for index in range(10):
             time.advance(seconds=1)
             engine.create_record(semantic(id=f"{name}-{index}"))
@@ -136,6 +143,7 @@ def test_event_times_follow_log_order_under_skewed_clocks(open_store: OpenStore)
         thread.start()
     for thread in threads:
         thread.join()
+    assert failures == []
     times = _log_times(ahead)
     assert len(times) == 4 + 20 + outcomes.count("won")
     assert times == sorted(times) and len(set(times)) == len(times)
