@@ -8,6 +8,7 @@ named sub-database handles, subscription wake-ups and closing.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -16,13 +17,15 @@ import lmdb
 from eventsourcing.persistence import (
     DatabaseError,
     DataError,
-    IntegrityError,
     InterfaceError,
     InternalError,
     OperationalError,
     PersistenceError,
     ProgrammingError,
 )
+from eventsourcing.persistence import IntegrityError as ConflictingWrite
+
+from membrane_es.errors import IntegrityError, StorageFullError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,11 +48,29 @@ MAX_MAP_SIZE = 1 << 40
 POLL_INTERVAL = 0.025
 
 
-def translate_error(error: lmdb.Error) -> PersistenceError:
-    """Return the eventsourcing exception that corresponds to an LMDB error."""
+def translate_error(error: lmdb.Error) -> Exception:
+    """Return the exception that corresponds to an LMDB error: eventsourcing's, except a full
+    disk (:class:`~membrane_es.errors.StorageFullError`) and a damaged file
+    (:class:`~membrane_es.errors.IntegrityError`), which callers must tell apart."""
+    if isinstance(error, lmdb.DiskError):
+        full = StorageFullError(
+            errno.ENOSPC, f"no space left on the device holding the store: {error}"
+        )
+        full.__cause__ = error
+        return full
+    if isinstance(
+        error,
+        lmdb.CorruptedError
+        | lmdb.PageNotFoundError
+        | lmdb.VersionMismatchError
+        | lmdb.InvalidError,
+    ):
+        damaged = IntegrityError(f"the store file is damaged: {error}; run verify")
+        damaged.__cause__ = error
+        return damaged
     kind: type[PersistenceError]
     if isinstance(error, lmdb.KeyExistsError):
-        kind = IntegrityError
+        kind = ConflictingWrite
     elif isinstance(error, lmdb.BadValsizeError):
         kind = DataError
     elif isinstance(error, lmdb.NotFoundError | lmdb.IncompatibleError | lmdb.BadDbiError):

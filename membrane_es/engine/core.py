@@ -20,7 +20,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
-from membrane_es.errors import ConflictError, MembraneError, ValidationError
+from membrane_es.errors import ConflictError, MembraneError, ReadOnlyError, ValidationError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
@@ -50,6 +50,7 @@ class EngineCore:
     _write_lock: threading.RLock
     _batch: threading.local
     _closed: bool
+    _read_only: bool
 
     @property
     def views(self) -> ReadModel:
@@ -62,6 +63,7 @@ class EngineCore:
     def handle(self, command: Command) -> Any:
         """Run one command; inside :meth:`batch` its events join the batch's single write."""
         handler = COMMAND_HANDLERS[type(command)]
+        self._check_writable()
         batch: EventStoreUnitOfWork | None = getattr(self._batch, "uow", None)
         if batch is not None:
             return handler(command, batch)
@@ -81,6 +83,10 @@ class EngineCore:
             f"{type(command).__name__} lost {CONFLICT_ATTEMPTS} races with concurrent writers"
         )
 
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError("the store was opened read-only: writes are refused")
+
     def _unit_of_work(self) -> EventStoreUnitOfWork:
         return EventStoreUnitOfWork(
             self._app, self._clock, self._embedder, self._views, self._interpreter
@@ -95,6 +101,7 @@ class EngineCore:
         """
         if getattr(self._batch, "uow", None) is not None:
             raise MembraneError("batches do not nest")
+        self._check_writable()
         with self._write_lock:
             uow = self._unit_of_work()
             uow.deferred = True
