@@ -504,6 +504,22 @@ def read_log_rows(
     return rows
 
 
+def check_log_end(
+    txn: Txn | BufferTxn, meta_db: lmdb._Database, next_id: int, stop: int | None
+) -> None:
+    """A read that ran out of log entries at ``next_id`` must have reached the head (or
+    ``stop``): a log that ends before its head lost its tail."""
+    head_value = txn.get(HEAD_KEY, db=meta_db)
+    head = 0 if head_value is None else int(U64.unpack_from(head_value)[0])
+    end = head if stop is None else min(stop, head)
+    if next_id <= end:
+        raise DamageError(
+            f"notification {next_id} is missing from the log (it ends before its head, "
+            f"{head}); run verify()",
+            next_id,
+        )
+
+
 def _missing_row(
     txn: BufferTxn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
 ) -> DamageError:

@@ -62,6 +62,7 @@ from membrane_es._lmdb_format import (
     ChainReport,
     LogRows,
     append_events,
+    check_log_end,
     put_records,
     put_tracking,
     read_chain_mode,
@@ -72,7 +73,7 @@ from membrane_es._lmdb_format import (
     stored_hash,
     verify_log,
 )
-from membrane_es.errors import MembraneError
+from membrane_es.errors import IntegrityError as DamageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -240,10 +241,14 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
             return []
         first = 1 if start is None else start if inclusive_of_start else start + 1
         wanted = frozenset(topics)
+        meta_db = self._require(self.meta_table)
         with self.store.reading() as txn:
-            return read_notifications(
+            found = read_notifications(
                 txn, events_db, log_db, first, limit, stop, wanted, self.chain
             )
+            if len(found) < limit and not wanted:
+                check_log_end(txn, meta_db, found[-1].id + 1 if found else first, stop)
+            return found
 
     def read_log_rows(self, start: int, limit: int, stop: int | None = None) -> LogRows:
         """Return up to limit rows of the notification log with start <= id <= stop, in
@@ -252,8 +257,12 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         log_db = self._db(self.notifications_table)
         if events_db is None or log_db is None or limit <= 0:
             return LogRows([], [], [], [])
+        meta_db = self._require(self.meta_table)
         with self.store.reading_buffers() as txn:
-            return read_log_rows(txn, events_db, log_db, start, limit, stop, self.chain)
+            rows = read_log_rows(txn, events_db, log_db, start, limit, stop, self.chain)
+            if len(rows) < limit:
+                check_log_end(txn, meta_db, rows.ids[-1] + 1 if rows else max(start, 1), stop)
+            return rows
 
     def max_notification_id(self) -> int | None:
         return self._head_id() or None
@@ -423,16 +432,16 @@ def verify_store(path: str, application_name: str, chain_key: bytes | None = Non
     """
     try:
         store = open_store(path)
-    except MembraneError as error:
-        return ChainReport(0, ChainFault.CORRUPTED, None, str(error))
-    try:
-        recorder = LMDBApplicationRecorder(store, application_name.lower(), Chain(chain_key))
-    finally:
-        store.release()
-    try:
-        return recorder.verify()
-    finally:
-        recorder.close()
+        try:
+            recorder = LMDBApplicationRecorder(store, application_name.lower(), Chain(chain_key))
+        finally:
+            store.release()
+        try:
+            return recorder.verify()
+        finally:
+            recorder.close()
+    except DamageError as error:
+        return ChainReport(0, ChainFault.CORRUPTED, error.notification_id, str(error))
 
 
 class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):

@@ -78,21 +78,27 @@ class Lifecycle(EngineCore):
             self._open_views(verify_on_open)
         except IntegrityError as damage:
             if not read_only:
-                self._views.close()
-                app.close()
+                self._abandon()
                 raise
             # Forensics: the views hold what could be replayed before the damage.
             self.damage = damage
+        except BaseException:
+            self._abandon()
+            raise
         index = self._views.embeddings
         if embedder is not None and index.dimensions and index.model != embedder.model:
             raise MembraneError(
                 f"this store's vectors were made by {index.model!r}; "
                 f"open it with that embedder, not {embedder.model!r}"
             )
-        if self.damage is None:
-            last = app.last_event_time()
-            if last is not None:
-                self._clock.observe(last)
+
+    def _abandon(self) -> None:
+        """Release what a failed open holds (the store may then be opened again)."""
+        self._closed = True
+        try:
+            self._views.close()
+        finally:
+            self._app.close()
 
     def _open_views(self, verify_on_open: bool) -> None:
         """Load the sealed checkpoint and replay what follows it (each event checked against
@@ -116,6 +122,9 @@ class Lifecycle(EngineCore):
             self._views.close()
             self._views = loaded
         self._views.catch_up(app)
+        last = app.last_event_time()
+        if last is not None:
+            self._clock.observe(last)
 
     # --- construction -------------------------------------------------------------------
 
