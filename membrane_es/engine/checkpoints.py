@@ -18,6 +18,7 @@ import errno
 import hashlib
 import logging
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +31,12 @@ SEAL_FILE = "seal"
 _CHUNK = 1 << 20
 
 log = logging.getLogger("membrane_es")
+
+
+def _disk_full(error: OSError | sqlite3.Error) -> bool:
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(error)
 
 
 class _Seal(msgspec.Struct, frozen=True):
@@ -56,15 +63,13 @@ class Checkpoints:
         """Write a sealed checkpoint of ``views``; on failure the last one stays in place."""
         try:
             views.save(self.directory, self._seal)
-        except OSError as error:
+        except (OSError, sqlite3.Error) as error:
             shutil.rmtree(self.directory / "staging", ignore_errors=True)
-            if error.errno in (errno.ENOSPC, errno.EDQUOT) and not isinstance(
-                error, StorageFullError
-            ):
-                raise StorageFullError(
-                    error.errno, f"no space left to checkpoint the read views: {error}"
-                ) from error
-            raise
+            if isinstance(error, StorageFullError) or not _disk_full(error):
+                raise
+            raise StorageFullError(
+                errno.ENOSPC, f"no space left to checkpoint the read views: {error}"
+            ) from error
 
     def load(self) -> ReadModel | None:
         """The checkpointed views, if their seal holds; None (after discarding them) if not."""

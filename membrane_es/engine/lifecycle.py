@@ -286,6 +286,7 @@ class Lifecycle(EngineCore):
                     self._views.catch_up(self._app)
                     self._checkpoints.save(self._views)
                 except (OSError, MembraneError) as error:
+                    # The last good checkpoint stays; the next open catches up from it.
                     log.warning("read views not checkpointed at close: %s", error)
         finally:
             try:
