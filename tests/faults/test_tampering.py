@@ -193,7 +193,7 @@ def test_a_tampered_view_checkpoint_is_rebuilt_never_trusted(
 def test_a_checkpoint_of_another_log_is_not_trusted(tmp_path: Path) -> None:
     """A checkpoint tied to a log that was since rewritten (even consistently) is rebuilt."""
     _make_store(tmp_path)
-    rewrite_and_rechain(tmp_path, 2, PLAIN_CHAIN)
+    rewrite_and_rechain(tmp_path, 3, PLAIN_CHAIN)
     with Membrane.open(tmp_path) as memory:
         rebuilt = type(memory.views).rebuild(memory.application)
         try:
