@@ -40,9 +40,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.utils import strtobool
 
-from membrane_es.errors import MembraneError
-
-from membrane_es.errors import StorageFullError
+from membrane_es.errors import MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16

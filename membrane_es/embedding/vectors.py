@@ -15,6 +15,9 @@ from membrane_es.schema.records import Embedding, MemoryRecord
 CALLER_MODEL = "caller-supplied"
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # vectors are stored as float32
+
+
 def pack(model: str, vector: Matrix) -> Embedding:
     return Embedding(model=model, vector=np.asarray(vector, dtype="<f4").tobytes())
 
@@ -53,8 +56,13 @@ def record_embedding(
             raise ValidationError(
                 field, f"expected {embedder.dimensions} dimensions, got {len(values)}"
             )
-        if not values or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
-            raise ValidationError(field, "must be a non-empty list of finite numbers")
+        if not values or not all(
+            isinstance(v, int | float) and math.isfinite(v) and abs(v) <= FLOAT32_MAX
+            for v in values
+        ):
+            raise ValidationError(
+                field, "must be a non-empty list of finite numbers (within float32's range)"
+            )
         model = embedder.model if embedder is not None else CALLER_MODEL
         return pack(model, normalise(np.asarray([values], dtype=np.float32))[0])
     if embedder is None:
