@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from membrane_es.application import APPLICATION_NAME
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
 from membrane_es.errors import MembraneError
+from membrane_es.lmdb_store import ChainReport, verify_store
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
@@ -212,3 +216,18 @@ class Reads(EngineCore):
                 "only LMDB and PostgreSQL stores can be verified"
             )
         return verify()
+
+    @staticmethod
+    def verify_store(
+        path: str | os.PathLike[str], *, chain_key: bytes | None = None
+    ) -> ChainReport:
+        """Walk the hash chain of the LMDB store in ``path`` without opening its views.
+
+        Never raises for damage: an altered, missing or reordered event, and a store file
+        too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
+        the first bad notification when known). ``membrane-es verify`` prints this report.
+        """
+        directory = Path(path)
+        if not (directory / "data.mdb").is_file():
+            raise MembraneError(f"verify: no LMDB store in {directory}")
+        return verify_store(str(directory), APPLICATION_NAME, chain_key)
