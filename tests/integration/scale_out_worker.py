@@ -67,7 +67,9 @@ def write(memory: Membrane, rng: random.Random, ops: int) -> None:
             print("halfway", flush=True)
         # targets: the shared records and whatever this process's views hold (the other
         # writer's records among them)
-        known = [r.id for r in memory.retrieve(trust=FULL, limit=40).records] + SHARED
+        # (once each: a relation from a shared record to itself would be refused)
+        retrieved = [r.id for r in memory.retrieve(trust=FULL, limit=40).records]
+        known = list(dict.fromkeys(retrieved + SHARED))
         action = rng.random()
         try:
             if action < 0.25:
@@ -127,7 +129,14 @@ def follow(memory: Membrane) -> None:
         command = json.loads(line)
         if command.get("checkpoint"):
             memory.checkpoint()
-            print(f"checkpointed {memory.position}", flush=True)
+            # what the checkpoint on disk holds (read under its lock): the views may have
+            # moved on since it was saved
+            assert memory._checkpoints is not None
+            saved = memory._checkpoints.load()
+            position = 0 if saved is None else saved.position
+            if saved is not None:
+                saved.close()
+            print(f"checkpointed {position}", flush=True)
             continue
         memory.wait_for_position(command["position"], timeout=60)
         moments = [None, *(datetime.fromisoformat(m) for m in command["moments"])]
