@@ -49,6 +49,12 @@ READ_AHEAD = 256  # keys read at once on a cache miss
 KEY_STORE_FILE = "keys.sqlite"
 
 
+# The persistence modules whose stores keep their keys in PostgreSQL: eventsourcing's, and the
+# hash-chained one the engine opens (membrane_es.postgres_store).
+POSTGRES_MODULES = frozenset(
+    {"eventsourcing.postgres", "membrane_es.postgres_log:ChainedPostgresFactory"}
+)
+
 KEY_STORE_PATH = "KEY_STORE_PATH"  # setting: where an LMDB store's keys live, if not beside it
 
 
@@ -62,7 +68,7 @@ def open_key_store(env: Mapping[str, str]) -> KeyStore:
         path = str(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
     if path:
         return SqliteKeyStore(Path(path), sync=env.get("LMDB_SYNC", "y").lower() in ("y", "yes"))
-    if module.endswith("postgres"):
+    if module in POSTGRES_MODULES:
         return PostgresKeyStore(dict(env))
     return SqliteKeyStore(None)
 
