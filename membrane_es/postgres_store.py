@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from membrane_es.errors import MembraneError
-from membrane_es.keystore import POSTGRES_MODULES
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 # eventsourcing's PostgreSQL module, its recorder given the hash chain and event times in log
 # order (postgres_log).
 PERSISTENCE_MODULE = "membrane_es.postgres_log:ChainedPostgresFactory"
-assert PERSISTENCE_MODULE in POSTGRES_MODULES  # its keys then live beside it
 DEFAULT_SCHEMA = "public"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 
