@@ -256,3 +256,8 @@ def test_a_given_vector_beyond_float32_is_refused(memory: Membrane, value: float
         memory.create_record(semantic(), embedding=[value, 1.0])
     assert raised.value.field == "embedding"
     assert log_size(memory) == 0
+
+
+def test_snapshotting_is_refused_it_would_keep_content_unsealed() -> None:
+    with pytest.raises(MembraneError, match="snapshot"):
+        Membrane.in_memory(env={"IS_SNAPSHOTTING_ENABLED": "y"})
