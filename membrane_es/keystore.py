@@ -152,8 +152,10 @@ class KeyStore:
             try:
                 if unused:
                     self._delete(unused)
-            except StorageFullError:
-                pass  # on a full disk they stay: a key that seals nothing is harmless
+            except (StorageFullError, sqlite3.OperationalError):
+                # On a full disk, or with readers holding the key store's log, they stay:
+                # a key that seals nothing is harmless.
+                pass
             finally:
                 self._close()
 
