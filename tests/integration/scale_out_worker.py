@@ -67,7 +67,10 @@ def write(memory: Membrane, rng: random.Random, ops: int) -> None:
             print("halfway", flush=True)
         # targets: the shared records and whatever this process's views hold (the other
         # writer's records among them)
-        known = [r.id for r in memory.retrieve(trust=FULL, limit=40).records] + SHARED
+        # distinct ids: a relation's source and target must differ
+        known = list(
+            dict.fromkeys([r.id for r in memory.retrieve(trust=FULL, limit=40).records] + SHARED)
+        )
         action = rng.random()
         try:
             if action < 0.25:
