@@ -252,8 +252,7 @@ class Lifecycle(EngineCore):
         """
         check_unit_interval("selection_threshold", selection_threshold)
         _check_default_sensitivity(default_sensitivity)
-        if chain_key is not None and (not isinstance(chain_key, bytes) or not chain_key):
-            raise ValidationError("chain_key", "chain_key must be non-empty bytes")
+        check_chain_key(chain_key)
         settings = {
             **postgres_settings(dsn, schema),
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
