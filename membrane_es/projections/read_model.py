@@ -74,6 +74,9 @@ class ReadModel:
         and its lengths noted, before this returns."""
         applied = 0
         with self.lock:
+            head = source.recorder.max_notification_id() or 0
+            if head <= self.position:
+                return 0  # nothing new (after each write of this process): no page to read
             reader = LogReader(source)
             worker: ThreadPoolExecutor | None = None
             indexed: list[Future[None]] = []
@@ -83,7 +86,7 @@ class ReadModel:
                 indexed.append(worker.submit(self.text.insert_many, documents))
 
             first_row = self.table.size  # rows the worker indexes are this one and after
-            backlog = (source.recorder.max_notification_id() or 0) - self.position
+            backlog = head - self.position
             use_worker = backlog >= TEXT_WORKER_MIN_BACKLOG
             try:
                 with _collector_paused():
