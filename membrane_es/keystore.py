@@ -43,7 +43,7 @@ from membrane_es.errors import MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
-POOL_SIZE = 256  # keys made per durable write
+POOL_SIZE = 4096  # keys made per durable write (one sync; 192 kB)
 CACHE_SIZE = 65_536  # keys kept in memory (≈ 10 MB at most)
 READ_AHEAD = 256  # keys read at once on a cache miss
 KEY_STORE_FILE = "keys.sqlite"
