@@ -57,6 +57,9 @@ class EngineCore:
         self._views.catch_up(self._app)
         return self._views
 
+    def _close_parts(self) -> None:
+        """Release what a part of the facade holds of its own (the store closes after)."""
+
     # --- the command bus ------------------------------------------------------------------
 
     def handle(self, command: Command) -> Any:

@@ -204,6 +204,7 @@ class Lifecycle(EngineCore):
                 self._views.catch_up(self._app)
                 self._views.save(self._views_dir)
             self._views.close()
+            self._close_parts()
             self._app.close()
 
     def rebuild_views(self) -> None:

@@ -2,7 +2,7 @@
 
 Auth first, so refused calls spend no tokens. Unary only, as the reference: the health
 service's streaming ``Watch`` is not guarded, its unary ``Check`` is. The authenticated
-caller is handed to the handler through :data:`~membrane_es.grpc_server.access.CURRENT_CALLER`.
+caller is handed to the handler through :data:`~membrane_es.access.CURRENT_CALLER`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from membrane_es.grpc_server.access import CURRENT_CALLER, KeyRing, first_value
+from membrane_es.access import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 
 UnaryBehaviour = Callable[[Any, grpc.ServicerContext], Any]
