@@ -245,13 +245,14 @@ def _filters(
 # --- reading ------------------------------------------------------------------------------
 
 
-def known_conversation(index: EntryIndex, conversation_id: int | None) -> int | None:
-    """The conversation if this store has an entry in it; otherwise none (an id the tenant
-    does not know, another tenant's included, is dropped without a word)."""
+def known_conversation(index: EntryIndex, conversation_id: int | None, as_of: int) -> int | None:
+    """The conversation if this store has (had, at ``as_of``) an entry in it; otherwise none
+    (an id the tenant does not know, another tenant's included, is dropped without a word)."""
     if not conversation_id:
         return None
     found = index.db.execute(
-        "SELECT 1 FROM rev WHERE conversation = ? LIMIT 1", (conversation_id,)
+        "SELECT 1 FROM rev WHERE conversation = ? AND recorded <= ? LIMIT 1",
+        (conversation_id, as_of or 2**62),
     ).fetchone()
     return conversation_id if found else None
 
@@ -259,7 +260,7 @@ def known_conversation(index: EntryIndex, conversation_id: int | None) -> int | 
 def browse(
     index: EntryIndex, query: EntryQuery, trust: TrustContext | None, tenant: int | str
 ) -> list[Entry]:
-    conversation = known_conversation(index, query.conversation_id)
+    conversation = known_conversation(index, query.conversation_id, query.as_of)
     where = _filters(query, trust, conversation=conversation, browse=True)
     rows = index.db.execute(
         f"SELECT {_COLUMNS} FROM rev r WHERE {where.sql}"
@@ -335,7 +336,7 @@ def _search_rows(
     now: int,
 ) -> list[int]:
     """One query's ranking: graduated (two passes fused) when asked and scoped."""
-    conversation = known_conversation(index, query.conversation_id)
+    conversation = known_conversation(index, query.conversation_id, query.as_of)
     if query.graduated and conversation is not None:
         scoped = _ranking(index, text, query, trust, conversation, now, PASS_DEPTH)
         wide = _ranking(index, text, query, trust, None, now, PASS_DEPTH)

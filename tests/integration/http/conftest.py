@@ -98,7 +98,11 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
     running: list[Served] = []
 
     def start(
-        *, advisor: SearchAdvisor | None = None, durable: bool = False, **options: Any
+        *,
+        advisor: SearchAdvisor | None = None,
+        durable: bool = False,
+        keys: KeyRing = KEYS,
+        **options: Any,
     ) -> Served:
         clock = HandClock()
 
@@ -108,7 +112,7 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
             return Membrane.in_memory(clock=MonotonicClock(clock))
 
         tenants = Tenants(":memory:", open_engine)
-        app = create_app(tenants, KEYS, advisor=advisor, **options)
+        app = create_app(tenants, keys, advisor=advisor, **options)
         served = Served(HttpServer(app, "127.0.0.1:0").start(), tenants, clock)
         running.append(served)
         return served
