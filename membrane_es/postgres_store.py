@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import psycopg
 
 PERSISTENCE_MODULE = "eventsourcing.postgres"
+# eventsourcing's recorder plus the hash chain and event times in log order (postgres_log).
+APPLICATION_RECORDER_TOPIC = "membrane_es.postgres_log:ChainedApplicationRecorder"
 DEFAULT_SCHEMA = "public"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 
@@ -71,6 +73,7 @@ def postgres_settings(dsn: str, schema: str = DEFAULT_SCHEMA) -> dict[str, str]:
     defaults = {o.keyword.decode(): (o.val or b"").decode() for o in options}
     settings = {
         "PERSISTENCE_MODULE": PERSISTENCE_MODULE,
+        "APPLICATION_RECORDER_TOPIC": APPLICATION_RECORDER_TOPIC,
         "CREATE_TABLE": "y",
         "POSTGRES_SCHEMA": check_schema(schema),
         **_POOL,
@@ -101,6 +104,12 @@ def tenant_schema(tenant: str) -> str:
 @contextmanager
 def connect(settings: dict[str, str]) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """A plain connection with the store's credentials (schema set-up, identity)."""
+    with open_connection(settings) as connection:
+        yield connection
+
+
+def open_connection(settings: dict[str, str]) -> psycopg.Connection[tuple[object, ...]]:
+    """A plain autocommit connection with the store's credentials; the caller closes it."""
     import psycopg
 
     timeout = int(settings.get("POSTGRES_CONNECT_TIMEOUT", "10"))
@@ -117,8 +126,7 @@ def connect(settings: dict[str, str]) -> Iterator[psycopg.Connection[tuple[objec
         )
     except psycopg.Error as error:
         raise MembraneError(f"postgres: cannot connect to {where}: {error}") from None
-    with connection:
-        yield connection
+    return connection
 
 
 def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: str) -> None:

@@ -15,9 +15,15 @@ from typing import Any
 
 import msgspec
 
+from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
-from membrane_es.errors import DuplicateRelationError, EntryNotFoundError, ValidationError
+from membrane_es.errors import (
+    DuplicateRelationError,
+    EntryNotFoundError,
+    ForgottenError,
+    ValidationError,
+)
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.queries import entries as queries
 from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
@@ -46,7 +52,7 @@ _MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Ar
 _INDEX_LOCK = threading.Lock()
 
 
-class Entries(Revisions, Reads):
+class Entries(Revisions, Reads, Erasure):
     """Create, revise, invalidate, delete, relate and read entries."""
 
     @property
@@ -185,18 +191,35 @@ class Entries(Revisions, Reads):
             self.retract(record_id, actor, "entry invalidated")
 
     def delete_entry(
-        self, entry_id: int, *, actor: str = ENTRY_ACTOR, trust: TrustContext | None = None
+        self,
+        entry_id: int,
+        *,
+        erase: bool = False,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
     ) -> None:
         """Hide an entry from every entries read, past ones included (a retraction with the
         rationale :data:`~membrane_es.schema.entries.DELETED`). Its events stay in the log:
-        ``history`` and the record reads still show them."""
+        ``history`` and the record reads still show them.
+
+        With ``erase``, every revision's content is forgotten instead (see
+        :meth:`~membrane_es.engine.erasure.Erasure.forget`): the log keeps only that the
+        entry existed and was erased, by whom and when."""
         with self._write_lock:
             index = self.entries_view
             with index.lock:
                 found = queries.latest_revision(index, entry_id, trust)
+                revisions = queries.revision_records(index, entry_id)
             if found is None:
                 raise EntryNotFoundError(entry_id)
-            self.retract(found, actor, DELETED)
+            if not erase:
+                self.retract(found, actor, DELETED)
+                return
+            for record_id in revisions:
+                try:
+                    self.forget(record_id, actor, DELETED)
+                except ForgottenError:
+                    pass  # taken with an earlier revision's erasure
 
     def relate_entries(
         self,

@@ -67,6 +67,9 @@ MAX_BODY_BYTES = 1_048_576  # an entry is at most 64 KiB of content; 1 MiB is ge
 RELATIONS_DEFAULT_LIMIT = 200
 RELATIONS_MAX_LIMIT = 1000
 GRAPH_LIMIT = 200
+POSITION_HEADER = "x-membrane-position"
+MIN_POSITION_HEADER = "x-membrane-min-position"
+POSITION_WAIT_SECONDS = 5.0
 _TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
 _FALSE = frozenset({"", "0", "false", "no", "off", "f", "n"})
 
@@ -118,12 +121,28 @@ class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """The caller's store, the trust its key allows (None: no limit) and its tenant id."""
+    """The caller's store, the trust its key allows (None: no limit), its tenant id, and the
+    log position its read must include (``x-membrane-min-position``)."""
 
     engine: Membrane
     trust: TrustContext | None
     tenant: int | str
     caller: Caller
+    min_position: int | None = None
+
+    def store(self) -> Membrane:
+        """The caller's engine, once its views include ``min_position`` (on the handler's
+        thread: the wait must not hold the event loop)."""
+        self.engine.wait_for_position(self.min_position, timeout=POSITION_WAIT_SECONDS)
+        return self.engine
+
+
+def _written(access: Access, content: Any, status: int = 200) -> Response[Any]:
+    """A write's answer, with the log position of its last event (``x-membrane-position``),
+    which a read anywhere may then ask to include."""
+    position = access.store().last_position
+    headers = {} if position is None else {POSITION_HEADER: str(position)}
+    return Response(content, status_code=status, headers=headers)
 
 
 def tenant_id(tenant: str) -> int | str:
@@ -141,7 +160,12 @@ async def provide_access(request: Request[Any, Any, Any]) -> Access:
     if caller is None:
         raise NotAuthorizedException("missing or invalid bearer token")
     trust = None if caller.unrestricted else caller.ceiling()
-    return Access(tenants.get(caller.tenant), trust, tenant_id(caller.tenant), caller)
+    wanted = request.headers.get(MIN_POSITION_HEADER)
+    if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
+        raise ValidationError(MIN_POSITION_HEADER, "a log position (a whole number >= 0)")
+    min_position = None if wanted is None else int(wanted)
+    engine = tenants.get(caller.tenant)
+    return Access(engine, trust, tenant_id(caller.tenant), caller, min_position)
 
 
 def _advisor(request: Request[Any, Any, Any]) -> SearchAdvisor | None:
@@ -232,7 +256,7 @@ class MemoryController(Controller):
             rerank=rerank or "",
             rerank_fine=rerank_fine or "",
         )
-        page = access.engine.list_entries(
+        page = access.store().list_entries(
             query, trust=access.trust, tenant=access.tenant, advisor=_advisor(request)
         )
         return EntryList(
@@ -243,18 +267,19 @@ class MemoryController(Controller):
         )
 
     @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry")
-    def create_entry(self, data: NewEntry, access: Access) -> Entry:
+    def create_entry(self, data: NewEntry, access: Access) -> Response[Entry]:
         """Create an entry (201); ``supersedes_ids`` invalidates those entries atomically."""
         _check_write(access, data.conversation_id)
-        return access.engine.create_entry(data, trust=access.trust, tenant=access.tenant)
+        entry = access.store().create_entry(data, trust=access.trust, tenant=access.tenant)
+        return _written(access, entry, 201)
 
     @get("/v1/memory/entries/{entry_id:int}", sync_to_thread=True, operation_id="get_entry")
     def read_entry(self, entry_id: int, access: Access) -> HydratedEntry:
         """One active entry, with its artifact and its relations."""
-        entry = access.engine.get_entry(entry_id, trust=access.trust, tenant=access.tenant)
-        relations = access.engine.entry_relations(
+        entry = access.store().get_entry(entry_id, trust=access.trust, tenant=access.tenant)
+        relations = access.store().entry_relations(
             trust=access.trust, tenant=access.tenant, source_id=entry_id
-        ) + access.engine.entry_relations(
+        ) + access.store().entry_relations(
             trust=access.trust, tenant=access.tenant, target_id=entry_id
         )
         return HydratedEntry(
@@ -264,9 +289,12 @@ class MemoryController(Controller):
         )
 
     @patch("/v1/memory/entries/{entry_id:int}", sync_to_thread=True, operation_id="patch_entry")
-    def patch_entry(self, entry_id: int, data: EntryPatch, access: Access) -> Entry:
+    def patch_entry(self, entry_id: int, data: EntryPatch, access: Access) -> Response[Entry]:
         """Revise an active entry: a new revision, the old one kept in the log."""
-        return access.engine.revise_entry(entry_id, data, trust=access.trust, tenant=access.tenant)
+        revised = access.store().revise_entry(
+            entry_id, data, trust=access.trust, tenant=access.tenant
+        )
+        return _written(access, revised)
 
     @delete(
         "/v1/memory/entries/{entry_id:int}",
@@ -274,10 +302,18 @@ class MemoryController(Controller):
         sync_to_thread=True,
         operation_id="delete_entry",
     )
-    def delete_entry(self, entry_id: int, access: Access) -> Deleted:
-        """Hide an entry from every entries read (its events stay in the log)."""
-        access.engine.delete_entry(entry_id, trust=access.trust)
-        return Deleted(deleted=True)
+    def delete_entry(
+        self,
+        entry_id: int,
+        access: Access,
+        erase: Annotated[
+            str | None, Parameter(description="true: also erase every revision's content")
+        ] = None,
+    ) -> Response[Deleted]:
+        """Hide an entry from every entries read (its events stay in the log); with
+        ``erase=true`` its content is erased for good (crypto-shredding)."""
+        access.store().delete_entry(entry_id, erase=_bool("erase", erase), trust=access.trust)
+        return _written(access, Deleted(deleted=True))
 
     @post(
         "/v1/memory/entries/{entry_id:int}/invalidate",
@@ -287,17 +323,17 @@ class MemoryController(Controller):
     )
     def invalidate_entry(
         self, entry_id: int, access: Access, data: InvalidateBody | None = None
-    ) -> Invalidated:
+    ) -> Response[Invalidated]:
         """End an active entry's validity now; a second call is 404."""
         if data is not None and data.when is not None:
             raise ValidationError(
                 "when", "not supported: an invalidation is stamped when it is recorded"
             )
         try:
-            access.engine.invalidate_entry(entry_id, trust=access.trust)
+            access.store().invalidate_entry(entry_id, trust=access.trust)
         except EntryNotFoundError:
             raise EntryNotFoundError(entry_id, "entry not found or already invalidated") from None
-        return Invalidated(invalidated=True, id=entry_id)
+        return _written(access, Invalidated(invalidated=True, id=entry_id))
 
     # --- relations and the graph --------------------------------------------------------------
 
@@ -310,7 +346,7 @@ class MemoryController(Controller):
         relation: RelationKind | None = None,
         limit: Annotated[int | None, Parameter(ge=1)] = None,
     ) -> RelationList:
-        found = access.engine.entry_relations(
+        found = access.store().entry_relations(
             trust=access.trust,
             tenant=access.tenant,
             source_id=source_id,
@@ -321,11 +357,12 @@ class MemoryController(Controller):
         return RelationList(count=len(found), relations=found)
 
     @post("/v1/memory/relations", sync_to_thread=True, operation_id="create_relation")
-    def create_relation(self, data: NewRelation, access: Access) -> EntryRelation:
+    def create_relation(self, data: NewRelation, access: Access) -> Response[EntryRelation]:
         """Relate two entries (201); a repeat is 409 with ``existing_id``."""
-        return access.engine.relate_entries(
+        made = access.store().relate_entries(
             data.source_id, data.target_id, data.relation, trust=access.trust, tenant=access.tenant
         )
+        return _written(access, made, 201)
 
     @get("/v1/memory/graph", sync_to_thread=True, operation_id="graph")
     def graph(
@@ -337,10 +374,10 @@ class MemoryController(Controller):
     ) -> Graph:
         """Active entries (at most 200, newest first) and the relations among them."""
         query = EntryQuery(types=_types(types), limit=GRAPH_LIMIT)
-        entries = access.engine.list_entries(
-            query, trust=access.trust, tenant=access.tenant
-        ).entries
-        relations = access.engine.entry_relations(
+        entries = (
+            access.store().list_entries(query, trust=access.trust, tenant=access.tenant).entries
+        )
+        relations = access.store().entry_relations(
             trust=access.trust, tenant=access.tenant, among=[e.id for e in entries]
         )
         return Graph(tenant_id=access.tenant, entries=entries, relations=relations)

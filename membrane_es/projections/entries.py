@@ -6,7 +6,8 @@ removed, and four columns (title, content, tags, source) so BM25 can weigh them 
 
 Append-only like every content index: one row per *record* (a revision of an entry), never
 updated except to note when it stopped being the entry's current revision (``ended``) and
-why (``revised``, ``invalidated``, ``deleted``). So the entries as they stood at any past
+why (``revised``, ``invalidated``, ``deleted``). A forgotten (erased) record's text is
+removed outright, and its entry leaves every read. So the entries as they stood at any past
 moment are the rows recorded by then and not ended by then: ``as_of`` reads are one query.
 
 It follows the notification log with its own position (:meth:`EntryIndex.catch_up`), and
@@ -173,6 +174,8 @@ class EntryIndex:
             self._end(str(event.originator_id), epoch(event.timestamp), kind)
         elif isinstance(event, RecordAggregate.MergedInto):
             self._end(str(event.originator_id), epoch(event.timestamp), "invalidated")
+        elif isinstance(event, RecordAggregate.Forgotten):
+            self._forgotten(str(event.originator_id), epoch(event.timestamp))
         elif isinstance(event, RecordAggregate.RelationAdded):
             self._related(str(event.originator_id), event.relation, epoch(event.timestamp))
 
@@ -261,6 +264,18 @@ class EntryIndex:
                 " WHERE entry = (SELECT entry FROM rev WHERE record_key = ?)",
                 (key,),
             )
+
+    def _forgotten(self, key: str, at: int) -> None:
+        """An erased record: its text leaves the view, and its entry leaves every read."""
+        found = self.db.execute("SELECT row FROM rev WHERE record_key = ?", (key,)).fetchone()
+        if found is None:
+            return
+        self._end(key, at, "deleted")
+        self.db.execute(
+            "UPDATE rev SET title = '', content = '', source = '', tags = '[]' WHERE row = ?",
+            found,
+        )
+        self.db.execute("DELETE FROM fts WHERE rowid = ?", found)
 
     def _related(self, source_key: str, relation: Relation, at: int) -> None:
         if relation.predicate not in RELATION_KINDS:

@@ -525,6 +525,14 @@ def latest_revision(index: EntryIndex, entry_id: int, trust: TrustContext | None
     return None if found is None else str(found[0])
 
 
+def revision_records(index: EntryIndex, entry_id: int) -> list[str]:
+    """The records of every revision of the entry, first first."""
+    found = index.db.execute(
+        "SELECT record_id FROM rev WHERE entry = ? ORDER BY row", (entry_id,)
+    ).fetchall()
+    return [str(record_id) for (record_id,) in found]
+
+
 def entry_of_record(index: EntryIndex, record_id: str) -> int:
     (entry,) = index.db.execute(
         "SELECT entry FROM rev WHERE record_key = ?", (str(record_key(record_id)),)

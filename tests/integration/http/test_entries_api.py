@@ -421,3 +421,37 @@ def test_openapi_document_and_docs_page(served: Served) -> None:
     assert "/v1/memory/graph" in paths
     docs = httpx.get(f"{served.base}/docs")
     assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+def test_delete_with_erase_forgets_every_revision(served: Served) -> None:
+    entry = new_entry(served.alpha, title="patient record", content="diagnosis text")
+    served.clock.advance(5)
+    revised = served.alpha.patch(
+        f"/v1/memory/entries/{entry['id']}", json={"content": "second diagnosis"}
+    ).json()
+    response = served.alpha.delete(f"/v1/memory/entries/{entry['id']}", params={"erase": "true"})
+    assert (response.status_code, response.json()) == (200, {"deleted": True})
+    engine = served.engine()
+    for record_id in (entry["record_id"], revised["record_id"]):
+        assert engine.retrieve_by_id(record_id).payload is None  # content erased
+        assert engine.history(record_id)[-1].event == "Forgotten"
+    assert ids(served.alpha.get("/v1/memory/entries", params={"q": "diagnosis"})) == []
+    past = {"q": "diagnosis", "as_of": entry["created_at"]}
+    assert ids(served.alpha.get("/v1/memory/entries", params=past)) == []
+    bad = served.alpha.delete(f"/v1/memory/entries/{entry['id']}", params={"erase": "maybe"})
+    assert bad.status_code == 400 and bad.json()["error"].startswith("erase")
+
+
+def test_writes_carry_their_log_position_and_reads_may_require_one(served: Served) -> None:
+    response = served.alpha.post("/v1/memory/entries", json={"type": "user", "title": "x"})
+    position = int(response.headers["x-membrane-position"])
+    assert position == served.engine().application.recorder.max_notification_id()
+    entry = response.json()
+    patched = served.alpha.patch(f"/v1/memory/entries/{entry['id']}", json={"title": "y"})
+    assert int(patched.headers["x-membrane-position"]) > position
+    read = served.alpha.get(
+        "/v1/memory/entries", headers={"x-membrane-min-position": str(position)}
+    )
+    assert ids(read) == [entry["id"]]
+    bad = served.alpha.get("/v1/memory/entries", headers={"x-membrane-min-position": "soon"})
+    assert bad.status_code == 400 and "x-membrane-min-position" in bad.json()["error"]
