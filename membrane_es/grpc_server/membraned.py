@@ -109,7 +109,7 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     if not grpc:
         assert web is not None
         try:
-            web.serve()  # uvicorn stops on SIGINT/SIGTERM, requests in flight finished
+            web.serve_until_signalled()  # requests in flight finish, then the stores close
         finally:
             tenants.close()
         return 0

@@ -10,12 +10,10 @@ so the next start resumes where this one stopped.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from types import FrameType
 from typing import TypedDict
 
 import grpc
@@ -30,6 +28,7 @@ from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
+from membrane_es.signals import wait_for_stop_signal
 from membrane_es.tenants import Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
@@ -103,19 +102,9 @@ class Daemon:
 
     def serve_until_signalled(self) -> None:
         """Blocks until SIGINT or SIGTERM, then stops (main thread only)."""
-        received = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("received signal %d, shutting down", signum)
-            received.set()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while not received.wait(0.5):
-                pass
+            wait_for_stop_signal()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             self.stop()
 
     def __enter__(self) -> Daemon:

@@ -24,6 +24,7 @@ from litestar import Controller, Litestar, Request, Response, delete, get, patch
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.params import Parameter
@@ -48,6 +49,7 @@ from membrane_es.queries.entries import (
 )
 from membrane_es.schema.entries import (
     ENTRY_TYPES,
+    MAX_INTEGER,
     Artifact,
     Entry,
     EntryPatch,
@@ -114,6 +116,22 @@ class InvalidateBody(msgspec.Struct, kw_only=True):
 class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     error: str
     existing_id: int | None = None
+
+
+def _error(description: str) -> ResponseSpec:
+    return ResponseSpec(data_container=ErrorBody, description=description)
+
+
+# Every route answers errors as {"error": "..."} (409 on a duplicate relation adds existing_id).
+ERRORS: dict[int, ResponseSpec] = {
+    400: _error("A bad parameter or body; the message names the field"),
+    401: _error("Missing or invalid bearer token"),
+    403: _error("The key's ceiling does not reach this record"),
+    404: _error("No such entry (or route)"),
+    409: _error("A duplicate relation (with existing_id), or a conflicting revision"),
+    413: _error("The body is over the size limit"),
+    504: _error("The views did not reach x-membrane-min-position in time"),
+}
 
 
 # --- who is calling -----------------------------------------------------------------------
@@ -206,9 +224,12 @@ def _check_write(access: Access, conversation_id: int | None) -> None:
 
 
 Limit = Annotated[
-    int | None, Parameter(ge=1, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}")
+    int | None,
+    Parameter(ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}"),
 ]
-Epoch = Annotated[int | None, Parameter(ge=0)]
+Epoch = Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)]
+QueryId = Annotated[int | None, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
+PathId = Annotated[int, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 
 
 class MemoryController(Controller):
@@ -216,7 +237,7 @@ class MemoryController(Controller):
 
     # --- entries ------------------------------------------------------------------------------
 
-    @get("/v1/memory/entries", sync_to_thread=True, operation_id="list_entries")
+    @get("/v1/memory/entries", sync_to_thread=True, operation_id="list_entries", responses=ERRORS)
     def list_entries(
         self,
         request: Request[Any, Any, Any],
@@ -226,7 +247,7 @@ class MemoryController(Controller):
         ] = None,
         tag: str | None = None,
         q: str | None = None,
-        conversation_id: Annotated[int | None, Parameter(ge=0)] = None,
+        conversation_id: Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)] = None,
         graduated: str | None = None,
         intent: str | None = None,
         expand: str | None = None,
@@ -266,15 +287,20 @@ class MemoryController(Controller):
             rerank=page.rerank,
         )
 
-    @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry")
+    @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry", responses=ERRORS)
     def create_entry(self, data: NewEntry, access: Access) -> Response[Entry]:
         """Create an entry (201); ``supersedes_ids`` invalidates those entries atomically."""
         _check_write(access, data.conversation_id)
         entry = access.store().create_entry(data, trust=access.trust, tenant=access.tenant)
         return _written(access, entry, 201)
 
-    @get("/v1/memory/entries/{entry_id:int}", sync_to_thread=True, operation_id="get_entry")
-    def read_entry(self, entry_id: int, access: Access) -> HydratedEntry:
+    @get(
+        "/v1/memory/entries/{entry_id:int}",
+        sync_to_thread=True,
+        operation_id="get_entry",
+        responses=ERRORS,
+    )
+    def read_entry(self, entry_id: PathId, access: Access) -> HydratedEntry:
         """One active entry, with its artifact and its relations."""
         entry = access.store().get_entry(entry_id, trust=access.trust, tenant=access.tenant)
         relations = access.store().entry_relations(
@@ -288,8 +314,13 @@ class MemoryController(Controller):
             relations=sorted(relations, key=lambda r: r.id),
         )
 
-    @patch("/v1/memory/entries/{entry_id:int}", sync_to_thread=True, operation_id="patch_entry")
-    def patch_entry(self, entry_id: int, data: EntryPatch, access: Access) -> Response[Entry]:
+    @patch(
+        "/v1/memory/entries/{entry_id:int}",
+        sync_to_thread=True,
+        operation_id="patch_entry",
+        responses=ERRORS,
+    )
+    def patch_entry(self, entry_id: PathId, data: EntryPatch, access: Access) -> Response[Entry]:
         """Revise an active entry: a new revision, the old one kept in the log."""
         revised = access.store().revise_entry(
             entry_id, data, trust=access.trust, tenant=access.tenant
@@ -301,10 +332,11 @@ class MemoryController(Controller):
         status_code=200,
         sync_to_thread=True,
         operation_id="delete_entry",
+        responses=ERRORS,
     )
     def delete_entry(
         self,
-        entry_id: int,
+        entry_id: PathId,
         access: Access,
         erase: Annotated[
             str | None, Parameter(description="true: also erase every revision's content")
@@ -320,9 +352,10 @@ class MemoryController(Controller):
         status_code=200,
         sync_to_thread=True,
         operation_id="invalidate_entry",
+        responses=ERRORS,
     )
     def invalidate_entry(
-        self, entry_id: int, access: Access, data: InvalidateBody | None = None
+        self, entry_id: PathId, access: Access, data: InvalidateBody | None = None
     ) -> Response[Invalidated]:
         """End an active entry's validity now; a second call is 404."""
         if data is not None and data.when is not None:
@@ -337,14 +370,16 @@ class MemoryController(Controller):
 
     # --- relations and the graph --------------------------------------------------------------
 
-    @get("/v1/memory/relations", sync_to_thread=True, operation_id="list_relations")
+    @get(
+        "/v1/memory/relations", sync_to_thread=True, operation_id="list_relations", responses=ERRORS
+    )
     def list_relations(
         self,
         access: Access,
-        source_id: int | None = None,
-        target_id: int | None = None,
+        source_id: QueryId = None,
+        target_id: QueryId = None,
         relation: RelationKind | None = None,
-        limit: Annotated[int | None, Parameter(ge=1)] = None,
+        limit: Annotated[int | None, Parameter(ge=1, le=MAX_INTEGER)] = None,
     ) -> RelationList:
         found = access.store().entry_relations(
             trust=access.trust,
@@ -356,7 +391,12 @@ class MemoryController(Controller):
         )
         return RelationList(count=len(found), relations=found)
 
-    @post("/v1/memory/relations", sync_to_thread=True, operation_id="create_relation")
+    @post(
+        "/v1/memory/relations",
+        sync_to_thread=True,
+        operation_id="create_relation",
+        responses=ERRORS,
+    )
     def create_relation(self, data: NewRelation, access: Access) -> Response[EntryRelation]:
         """Relate two entries (201); a repeat is 409 with ``existing_id``."""
         made = access.store().relate_entries(
@@ -364,7 +404,7 @@ class MemoryController(Controller):
         )
         return _written(access, made, 201)
 
-    @get("/v1/memory/graph", sync_to_thread=True, operation_id="graph")
+    @get("/v1/memory/graph", sync_to_thread=True, operation_id="graph", responses=ERRORS)
     def graph(
         self,
         access: Access,

@@ -8,11 +8,15 @@ The socket is bound when the server is made (so ``port`` is known at once, ``:0`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
+
+from membrane_es.signals import wait_for_stop_signal
 
 GRACE_SECONDS = 5
 
@@ -32,6 +36,12 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.ready = threading.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # Whoever runs the server handles signals, and stops it before closing the stores
+        # (uvicorn's own handling would re-raise SIGTERM and end the process first).
+        yield
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -57,12 +67,13 @@ class HttpServer:
         self._server = _Server(self.config)
         self._thread: threading.Thread | None = None
 
-    def serve(self) -> None:
-        """Serve in this thread until stopped (in the main thread: until SIGINT/SIGTERM)."""
+    def serve_until_signalled(self) -> None:
+        """Serve until SIGINT or SIGTERM (main thread only), then stop."""
+        self.start()
         try:
-            self._server.run(sockets=[self._socket])
+            wait_for_stop_signal()
         finally:
-            self._socket.close()
+            self.stop()
 
     def start(self) -> HttpServer:
         """Serve on a thread of its own; returns once connections are accepted."""
@@ -76,6 +87,10 @@ class HttpServer:
     def _run(self) -> None:
         asyncio.run(self._server.serve(sockets=[self._socket]))
         self._socket.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
 
     def stop(self) -> None:
         """Stop accepting, finish requests in flight, return when done (idempotent)."""

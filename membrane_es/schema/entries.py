@@ -71,8 +71,10 @@ Content = Annotated[str, msgspec.Meta(max_length=CONTENT_MAX)]
 Source = Annotated[str, msgspec.Meta(max_length=SOURCE_MAX)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=TAG_MAX)]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
-Epoch = Annotated[int, msgspec.Meta(ge=0)]
-PositiveId = Annotated[int, msgspec.Meta(ge=0)]
+MAX_INTEGER = 2**63 - 1  # ids and times are SQLite (64-bit) integers
+Epoch = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
+PositiveId = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
+EntryId = Annotated[int, msgspec.Meta(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 EntryType = Literal["user", "feedback", "project", "reference", "learning", "context"]
 RelationKind = Literal["relates_to", "refines", "contradicts", "supersedes", "supports"]
 
@@ -89,7 +91,7 @@ class NewEntry(msgspec.Struct, kw_only=True, frozen=True):
     artifact_id: PositiveId | None = None
     conversation_id: PositiveId | None = None
     created_at: Epoch | None = None
-    supersedes_ids: list[int] = msgspec.field(default_factory=list)
+    supersedes_ids: list[EntryId] = msgspec.field(default_factory=list)
 
 
 class EntryPatch(msgspec.Struct, kw_only=True, frozen=True):
@@ -107,8 +109,8 @@ class EntryPatch(msgspec.Struct, kw_only=True, frozen=True):
 class NewRelation(msgspec.Struct, kw_only=True, frozen=True):
     """``POST /v1/memory/relations``."""
 
-    source_id: int
-    target_id: int
+    source_id: EntryId
+    target_id: EntryId
     relation: RelationKind
 
 
