@@ -304,7 +304,7 @@ def entry_record(entry: NewEntry) -> MemoryRecord:
     return MemoryRecord(
         type=MemoryType.SEMANTIC,
         scope=conversation_scope(entry.conversation_id),
-        tags=list(entry.tags),
+        tags=list(dict.fromkeys(entry.tags)),  # a record's tags are distinct
         payload=SemanticPayload(
             subject=entry.title, predicate=entry.type, object=entry.content, validity=validity
         ),

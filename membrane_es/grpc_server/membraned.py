@@ -16,12 +16,17 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from membrane_es import __version__
 from membrane_es.errors import MembraneError
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, apply_overrides, load_config
+from membrane_es.signals import wait_for_stop_signal
+
+if TYPE_CHECKING:
+    from membrane_es.http_api import HttpServer
 
 PROGRAM = "membraned"
 
@@ -104,22 +109,28 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     except (ConfigError, MembraneError, OSError, ValueError) as error:
         print(f"failed to run {PROGRAM}: initialize membrane: {error}", file=sys.stderr)
         return 1
-    if web is not None:
-        print(f"{PROGRAM} HTTP entries API on {http} (port {web.port})", file=sys.stderr)
     if not grpc:
         assert web is not None
         try:
-            web.serve_until_signalled()  # requests in flight finish, then the stores close
+            web.start()
+            _announce(web, http)
+            wait_for_stop_signal()
         finally:
+            web.stop()  # requests in flight finish, then the stores close
             tenants.close()
         return 0
     daemon.start()
     if web is not None:
         daemon.also_stop(web.stop)  # HTTP finishes its requests before the stores close
         web.start()
+        _announce(web, http)
     print(f"{PROGRAM} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
     daemon.serve_until_signalled()
     return 0
+
+
+def _announce(web: HttpServer, address: str | None) -> None:
+    print(f"{PROGRAM} HTTP entries API on {address} (port {web.port})", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

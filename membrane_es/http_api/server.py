@@ -16,8 +16,6 @@ from typing import Any
 
 import uvicorn
 
-from membrane_es.signals import wait_for_stop_signal
-
 GRACE_SECONDS = 5
 
 
@@ -66,14 +64,6 @@ class HttpServer:
         self.port: int = self._socket.getsockname()[1]
         self._server = _Server(self.config)
         self._thread: threading.Thread | None = None
-
-    def serve_until_signalled(self) -> None:
-        """Serve until SIGINT or SIGTERM (main thread only), then stop."""
-        self.start()
-        try:
-            wait_for_stop_signal()
-        finally:
-            self.stop()
 
     def start(self) -> HttpServer:
         """Serve on a thread of its own; returns once connections are accepted."""

@@ -40,7 +40,6 @@ TENANT_WEIGHT = 1.0
 PARAPHRASE_WEIGHT = 0.7
 PARAPHRASES = 2
 NEAR_DISTANCE = 8
-PASS_DEPTH = MAX_LIMIT  # how deep each fused ranking is read
 RERANK_POOL = 30
 FINE_RERANK_TOP = 8
 FINE_EXCERPT_BYTES = 1500
@@ -73,6 +72,7 @@ _COLUMNS = (
     " r.conversation, r.artifact, r.valid_from, r.created_at, r.updated_at"
 )
 _TAGS = msgspec.json.Decoder(list[str])
+_ROWS = msgspec.json.Encoder()
 
 
 class EntryQuery(msgspec.Struct, kw_only=True, frozen=True):
@@ -279,30 +279,54 @@ def _ranking(
     now: int,
     depth: int,
 ) -> list[int]:
-    """Rows matching ``text``, best first: BM25 × type, tag and intent boosts × age decay."""
+    """Rows matching ``text``, best first: BM25 × type, tag and intent boosts × age decay.
+
+    FTS5 ranks its matches by BM25 alone fastest, so candidates are read that way, best
+    first, and only they are filtered and boosted. A boost multiplies by at most ``most``,
+    so a match outside the candidates (BM25 at most the last one's) scores at most ``most``
+    × that: once the ``depth``-th boosted score beats it, no other match can place, and the
+    answer is exact; otherwise more candidates are read."""
     match = match_expression(text)
     if not match:
         return []
     where = _filters(query, trust, conversation=conversation, browse=False)
     boosted = query.types or (intent_types(text) if query.intent else ())
     factors: list[str] = []
-    params: list[Any] = [*FIELD_WEIGHTS]
+    params: list[Any] = []
+    most = 1.0
     if boosted:
         factors.append(f"(CASE WHEN r.type IN ({_marks(boosted)}) THEN {TYPE_BOOST} ELSE 1 END)")
         params.extend(boosted)
+        most *= TYPE_BOOST
     if query.tag:
         factors.append(f"(CASE WHEN instr(r.tags, ?) > 0 THEN {TAG_BOOST} ELSE 1 END)")
         params.append(query.tag)
+        most *= TAG_BOOST
     if query.decay:
         factors.append(_DECAY)
         params.extend(_decay_params(query.as_of or now))
-    score = " * ".join(["-bm25(fts, ?, ?, ?, ?)", *factors])
-    rows = index.db.execute(
-        f"SELECT r.row, {score} AS score FROM fts JOIN rev r ON r.row = fts.rowid"
-        f" WHERE fts MATCH ? AND {where.sql} ORDER BY score DESC, r.entry DESC LIMIT ?",
-        (*params, match, *where.params, depth),
-    ).fetchall()
-    return [row for row, _ in rows]
+    factor = " * ".join(factors) or "1.0"
+    weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
+    wanted = max(2 * depth, 64)
+    while True:
+        candidates = index.db.execute(
+            f"SELECT rowid, -bm25(fts, {weights}) FROM fts WHERE fts MATCH ?"
+            f" ORDER BY bm25(fts, {weights}) LIMIT ?",
+            (match, wanted),
+        ).fetchall()
+        raw = dict(candidates)
+        found = index.db.execute(
+            f"SELECT r.row, r.entry, {factor} FROM rev r"
+            f" WHERE r.row IN (SELECT value FROM json_each(?)) AND {where.sql}",
+            (*params, _ROWS.encode(list(raw)).decode(), *where.params),
+        ).fetchall()
+        scored = sorted(
+            ((raw[row] * weight, entry, row) for row, entry, weight in found), reverse=True
+        )
+        complete = len(candidates) < wanted
+        if complete or (len(scored) >= depth and scored[depth - 1][0] > most * candidates[-1][1]):
+            return [row for _, _, row in scored[:depth]]
+        wanted *= 4
 
 
 # Age steps since valid_from: ≤ 30 days 1.0, ≤ half-life 0.9, ≤ 2× 0.75, ≤ 4× 0.6, older floor.
@@ -336,12 +360,13 @@ def _search_rows(
     now: int,
 ) -> list[int]:
     """One query's ranking: graduated (two passes fused) when asked and scoped."""
+    depth = max(query.limit, RERANK_POOL if query.rerank or query.rerank_fine else 0)
     conversation = known_conversation(index, query.conversation_id, query.as_of)
     if query.graduated and conversation is not None:
-        scoped = _ranking(index, text, query, trust, conversation, now, PASS_DEPTH)
-        wide = _ranking(index, text, query, trust, None, now, PASS_DEPTH)
+        scoped = _ranking(index, text, query, trust, conversation, now, depth)
+        wide = _ranking(index, text, query, trust, None, now, depth)
         return fuse([(CONVERSATION_WEIGHT, scoped), (TENANT_WEIGHT, wide)])
-    return _ranking(index, text, query, trust, conversation, now, PASS_DEPTH)
+    return _ranking(index, text, query, trust, conversation, now, depth)
 
 
 def search(
