@@ -264,7 +264,7 @@ def browse(
     where = _filters(query, trust, conversation=conversation, browse=True)
     rows = index.db.execute(
         f"SELECT {_COLUMNS} FROM rev r WHERE {where.sql}"
-        " ORDER BY r.updated_at DESC, r.entry DESC LIMIT ?",
+        " ORDER BY r.updated_at DESC, r.row DESC LIMIT ?",
         (*where.params, query.limit),
     ).fetchall()
     return [_entry(row, tenant) for row in rows]
@@ -285,7 +285,7 @@ def _ranking(
     first, and only they are filtered and boosted. A boost multiplies by at most ``most``,
     so a match outside the candidates (BM25 at most the last one's) scores at most ``most``
     × that: once the ``depth``-th boosted score beats it, no other match can place, and the
-    answer is exact; otherwise more candidates are read."""
+    answer is exact; otherwise more candidates are read. Ties go to the newer row."""
     match = match_expression(text)
     if not match:
         return []
@@ -307,26 +307,32 @@ def _ranking(
         params.extend(_decay_params(query.as_of or now))
     factor = " * ".join(factors) or "1.0"
     weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
-    wanted = max(2 * depth, 64)
+    # Candidates come in the order (BM25, newest row first); with no factor that is the
+    # answer's order, and the first ``depth`` that pass the filters are exact. Factors can lift
+    # a candidate past others: read twice as deep to begin with, and check the bound.
+    wanted = 2 * depth if factors else depth
     while True:
         candidates = index.db.execute(
-            f"SELECT rowid, -bm25(fts, {weights}) FROM fts WHERE fts MATCH ?"
-            f" ORDER BY bm25(fts, {weights}) LIMIT ?",
+            f"SELECT rowid, bm25(fts, {weights}) AS bm25 FROM fts WHERE fts MATCH ?"
+            " ORDER BY bm25, rowid DESC LIMIT ?",
             (match, wanted),
         ).fetchall()
-        raw = dict(candidates)
+        raw = {row: -score for row, score in candidates}
         found = index.db.execute(
-            f"SELECT r.row, r.entry, {factor} FROM rev r"
-            f" WHERE r.row IN (SELECT value FROM json_each(?)) AND {where.sql}",
+            # CROSS JOIN: from the candidates to their rows (never a scan of every row)
+            f"SELECT r.row, {factor} FROM json_each(?) AS c CROSS JOIN rev r"
+            f" ON r.row = c.value WHERE {where.sql}",
             (*params, _ROWS.encode(list(raw)).decode(), *where.params),
         ).fetchall()
-        scored = sorted(
-            ((raw[row] * weight, entry, row) for row, entry, weight in found), reverse=True
-        )
-        complete = len(candidates) < wanted
-        if complete or (len(scored) >= depth and scored[depth - 1][0] > most * candidates[-1][1]):
-            return [row for _, _, row in scored[:depth]]
+        scored = sorted(((raw[row] * weight, row) for row, weight in found), reverse=True)
+        if len(candidates) < wanted:  # every match was read
+            break
+        if len(scored) >= depth and (
+            not factors or scored[depth - 1][0] > most * -candidates[-1][1]
+        ):
+            break
         wanted *= 4
+    return [row for _, row in scored[:depth]]
 
 
 # Age steps since valid_from: ≤ 30 days 1.0, ≤ half-life 0.9, ≤ 2× 0.75, ≤ 4× 0.6, older floor.
