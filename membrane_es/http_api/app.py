@@ -158,7 +158,7 @@ class Access:
 def _written(access: Access, content: Any, status: int = 200) -> Response[Any]:
     """A write's answer, with the log position of its last event (``x-membrane-position``),
     which a read anywhere may then ask to include."""
-    position = access.store().last_position
+    position = access.engine.last_position
     headers = {} if position is None else {POSITION_HEADER: str(position)}
     return Response(content, status_code=status, headers=headers)
 
