@@ -64,6 +64,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve only the HTTP entries API (needs -http)",
     )
+    parser.add_argument(
+        "-chain-key-file",
+        "--chain-key-file",
+        dest="chain_key_file",
+        metavar="PATH",
+        help="file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
+    )
 
 
 def config_from_flags(
@@ -78,6 +85,9 @@ def config_from_flags(
     )
     if args.keys:
         config = msgspec.structs.replace(config, api_keys_file=args.keys)
+    chain_key_file = getattr(args, "chain_key_file", None)  # namespaces built without it
+    if chain_key_file:
+        config = msgspec.structs.replace(config, chain_key_file=chain_key_file)
     config.validate()
     return config
 
