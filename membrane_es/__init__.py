@@ -18,6 +18,7 @@ from membrane_es.errors import (
     IntegrityViolationError,
     MembraneError,
     NotFoundError,
+    StoreNotFoundError,
     ValidationError,
 )
 from membrane_es.queries.records import HistoryEntry
@@ -90,6 +91,7 @@ __all__ = [
     "SelectionResult",
     "SemanticPayload",
     "Sensitivity",
+    "StoreNotFoundError",
     "Triple",
     "TrustContext",
     "ValidationError",

@@ -60,6 +60,14 @@ class AlreadyExistsError(MembraneError):
         super().__init__(f"record already exists: {record_id}")
 
 
+class StoreNotFoundError(MembraneError, FileNotFoundError):
+    """No store exists at the path a read (or an open that must not create) named."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no store at {path}")
+
+
 class ConflictError(MembraneError):
     """A concurrent revision of the same record won; retrying found no way through."""
 
@@ -77,6 +85,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     AlreadyReplacedError: ("FAILED_PRECONDITION", 409),
     AlreadyExistsError: ("ALREADY_EXISTS", 409),
     ConflictError: ("ABORTED", 409),
+    StoreNotFoundError: ("NOT_FOUND", 404),
     IntegrityViolationError: ("DATA_LOSS", 500),
 }
 

@@ -13,7 +13,7 @@ ports by changing how the client is made::
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
 bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads` and
-:mod:`.consolidation`.
+:mod:`.consolidation` and :mod:`.transfer`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from membrane_es.engine.ingestion import Ingestion
 from membrane_es.engine.lifecycle import Lifecycle
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
+from membrane_es.engine.transfer import Transfer
 
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Lifecycle, Revisions, Ingestion, Reads, Consolidation):
+class Membrane(Lifecycle, Revisions, Ingestion, Reads, Consolidation, Transfer):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -17,7 +17,7 @@ from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
 )
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -30,6 +30,10 @@ from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.validation import check_unit_interval
+
+# The file LMDB keeps a store's data in (beside lock.mdb): its presence is what makes a
+# directory a store.
+LMDB_DATA_FILE = "data.mdb"
 
 
 class Lifecycle(EngineCore):
@@ -87,9 +91,13 @@ class Lifecycle(EngineCore):
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
+        create: bool = True,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
+        :param create: with ``False``, a path that holds no store raises
+            :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there
+            (what a read on a mistyped path wants).
         :param sync: fsync every commit (durable); ``False`` trades the last few commits on
             power loss for speed, never consistency.
         :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
@@ -99,6 +107,8 @@ class Lifecycle(EngineCore):
         check_unit_interval("selection_threshold", selection_threshold)  # before opening
         _check_default_sensitivity(default_sensitivity)
         directory = Path(path)
+        if not create and not (directory / LMDB_DATA_FILE).is_file():
+            raise StoreNotFoundError(str(path))
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
@@ -206,9 +216,10 @@ class Lifecycle(EngineCore):
             self._views.close()
             self._app.close()
 
-    def rebuild_views(self) -> None:
-        """Replace the read side by one rebuilt from the whole log."""
-        rebuilt = ReadModel.rebuild(self._app)
+    def rebuild_views(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Replace the read side by one rebuilt from the whole log; ``progress(applied,
+        total)`` is called after each page of the log."""
+        rebuilt = ReadModel.rebuild(self._app, progress)
         with self._write_lock:
             old, self._views = self._views, rebuilt
         old.close()

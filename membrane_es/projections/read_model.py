@@ -71,7 +71,9 @@ class ReadModel:
 
     # --- following the log ----------------------------------------------------------------
 
-    def catch_up(self, source: NotificationSource) -> int:
+    def catch_up(
+        self, source: NotificationSource, progress: Callable[[int, int], None] | None = None
+    ) -> int:
         """Apply every notification after ``position``; returns how many were applied.
 
         The log is read in pages (:class:`~membrane_es.projections.log_pages.LogReader`: raw
@@ -92,7 +94,8 @@ class ReadModel:
                 indexed.append(worker.submit(self.text.insert_many, documents))
 
             first_row = self.table.size  # rows the worker indexes are this one and after
-            backlog = (source.recorder.max_notification_id() or 0) - self.position
+            head = source.recorder.max_notification_id() or 0
+            backlog = head - self.position
             use_worker = backlog >= TEXT_WORKER_MIN_BACKLOG
             try:
                 with _collector_paused():
@@ -109,6 +112,8 @@ class ReadModel:
                                 count=count,
                             )
                             applied += count
+                        if progress is not None:
+                            progress(self.position, max(head, self.position))
                         if count < CATCH_UP_BATCH:
                             return applied
             finally:
@@ -271,10 +276,12 @@ class ReadModel:
         self.text.close()
 
     @classmethod
-    def rebuild(cls, source: NotificationSource) -> ReadModel:
-        """Fresh views from the whole log."""
+    def rebuild(
+        cls, source: NotificationSource, progress: Callable[[int, int], None] | None = None
+    ) -> ReadModel:
+        """Fresh views from the whole log; ``progress(applied, head)`` after each page."""
         model = cls()
-        model.catch_up(source)
+        model.catch_up(source, progress)
         return model
 
     # --- event handlers ---------------------------------------------------------------------
