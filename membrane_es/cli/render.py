@@ -22,8 +22,12 @@ from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import RetrieveGraphResult
 
 # Wide enough that ids and moments are never cut when output goes to a file or a pipe.
-console = Console(width=200, soft_wrap=False) if not Console().is_terminal else Console()
-errors = Console(stderr=True)
+console = Console() if Console().is_terminal else Console(width=200, soft_wrap=True)
+errors = (
+    Console(stderr=True)
+    if Console(stderr=True).is_terminal
+    else Console(stderr=True, width=200, soft_wrap=True)
+)
 
 
 def print_json(value: Any) -> None:
