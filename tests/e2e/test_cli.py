@@ -19,7 +19,6 @@ import pytest
 
 from membrane_es.cli import main
 
-
 # Each command runs as a real process the first time a test uses it; later calls of the same
 # command (variations of options, the checks around it) run in this process through the same
 # entry point, to keep the suite fast.
@@ -151,8 +150,9 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     # retrieve / search / graph
     found = as_json("retrieve", store, "where does Orchid deploy", "--limit", "3")
     assert found["records"] and all("Orchid" in json.dumps(r) for r in found["records"])
-    assert as_json("search", store, "Orchid", "--as-of", before_move)["records"][0]["id"] == (
-        first["id"]
+    assert (
+        as_json("search", store, "Orchid", "--as-of", before_move)["records"][0]["id"]
+        == (first["id"])
     )
     assert "Orchid" in ok("retrieve", store, "Orchid")
     graph = as_json("graph", store, "Orchid", "--max-hops", "1")
