@@ -415,7 +415,7 @@ def _most_salient(
         rows = rows[table.content["scope"][: table.size] == scope_id]
     state = table.state_now()
     salience = table.salience(rows, at, state)
-    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, salience, state)
+    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, at, state)
     rows, salience = rows[active], salience[active]
     if len(rows) > limit:
         cut = np.partition(salience, len(rows) - limit)[len(rows) - limit]

@@ -3,6 +3,9 @@
 ``s(t) = max(floor, base · 2^(−(t − anchor) / half_life))``, where ``anchor`` is the moment
 ``base`` was last set (creation, reinforcement, penalty). A base of 0 (retracted) stays 0,
 and a record past its ``max_age_seconds`` reads 0 without the floor, as in the reference.
+A faded record is still a memory: decay orders, it never removes (a salience that
+underflows to 0 stays visible; only a penalty to nothing, ``max_age_seconds`` or retraction
+take a record out of active reads).
 Because nothing is rewritten, decay never compounds and reading at any past moment is exact.
 Pinning freezes salience at its value when pinned; unpinning lets it decay again from there.
 """
@@ -12,9 +15,32 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import DecayProfile
 
 MAX_SALIENCE_AFTER_REINFORCE = 1.0
+
+DAY = 86_400
+# Half-lives of the records the engine makes itself (capture, ingestion, entities, derived
+# facts), chosen for agent memory that lives for months: what happened fades over a month,
+# the state of a task over a week, facts and the things they are about over a year. The
+# reference gives episodic records one hour and everything else a day, and deletes what
+# falls below 0.001 — a captured conversation turn is gone after about 45 days there. Here
+# decay only ranks (see :meth:`membrane_es.projections.records.RecordTable.hidden`), and
+# these longer half-lives keep recency a gentle preference rather than the whole ranking.
+ENGINE_HALF_LIFE: dict[MemoryType, int] = {
+    MemoryType.EPISODIC: 30 * DAY,
+    MemoryType.WORKING: 7 * DAY,
+    MemoryType.SEMANTIC: 365 * DAY,
+    MemoryType.ENTITY: 365 * DAY,
+    MemoryType.COMPETENCE: 365 * DAY,
+    MemoryType.PLAN_GRAPH: 365 * DAY,
+}
+
+
+def engine_profile(memory_type: MemoryType) -> DecayProfile:
+    """The decay profile the engine gives a record of this type that it makes itself."""
+    return DecayProfile(half_life_seconds=ENGINE_HALF_LIFE[memory_type])
 
 
 def salience_at(

@@ -18,6 +18,7 @@ from membrane_es.commands.inputs import (
     resolve_sensitivity,
 )
 from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.decay import engine_profile
 from membrane_es.schema.enums import (
     DeletionPolicy,
     MemoryType,
@@ -34,7 +35,6 @@ from membrane_es.schema.payloads import (
     WorkingPayload,
 )
 from membrane_es.schema.records import (
-    DecayProfile,
     Lifecycle,
     Provenance,
     ProvenanceSource,
@@ -70,12 +70,6 @@ CONFIDENCE_OF_KIND: dict[str, float] = {
     WORKING_STATE: 1.0,
 }
 UNKNOWN_KIND_CONFIDENCE = 0.5
-HALF_LIFE_OF_TYPE: dict[MemoryType, int] = {
-    MemoryType.EPISODIC: 3_600,
-    MemoryType.WORKING: 86_400,
-    MemoryType.SEMANTIC: 2_592_000,
-}
-OTHER_HALF_LIFE = HALF_LIFE_OF_TYPE[MemoryType.SEMANTIC]
 PROVENANCE_KIND_OF_KIND: dict[str, ProvenanceKind] = {
     EVENT: ProvenanceKind.EVENT,
     TOOL_OUTPUT: ProvenanceKind.TOOL_CALL,
@@ -103,7 +97,6 @@ def build_record(
     """A new record for a candidate of ``kind``: classified, given the policy's confidence,
     salience and lifecycle, and a provenance source ``{kind, ref, source, timestamp}``."""
     memory_type = MEMORY_TYPE_OF_KIND.get(kind, MemoryType.EPISODIC)
-    half_life = HALF_LIFE_OF_TYPE.get(memory_type, OTHER_HALF_LIFE)
     return RecordData(
         id=new_record_id(),
         type=memory_type,
@@ -115,7 +108,7 @@ def build_record(
         created_at=at,
         updated_at=at,
         lifecycle=Lifecycle(
-            decay=DecayProfile(half_life_seconds=half_life),
+            decay=engine_profile(memory_type),
             last_reinforced_at=at,
             deletion_policy=DeletionPolicy.AUTO_PRUNE,
         ),

@@ -18,10 +18,9 @@ from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.commands.capture import inverse_predicate
 from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.decay import engine_profile
 from membrane_es.schema.enums import DeletionPolicy, GraphPredicate, MemoryType, Sensitivity
 from membrane_es.schema.records import (
-    DEFAULT_HALF_LIFE_SECONDS,
-    DecayProfile,
     Lifecycle,
     Provenance,
     Relation,
@@ -46,8 +45,8 @@ def new_derived(
     tags: list[str],
     provenance: Provenance,
 ) -> RecordData:
-    """A record as the reference's ``NewMemoryRecord`` makes it (salience 1, half-life one
-    day, auto-prune); times are stamped when it is written."""
+    """A record as the reference's ``NewMemoryRecord`` makes it (salience 1, auto-prune),
+    with the engine's long-lived half-life for its type; times are stamped when it is written."""
     return RecordData(
         id=new_record_id(),
         type=memory_type,
@@ -57,7 +56,7 @@ def new_derived(
         scope=scope,
         tags=tags,
         lifecycle=Lifecycle(
-            decay=DecayProfile(half_life_seconds=DEFAULT_HALF_LIFE_SECONDS),
+            decay=engine_profile(memory_type),
             deletion_policy=DeletionPolicy.AUTO_PRUNE,
         ),
         provenance=provenance,

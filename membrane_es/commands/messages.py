@@ -112,6 +112,8 @@ class CaptureMemory(Command, frozen=True, kw_only=True):
     tags: list[str] = msgspec.field(default_factory=list)
     scope: str = ""
     timestamp: datetime | str | None = None
+    decay: Any = None
+    pinned: bool = False
     actor: str = ""
     rationale: str = ""
 

@@ -154,7 +154,7 @@ class Reads(EngineCore):
 
         Like the reference, every stored record counts, with no trust filtering: retracted
         records too (kept forever here, with salience 0), and records decayed to nothing
-        that the reference would have pruned (its behaviour before a sweep). Kept
+        (its behaviour before a sweep). Kept
         incrementally by the read side (:mod:`membrane_es.projections.metrics`).
         """
         views = self.views

@@ -89,8 +89,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     def CaptureMemory(
         self, request: pb.CaptureMemoryRequest, context: grpc.ServicerContext
     ) -> pb.CaptureMemoryResponse:
-        content = convert.value_from_wire(request.content, request.HasField("content"))
-        capture_context = convert.value_from_wire(request.context, request.HasField("context"))
+        content = convert.value_from_wire(request.content, request.HasField("content"), "content")
+        capture_context = convert.value_from_wire(
+            request.context, request.HasField("context"), "context"
+        )
         checks.check_capture(request, content, capture_context)
         timestamp = checks.parse_timestamp(request.timestamp, "invalid timestamp")
         caller = CURRENT_CALLER.get()

@@ -247,15 +247,20 @@ class RecordTable:
         out = np.where(pinned, base, out)
         return np.where(base <= 0, 0.0, out)
 
-    def hidden(self, rows: Array | slice, salience: Array, state: State) -> Array:
-        """Rows decayed to nothing that the reference would have pruned: kept, but hidden
-        from active retrieval (auto_prune, not pinned, at the floor and below 0.001)."""
-        return (
-            self.content["auto_prune"][rows]
-            & ~state.columns["pinned"][rows]
-            & (salience <= self.content["floor"][rows])
-            & (salience < 0.001)
-        )
+    def hidden(self, rows: Array | slice, at: int, state: State) -> Array:
+        """Rows active retrieval leaves out although they are not retracted: those an
+        explicit act or policy took out of use, never those that merely faded.
+
+        A record with deletion policy ``auto_prune`` that is not pinned is hidden when it
+        was penalised to nothing (its base is 0) or is past its own ``max_age_seconds``.
+        Decay alone never hides a record, however long ago it was written: salience only
+        ranks (the reference deletes records whose salience fell below 0.001 at its next
+        sweep, so a memory there is lost by arithmetic underflow after a few weeks)."""
+        content = self.content
+        max_age = content["max_age"][rows]
+        expired = (max_age > 0) & ((at - content["created_at"][rows]) / 1e6 >= max_age)
+        spent = state.columns["base"][rows] <= 0
+        return content["auto_prune"][rows] & ~state.columns["pinned"][rows] & (spent | expired)
 
 
 class KeyRows:

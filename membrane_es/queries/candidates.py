@@ -6,9 +6,10 @@ For a snapshot and a trust context, a record is a candidate when
 * the trust rules admit it (spec §3.1): in full at or below ``max_sensitivity``, redacted one
   level above, never two or more above; a non-empty scope list admits scoped records only in
   those scopes, and unscoped records always;
-* it is *active*: not retracted (superseded, merged or withdrawn) and not decayed to nothing
-  (:meth:`~membrane_es.projections.records.RecordTable.hidden`, the records the reference
-  would have pruned) — unless ``include_retracted`` asks for those too;
+* it is *active*: not retracted (superseded, merged or withdrawn) and not taken out of use
+  by a penalty to nothing or its own ``max_age_seconds``
+  (:meth:`~membrane_es.projections.records.RecordTable.hidden`; decay alone never hides a
+  record, it only ranks it lower) — unless ``include_retracted`` asks for those too;
 * a semantic fact's validity window ``[start, end)`` contains ``valid_at``, when given
   (missing bounds are open; other types have no window);
 * its salience at the snapshot's moment is at least ``min_salience`` (when above 0;
@@ -128,13 +129,13 @@ def visibility(snapshot: Snapshot, rows: Array, trust: TrustContext) -> tuple[Ar
 
 
 def active(snapshot: Snapshot, rows: Array | slice, salience: Array, filters: Filters) -> Array:
-    """Mask of ``rows`` that active reads show: not retracted or decayed to nothing (unless
+    """Mask of ``rows`` that active reads show: not retracted or hidden (unless
     ``include_retracted``), and valid at ``valid_at`` when that is given."""
     table, columns = snapshot.table, snapshot.state.columns
     keep = np.ones(len(salience), dtype=bool)
     if not filters.include_retracted:
         retracted = columns["retracted"][rows] | (columns["status"][rows] == STATUS_RETRACTED)
-        keep &= ~retracted & ~table.hidden(rows, salience, snapshot.state)
+        keep &= ~retracted & ~table.hidden(rows, snapshot.at, snapshot.state)
     if filters.valid_at is not None:
         semantic = table.content["type"][rows] == TYPE_CODE[MemoryType.SEMANTIC]
         inside = (table.content["valid_from"][rows] <= filters.valid_at) & (

@@ -9,8 +9,10 @@ Competence and plan_graph candidates — all of them, before the cut — also go
 multi-solution selector (:mod:`membrane_es.queries.selector`); the selection is None when
 there are none.
 
-Where this differs from the reference on purpose: retracted and decayed-to-nothing records
-are left out unless ``include_retracted`` (the reference deletes them at its next sweep);
+Where this differs from the reference on purpose: retracted records, and records penalised
+to nothing or past their ``max_age_seconds``, are left out unless ``include_retracted`` (the
+reference deletes them at its next sweep); a record that merely decayed — however far —
+stays a candidate and is ranked lower (the reference prunes it below 0.001);
 the selector's order does not override the ranking of ``records`` (the reference puts every
 selected record first whenever the descriptor is non-empty) — it is reported in
 ``selection``; ties are ordered deterministically.

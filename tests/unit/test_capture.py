@@ -45,6 +45,7 @@ from membrane_es.commands.capture import (
     summarize,
     term_matches,
 )
+from membrane_es.decay import DAY
 from membrane_es.schema import (
     Constraint,
     GraphEdge,
@@ -265,7 +266,7 @@ def test_working_state_capture_keeps_typed_constraints(memory: Membrane) -> None
     ]
     assert primary.provenance.sources[0].ref == "thread-9"
     assert primary.confidence == 1.0
-    assert primary.lifecycle.decay.half_life_seconds == 86_400
+    assert primary.lifecycle.decay.half_life_seconds == 7 * DAY
 
 
 # --- the primary record by source kind (I7–I9) ------------------------------------------------
@@ -367,7 +368,7 @@ def test_defaults_and_audit_texts(memory: Membrane) -> None:
     primary = result.primary_record
     person, fact = result.created_records
     assert primary.sensitivity is Sensitivity.LOW
-    assert (primary.confidence, primary.lifecycle.decay.half_life_seconds) == (0.8, 3_600)
+    assert (primary.confidence, primary.lifecycle.decay.half_life_seconds) == (0.8, 30 * DAY)
     assert primary.salience == pytest.approx(1.0)
     assert audit_trail(primary) == [("create", "ingestion-service", "Ingested event from agent-7")]
     assert audit_trail(person) == [
@@ -376,10 +377,10 @@ def test_defaults_and_audit_texts(memory: Membrane) -> None:
     assert audit_trail(fact) == [
         ("create", "agent-7", "Derived semantic record during capture interpretation")
     ]
-    assert (person.confidence, person.lifecycle.decay.half_life_seconds) == (1.0, 86_400)
+    assert (person.confidence, person.lifecycle.decay.half_life_seconds) == (1.0, 365 * DAY)
     assert person.provenance.created_by == "agent-7"
     assert [i.namespace for i in entity_payload(person).identifiers] == ["membrane"]
-    assert (fact.confidence, fact.lifecycle.decay.half_life_seconds) == (0.8, 86_400)
+    assert (fact.confidence, fact.lifecycle.decay.half_life_seconds) == (0.8, 365 * DAY)
     assert fact.salience == pytest.approx(1.0)
     assert fact.provenance.created_by == "agent-7"
     evidence = semantic_payload(fact).evidence
@@ -830,7 +831,7 @@ def test_a_fact_needs_an_object_key(memory: Membrane) -> None:
         ),
         ({"timestamp": "yesterday"}, "timestamp", "invalid timestamp"),
         ({"timestamp": datetime(2024, 1, 1)}, "timestamp", "invalid timestamp"),
-        ({"content": {"when": object()}}, "content", "JSON"),
+        ({"content": {"when": object()}}, "content.when", "JSON"),
     ],
 )
 def test_invalid_captures_are_rejected_before_anything_is_written(

@@ -25,6 +25,7 @@ from membrane_es import (
     WorkingPayload,
 )
 from membrane_es.clock import MonotonicClock
+from membrane_es.decay import DAY
 from membrane_es.schema import Constraint, ProvenanceKind, Sensitivity
 from tests.unit.builders import FULL_TRUST, audit_trail, entity, log_size, read, semantic
 from tests.unit.test_atomicity import InjectedFault, fail_part_way, spy_inserts
@@ -84,7 +85,7 @@ def test_ingest_event(memory: Membrane) -> None:
     assert record.salience == pytest.approx(1.0)
     assert (record.scope, record.tags) == ("alpha", ["release"])
     decay = record.lifecycle.decay
-    assert (decay.half_life_seconds, decay.min_salience, decay.max_age_seconds) == (3_600, 0, 0)
+    assert (decay.half_life_seconds, decay.min_salience, decay.max_age_seconds) == (30 * DAY, 0, 0)
     assert record.lifecycle.deletion_policy == "auto_prune"
     [source] = record.provenance.sources
     assert (source.kind, source.ref, source.created_by, source.timestamp) == (
@@ -167,7 +168,7 @@ def test_ingest_tool_output(memory: Membrane) -> None:
         "tool_call: rg",
     )
     assert record.confidence == 0.9
-    assert record.lifecycle.decay.half_life_seconds == 3_600
+    assert record.lifecycle.decay.half_life_seconds == 30 * DAY
     [source] = record.provenance.sources
     assert (source.kind, source.ref) == (ProvenanceKind.TOOL_CALL, node.id)
     assert audit_trail(record) == [
@@ -201,7 +202,7 @@ def test_ingest_observation(memory: Membrane) -> None:
 
     assert record.type is MemoryType.SEMANTIC
     assert (record.sensitivity, record.confidence, record.scope) == (Sensitivity.HIGH, 0.7, "alpha")
-    assert record.lifecycle.decay.half_life_seconds == 2_592_000
+    assert record.lifecycle.decay.half_life_seconds == 365 * DAY
     payload = semantic_payload(record)
     assert (payload.subject, payload.predicate, payload.object) == (
         "api",
@@ -377,7 +378,7 @@ def test_ingest_working_state(memory: Membrane) -> None:
         Constraint(type="deadline", key="due", value="friday", required=True),
         Constraint(type="budget", key="usd", value=100),
     ]
-    assert (record.confidence, record.lifecycle.decay.half_life_seconds) == (1.0, 86_400)
+    assert (record.confidence, record.lifecycle.decay.half_life_seconds) == (1.0, 7 * DAY)
     [source] = record.provenance.sources
     assert (source.kind, source.ref, source.timestamp) == (ProvenanceKind.EVENT, "thread-1", MOMENT)
     assert audit_trail(record) == [

@@ -188,25 +188,33 @@ def test_contested_records_stay(memory: Membrane) -> None:
     assert set(ids(memory.retrieve().records)) == {fact, other}
 
 
-def test_records_decayed_to_nothing_are_hidden(memory: Membrane, time: ManualTime) -> None:
+def test_records_decayed_to_nothing_stay_visible(memory: Membrane, time: ManualTime) -> None:
     fading = create(memory, semantic("fading", lifecycle={"decay": {"half_life_seconds": 60}}))
     pinned = create(memory, semantic("pinned", lifecycle={"decay": {"half_life_seconds": 60}}))
     memory.pin(pinned)
-    floored = create(
+    time.advance(days=1)  # 1,440 half-lives: the salience underflows to 0
+
+    records = memory.retrieve().records
+    assert ids(records) == [pinned, fading]  # ranked below, never left out
+    assert records[1].salience == 0.0
+
+
+def test_records_past_their_max_age_are_hidden(memory: Membrane, time: ManualTime) -> None:
+    expiring = create(
         memory,
-        semantic("floored", lifecycle={"decay": {"half_life_seconds": 60, "min_salience": 0.1}}),
+        semantic("expiring", lifecycle={"decay": {"half_life_seconds": 60, "max_age_seconds": 60}}),
     )
     manual = create(
         memory,
         semantic(
             "manual",
-            lifecycle={"decay": {"half_life_seconds": 60}, "deletion_policy": "manual_only"},
+            lifecycle={"decay": {"max_age_seconds": 60}, "deletion_policy": "manual_only"},
         ),
     )
-    time.advance(days=1)
+    time.advance(minutes=1)
 
-    assert set(ids(memory.retrieve().records)) == {pinned, floored, manual}
-    assert fading in ids(memory.retrieve(include_retracted=True).records)
+    assert ids(memory.retrieve().records) == [manual]
+    assert expiring in ids(memory.retrieve(include_retracted=True).records)
 
 
 def test_a_record_penalized_to_zero_is_hidden_like_a_pruned_one(memory: Membrane) -> None:

@@ -82,7 +82,13 @@ def write(capture: _Capture) -> CaptureMemoryResult:
     records, and save all of it in one write."""
     uow, source = capture.uow, capture.request.source
     at = uow.now()
-    lifecycle = replace(capture.primary.lifecycle, last_reinforced_at=at)
+    request = capture.request
+    lifecycle = replace(
+        capture.primary.lifecycle,
+        last_reinforced_at=at,
+        decay=capture.primary.lifecycle.decay if request.decay is None else request.decay,
+        pinned=request.pinned,
+    )
     primary = replace(
         capture.primary,
         created_at=at,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from membrane_es.aggregates.identity import new_record_id
 from membrane_es.commands.builders import (
     EVENT,
@@ -44,7 +46,9 @@ from membrane_es.schema.enums import (
 from membrane_es.schema.payloads import (
     Constraint,
 )
+from membrane_es.schema.records import DecayProfile
 from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.validation import check_decay, check_flag
 
 CAPTURE_SENSITIVITY = Sensitivity.LOW.value  # capture's own default (spec Appendix A.4)
 
@@ -71,6 +75,8 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
     content = json_value("content", cmd.content)
     context = json_value("context", cmd.context)
     timestamp = check_timestamp(cmd.timestamp)
+    decay = _decay_profile(cmd.decay)
+    pinned = check_flag("pinned", cmd.pinned)
     return replace(
         cmd,
         source=source,
@@ -84,7 +90,22 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
         content=content,
         context=context,
         timestamp=uow.now() if timestamp is None else timestamp,
+        decay=decay,
+        pinned=pinned,
     )
+
+
+def _decay_profile(value: Any) -> DecayProfile | None:
+    """The primary record's decay profile as given (a :class:`DecayProfile` or a dict of its
+    fields), checked; None for the engine's default for its type."""
+    if value is None:
+        return None
+    try:
+        profile = msgspec.convert(value, DecayProfile, from_attributes=True)
+    except msgspec.ValidationError as error:
+        raise ValidationError("decay", str(error)) from None
+    check_decay("decay", profile)
+    return profile
 
 
 # --- step 7: the primary record ------------------------------------------------------------

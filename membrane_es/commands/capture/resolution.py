@@ -21,6 +21,7 @@ from membrane_es.commands.capture.interpretation import (
 )
 from membrane_es.commands.messages import CaptureMemory
 from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.decay import engine_profile
 from membrane_es.errors import NotFoundError
 from membrane_es.schema.enums import (
     DeletionPolicy,
@@ -35,8 +36,6 @@ from membrane_es.schema.payloads import (
     EpisodicPayload,
 )
 from membrane_es.schema.records import (
-    DEFAULT_HALF_LIFE_SECONDS,
-    DecayProfile,
     GraphEdge,
     Interpretation,
     Lifecycle,
@@ -216,7 +215,7 @@ class _Capture:
             created_at=self.ts,
             updated_at=self.ts,
             lifecycle=Lifecycle(
-                decay=DecayProfile(half_life_seconds=DEFAULT_HALF_LIFE_SECONDS),
+                decay=engine_profile(memory_type),
                 deletion_policy=DeletionPolicy.AUTO_PRUNE,
             ),
             provenance=Provenance(created_by=request.source),
