@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,21 +50,6 @@ Rationale = Annotated[str, typer.Option("--rationale", "--why", help="why, kept 
 
 # The CLI is run by the store's owner on its own files: full trust unless asked otherwise.
 OWNER_TRUST = Sensitivity.HYPER
-
-_MOMENT = msgspec.json.Decoder(Annotated[datetime, msgspec.Meta(tz=True)])
-
-
-def parse_moment(value: str | None, field: str = "as_of") -> datetime | None:
-    """An RFC 3339 moment with its offset, parsed strictly (msgspec's decoder: no ISO week
-    dates or other forms ``datetime.fromisoformat`` also accepts); None stays None."""
-    if value is None:
-        return None
-    try:
-        return _MOMENT.decode(msgspec.json.encode(value))
-    except msgspec.ValidationError:
-        raise ValidationError(
-            field, f"{value!r} is not an RFC 3339 moment with an offset (e.g. 2026-11-22T10:00:00Z)"
-        ) from None
 
 
 def trust_context(level: Sensitivity, scopes: list[str] | None) -> TrustContext:

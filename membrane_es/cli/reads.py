@@ -21,11 +21,11 @@ from membrane_es.cli.options import (
     Trust,
     TrustScopes,
     existing_store,
-    parse_moment,
     trust_context,
 )
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.rfc3339 import parse_moment
 
 Types = Annotated[
     list[MemoryType] | None,

@@ -21,11 +21,11 @@ from membrane_es.cli.options import (
     Store,
     existing_store,
     parse_json,
-    parse_moment,
     store_for_writing,
 )
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.rfc3339 import parse_moment
 
 RecordJson = Annotated[
     str,
