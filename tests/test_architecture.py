@@ -44,7 +44,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "membrane_es.codec": ("membrane_es.aggregates", "membrane_es.engine"),
     "membrane_es.lmdb_store": ("membrane_es.aggregates", "membrane_es.engine"),
 }
-EDGES = ("membrane_es.cli", "membrane_es.grpc_server", "membrane_es.http_api")
+EDGES = (
+    "membrane_es.cli",
+    "membrane_es.grpc_server",
+    "membrane_es.http_api",
+    "membrane_es.mcp_server",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -250,7 +250,7 @@ def test_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "command",
     "demo capture create supersede fork merge retract contest reinforce penalize consolidate "
-    "list retrieve search graph get history metrics stats verify rebuild export import".split(),
+    "list retrieve search graph get history metrics stats verify rebuild export import mcp".split(),
 )
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]
@@ -268,14 +268,15 @@ def test_serve_help_lists_membraned_flags(capsys: pytest.CaptureFixture[str]) ->
         assert flag in help_text
 
 
-def test_the_library_and_cli_import_without_the_server_extra() -> None:
-    """The daemon's dependencies are an extra: without them the library works and the
-    commands that need them name the extra."""
-    blocked = "import sys; [sys.modules.__setitem__(m, None) for m in ('grpc', 'yaml')]; "
+def test_the_library_and_cli_import_without_the_optional_extras(tmp_path: Path) -> None:
+    """The daemon's and the MCP server's dependencies are extras: without them the library
+    works and the commands that need them name the extra to install."""
+    blocked = "import sys; [sys.modules.__setitem__(m, None) for m in ('grpc', 'yaml', 'mcp')]; "
     script = (
         blocked
         + "import membrane_es; from membrane_es.cli import main; from membrane_es.cli.daemon "
         "import membraned; assert main(['list', '--help']) == 0; "
+        f"assert main(['mcp', {str(tmp_path)!r}]) == 1; "
         "sys.exit(10 * main(['serve', '-db', ':memory:']) + membraned(['-version']))"
     )
     result = subprocess.run(
@@ -283,4 +284,5 @@ def test_the_library_and_cli_import_without_the_server_extra() -> None:
     )
     assert result.returncode == 11, result.stderr
     assert "pip install 'membrane-es[server]'" in result.stderr
+    assert "pip install 'membrane-es[mcp]'" in result.stderr
     assert "Traceback" not in result.stderr
