@@ -44,4 +44,6 @@ class Transfer(EngineCore):
             last = self._app.last_event_time()
             if last is not None:
                 self._clock.observe(last)
+        with self._advanced:  # readers waiting for a log position
+            self._advanced.notify_all()
         return count
