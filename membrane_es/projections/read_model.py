@@ -24,7 +24,7 @@ import numpy as np
 
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.embedding.text import search_text
-from membrane_es.embedding.vectors import unpack
+from membrane_es.embedding.vectors import unpack, vector_bytes
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.graph import RelationGraph
@@ -68,6 +68,9 @@ class ReadModel:
         self.metrics = MetricsView()
         self.position = 0
         self.lock = threading.RLock()
+        # Rows forgotten while the text index was being written by a worker: their documents
+        # are deleted once every insert is in.
+        self._text_purges: list[int] = []
 
     # --- following the log ----------------------------------------------------------------
 
@@ -122,6 +125,7 @@ class ReadModel:
                     for done in indexed:
                         done.result()  # raises what the worker raised
                     self.text.note_lengths(first_row, self.table.size - 1)
+                self._purge_text()
 
     def follow(self, recordings: Sequence[Any], source: NotificationSource) -> None:
         """Apply what this process just wrote (``Recording`` objects), without reading the log
@@ -183,6 +187,7 @@ class ReadModel:
         audit: list[tuple[int, int]] = []
         documents: list[tuple[int, str]] = []
         vectors: list[tuple[int, int, str, bytes]] = []
+        forgotten: set[int] = set()  # rows whose content is erased by an event here
         next_checkpoint = timeline.next_checkpoint()
         kinds = _KIND_CACHE
         # Bound once: the loop below runs for every event of a rebuild.
@@ -214,7 +219,7 @@ class ReadModel:
                     self.entities.add(row, record.payload)
                 if event.embedding is not None:
                     embedding = event.embedding
-                    vectors.append((row, values[2], embedding.model, embedding.vector))
+                    vectors.append((row, values[2], embedding.model, vector_bytes(embedding)))
                 state = pending[row] = initial_state(record, at, moment)
             elif kind == _RELATION:
                 graph.add(ids[row_of_key[event.originator_id]], event.relation)
@@ -226,9 +231,11 @@ class ReadModel:
                 state = pending.get(row)
                 if state is None:
                     state = pending[row] = table.state_row(row)
-                if kind == _RETRACTED:
+                if kind == _RETRACTED or kind == _FORGOTTEN:
                     state[_BASE], state[_ANCHOR] = 0.0, at
                     state[_RETRACTED_AT], state[_STATUS] = True, STATUS_RETRACTED
+                    if kind == _FORGOTTEN:
+                        forgotten.add(row)
                 elif kind == _CONTESTED:
                     state[_STATUS] = STATUS_CONTESTED
                     if event.contesting_ref:
@@ -268,9 +275,27 @@ class ReadModel:
         table.write_state(list(pending), list(pending.values()))
         timeline.extend(changes)
         metrics.add_many(first_row, types, figures, audit)
+        if forgotten:  # text created and erased within these events is never indexed
+            documents = [document for document in documents if document[0] not in forgotten]
         self.embeddings.add_many(vectors)
         (self.text.add_many if index_text is None else index_text)(documents)
+        if forgotten:
+            self._purge(sorted(forgotten), text_now=index_text is None)
         self.position = position
+
+    def _purge(self, rows: list[int], *, text_now: bool = True) -> None:
+        """Erase the content views hold of these rows: text, vector, entity names."""
+        for row in rows:
+            self.embeddings.erase(row)
+            self.entities.remove(row)
+        self._text_purges.extend(rows)
+        if text_now:
+            self._purge_text()
+
+    def _purge_text(self) -> None:
+        if self._text_purges:
+            rows, self._text_purges = self._text_purges, []
+            self.text.delete(rows)
 
     def close(self) -> None:
         self.text.close()
@@ -305,6 +330,10 @@ class ReadModel:
     def _retracted(self, event: Any) -> None:
         at = micros(event.timestamp)
         self._set(event, base=0.0, anchor=at, retracted=True, status=STATUS_RETRACTED, updated=at)
+
+    def _forgotten(self, event: MemoryRecord.Forgotten) -> None:
+        self._retracted(event)
+        self._purge([self._row(event)])
 
     def _contested(self, event: MemoryRecord.Contested) -> None:
         self._set(event, status=STATUS_CONTESTED, updated=micros(event.timestamp))
@@ -499,11 +528,13 @@ def _collector_paused() -> Iterator[None]:
 # Kinds of event for :meth:`ReadModel.apply_many`.
 _SKIP, _AUDIT_ONLY, _CREATED, _RELATION = -1, 0, 1, 2
 _RETRACTED, _CONTESTED, _REINFORCED, _PENALIZED, _TOUCHED, _PINNED, _UNPINNED = range(3, 10)
+_FORGOTTEN = 10
 _KINDS: dict[type, int] = {
     MemoryRecord.Created: _CREATED,
     MemoryRecord.Superseded: _RETRACTED,
     MemoryRecord.MergedInto: _RETRACTED,
     MemoryRecord.Retracted: _RETRACTED,
+    MemoryRecord.Forgotten: _FORGOTTEN,
     MemoryRecord.Contested: _CONTESTED,
     MemoryRecord.Reinforced: _REINFORCED,
     MemoryRecord.Penalized: _PENALIZED,
@@ -537,6 +568,7 @@ _HANDLERS: dict[type, Any] = {
     MemoryRecord.Superseded: ReadModel._retracted,
     MemoryRecord.MergedInto: ReadModel._retracted,
     MemoryRecord.Retracted: ReadModel._retracted,
+    MemoryRecord.Forgotten: ReadModel._forgotten,
     MemoryRecord.Contested: ReadModel._contested,
     MemoryRecord.Reinforced: ReadModel._reinforced,
     MemoryRecord.Penalized: ReadModel._penalized,

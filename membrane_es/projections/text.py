@@ -54,6 +54,8 @@ class TextIndex:
     def __init__(self) -> None:
         # Autocommit: no transaction is ever left open, so a backup can always proceed.
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
+        self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='porter unicode61')"
         )
@@ -140,6 +142,25 @@ class TextIndex:
             self._reserve(int(rows.max()))
             self._lengths[rows] = [_varint(size) for _, size in sizes]
             self._lengths_version += 1
+
+    def delete(self, rows: list[int]) -> None:
+        """Remove the documents of these rows for good (erasure): the rows, their terms in the
+        index's segments (merged anew without them), and every page that held them zeroed."""
+        if not rows:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("DELETE FROM docs WHERE rowid = ?", [(row,) for row in rows])
+            db.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        for row in rows:
+            if row < len(self._lengths):
+                self._lengths[row] = -1
+        self._lengths_version += 1
 
     def _set_length(self, row: int, length: int) -> None:
         self._reserve(row)
