@@ -1,18 +1,25 @@
 """Export and import of the event log as JSON Lines.
 
-A file is a header line, one line per event in log order, and an end line::
+A file is a header line, one line per event in log order (each record's content key just
+before the event that first uses it), and an end line::
 
     {"kind":"header","format":"membrane-es/log","version":1}
+    {"kind":"key","key_id":"<base64>","key":"<base64>","hash":"<hex>"}
     {"kind":"event","id":1,"originator_id":"…","originator_version":1,"topic":"…",
      "time":"2026-11-22T10:00:00.000001Z","state":"<base64>","hash":"<hex>"}
-    {"kind":"end","events":1,"hash":"<hex of the last event line's hash>"}
+    {"kind":"end","events":1,"hash":"<hex of the last line's hash>"}
 
 ``state`` is the event exactly as stored (so an encrypted or compressed store exports and
 imports without being decoded); ``time`` is the event's own time, for people and tools
-reading the file. Each event line carries a chain hash: blake2b-256 over the previous line's
-hash and this line's fields, so a changed, removed, added or reordered line breaks every hash
-from it on, and the end line catches a file cut short. The chain is the file's own: it checks
-the file without any key the store may hold.
+reading the file. A record's content is sealed under its own key (see
+:mod:`membrane_es.keystore`): the file carries the key of every record not forgotten, so it
+is as sensitive as the store itself; a forgotten record's key is gone and is not in the file,
+so its content stays unreadable there and in any store the file is imported into.
+
+Each key and event line carries a chain hash: blake2b-256 over the previous line's hash and
+this line's fields, so a changed, removed, added or reordered line breaks every hash from it
+on, and the end line catches a file cut short. The chain is the file's own: it checks the
+file without any key the store may hold.
 
 Importing needs an empty store; the whole file is checked before anything is written, so a
 tampered file is refused (naming its first bad line) and leaves the store as it was. Events
@@ -63,29 +70,39 @@ class EventLine(msgspec.Struct, tag_field="kind", tag="event", forbid_unknown_fi
     text_id: bool = False
 
 
+class KeyLine(msgspec.Struct, tag_field="kind", tag="key", forbid_unknown_fields=True):
+    key_id: bytes
+    key: bytes
+    hash: str
+
+
 class End(msgspec.Struct, tag_field="kind", tag="end", forbid_unknown_fields=True):
     events: int
     hash: str
 
 
-Line = Header | EventLine | End
+Line = Header | KeyLine | EventLine | End
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Line)
 
 
-def line_hash(previous: str, line: EventLine) -> str:
-    """The chain hash of an event line: over the previous hash and every other field."""
-    fields = (
-        previous,
-        line.id,
-        line.originator_id,
-        line.text_id,
-        line.originator_version,
-        line.topic,
-        line.time,
-        line.state,
-    )
+def line_hash(previous: str, line: EventLine | KeyLine) -> str:
+    """The chain hash of a line: over the previous line's hash and every other field."""
+    fields: tuple[Any, ...]
+    if isinstance(line, KeyLine):
+        fields = (previous, "key", line.key_id, line.key)
+    else:
+        fields = (
+            previous,
+            line.id,
+            line.originator_id,
+            line.text_id,
+            line.originator_version,
+            line.topic,
+            line.time,
+            line.state,
+        )
     return hashlib.blake2b(_encoder.encode(fields), digest_size=32).hexdigest()
 
 
@@ -96,23 +113,33 @@ def export_log(app: Any, out: IO[bytes], progress: Progress | None = None) -> in
     total = recorder.max_notification_id() or 0
     out.write(_encoder.encode(Header(format=FORMAT, version=VERSION)) + b"\n")
     previous, count, start = GENESIS, 0, 1
+
+    def write(line: EventLine | KeyLine) -> None:
+        nonlocal previous
+        line.hash = previous = line_hash(previous, line)
+        out.write(_encoder.encode(line) + b"\n")
+
     while True:
         page = recorder.select_notifications(start, IMPORT_BATCH)
         for notification in page:
             originator = notification.originator_id
             event = mapper.to_domain_event(notification)
-            line = EventLine(
-                id=notification.id,
-                originator_id=str(originator),
-                originator_version=notification.originator_version,
-                topic=notification.topic,
-                time=_utc(event.timestamp),
-                state=bytes(notification.state),
-                hash="",
-                text_id=not isinstance(originator, UUID),
+            key_id = getattr(event, "key_id", b"") if getattr(event, "sealed", b"") else b""
+            key = app.keys.get(key_id) if key_id else None
+            if key is not None:  # None: never sealed, or forgotten (its key destroyed)
+                write(KeyLine(key_id=key_id, key=key, hash=""))
+            write(
+                EventLine(
+                    id=notification.id,
+                    originator_id=str(originator),
+                    originator_version=notification.originator_version,
+                    topic=notification.topic,
+                    time=_utc(event.timestamp),
+                    state=bytes(notification.state),
+                    hash="",
+                    text_id=not isinstance(originator, UUID),
+                )
             )
-            line.hash = previous = line_hash(previous, line)
-            out.write(_encoder.encode(line) + b"\n")
             count += 1
         if progress is not None:
             progress(count, total)
@@ -126,7 +153,7 @@ def export_log(app: Any, out: IO[bytes], progress: Progress | None = None) -> in
 def check_file(lines: Iterator[bytes]) -> int:
     """Check an export file line by line; returns its number of events, or raises
     :class:`TransferError` naming the first line that is malformed or breaks the chain."""
-    return sum(1 for _ in _event_lines(lines))
+    return sum(1 for _, line in _content_lines(lines) if isinstance(line, EventLine))
 
 
 def import_log(
@@ -144,7 +171,11 @@ def import_log(
     total = check_file(lines())
     done = 0
     batch: list[StoredEvent] = []
-    for _, line in _event_lines(lines()):
+    keys: list[tuple[bytes, bytes]] = []
+    for _, line in _content_lines(lines()):
+        if isinstance(line, KeyLine):
+            keys.append((line.key_id, line.key))
+            continue
         batch.append(
             StoredEvent(
                 originator_id=line.originator_id if line.text_id else UUID(line.originator_id),
@@ -154,18 +185,26 @@ def import_log(
             )
         )
         if len(batch) == IMPORT_BATCH:
-            done += _append(recorder, batch, done, total, progress)
-    if batch:
-        done += _append(recorder, batch, done, total, progress)
+            done += _append(app, keys, batch, done, total, progress)
+    if batch or keys:
+        done += _append(app, keys, batch, done, total, progress)
     elif progress is not None:
         progress(done, total)
     return done
 
 
 def _append(
-    recorder: Any, batch: list[StoredEvent], done: int, total: int, progress: Progress | None
+    app: Any,
+    keys: list[tuple[bytes, bytes]],
+    batch: list[StoredEvent],
+    done: int,
+    total: int,
+    progress: Progress | None,
 ) -> int:
-    recorder.insert_events(batch)
+    """Write a batch: the keys its events are sealed under first, then the events."""
+    app.keys.adopt(keys)
+    keys.clear()
+    app.recorder.insert_events(batch)
     count = len(batch)
     batch.clear()
     if progress is not None:
@@ -173,9 +212,9 @@ def _append(
     return count
 
 
-def _event_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, EventLine]]:
-    """The event lines of a file, each checked against the chain; raises on the first bad
-    line (or a file whose header or end line is missing or wrong)."""
+def _content_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, EventLine | KeyLine]]:
+    """The key and event lines of a file, each checked against the chain; raises on the
+    first bad line (or a file whose header or end line is missing or wrong)."""
     previous, last_id, count, number = GENESIS, 0, 0, 0
     ended = False
     for number, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
@@ -200,19 +239,21 @@ def _event_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, EventLine]]:
                 )
             ended = True
             continue
-        if line.id <= last_id:
+        if isinstance(line, EventLine) and line.id <= last_id:
             raise TransferError(f"line {number}: event {line.id} is out of order")
         if line_hash(previous, line) != line.hash:
             raise TransferError(
                 f"line {number}: hash does not match (the line, or one before it, was changed)"
             )
-        if not line.text_id:
-            try:
-                UUID(line.originator_id)
-            except ValueError:
-                raise TransferError(f"line {number}: originator_id is not a UUID") from None
-        previous, last_id = line.hash, line.id
-        count += 1
+        previous = line.hash
+        if isinstance(line, EventLine):
+            if not line.text_id:
+                try:
+                    UUID(line.originator_id)
+                except ValueError:
+                    raise TransferError(f"line {number}: originator_id is not a UUID") from None
+            last_id = line.id
+            count += 1
         yield number, line
     if number == 0:
         raise TransferError("line 1: the file is empty")

@@ -223,6 +223,25 @@ def penalize(
     render.console.print(f"penalized {record_id}")
 
 
+@command("forget", "membrane-es forget ./memory RECORD_ID --why 'asked to be forgotten'")
+def forget(
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: Json = False,
+) -> None:
+    """Erase a record's content for good (its key is destroyed), and that of the records
+    derived from it alone; its structure and history stay, redacted."""
+    with existing_store(store) as memory:
+        forgotten = memory.forget(record_id, actor, rationale)
+    if json:
+        render.print_json(forgotten)
+    else:
+        for erased in forgotten:
+            render.console.print(f"forgot {erased}")
+
+
 @command("consolidate", "membrane-es consolidate ./memory --json")
 def consolidate(store: Store, json: Json = False) -> None:
     """Compress old episodes and extract facts, skills and plans (idempotent)."""

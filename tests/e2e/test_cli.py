@@ -116,6 +116,11 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     )
     assert captured["primary_record"]["type"] == "episodic"
     ok("retract", store, variant["id"], "--why", "wrong")
+    doomed = as_json("create", store, fact("Orchid", "a secret host"))
+    assert as_json("forget", store, doomed["id"], "--why", "asked to") == [doomed["id"]]
+    assert "payload" not in as_json("get", store, doomed["id"])
+    assert "rationale" in refused("forget", store, doomed["id"])
+    assert "forgotten" in refused("forget", store, doomed["id"], "--why", "again")
 
     # get: now and as of a past moment (the record as it stood then)
     assert as_json("get", store, first["id"])["payload"]["revision"]["status"] == "retracted"
@@ -181,20 +186,22 @@ def test_export_then_import_gives_the_same_store(tmp_path: Path) -> None:
     exported = tmp_path / "log.jsonl"
     assert "exported" in membrane_es("export", store, str(exported)).stderr
     lines = exported.read_text().splitlines()
-    assert json.loads(lines[0])["kind"] == "header" and json.loads(lines[-1])["kind"] == "end"
-    assert {"id", "time", "hash", "topic", "state"} <= set(json.loads(lines[1]))
+    kinds = [json.loads(line)["kind"] for line in lines]
+    assert kinds[0] == "header" and kinds[-1] == "end" and kinds[1] == "key"
+    events = [line for line, kind in zip(lines, kinds, strict=True) if kind == "event"]
+    assert {"id", "time", "hash", "topic", "state"} <= set(json.loads(events[0]))
     assert membrane_es("export", store, "-", process=True).stdout == exported.read_text()
 
     summary = as_json("import", copy, str(exported))
-    assert summary["events"] == len(lines) - 2 and summary["verify"].startswith("OK")
-    for moment in (_time_of(lines[3]), _time_of(lines[-2])):
+    assert summary["events"] == len(events) and summary["verify"].startswith("OK")
+    for moment in (_time_of(events[1]), _time_of(events[-1])):
         args = ("--include-retracted", "--as-of", moment)
         assert as_json("list", store, *args) == as_json("list", copy, *args)
     # a store holding events takes no import
     assert "empty store" in refused("import", copy, str(exported))
 
     # a changed line is refused, naming it; nothing is written, no store is left behind
-    event = json.loads(lines[2])
+    event = json.loads(lines[2])  # the first event, after its record's key
     event["originator_version"] += 1
     tampered = tmp_path / "tampered.jsonl"
     tampered.write_text("\n".join([*lines[:2], json.dumps(event), *lines[3:]]) + "\n")
@@ -249,8 +256,9 @@ def test_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    "demo capture create supersede fork merge retract contest reinforce penalize consolidate "
-    "list retrieve search graph get history metrics stats verify rebuild export import mcp".split(),
+    "demo capture create supersede fork merge retract contest reinforce penalize forget "
+    "consolidate list retrieve search graph get history metrics stats verify rebuild export "
+    "import mcp".split(),
 )
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]

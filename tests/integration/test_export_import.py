@@ -91,6 +91,8 @@ def play(memory: Membrane, hand: Hand, operations: list[tuple[str, int, int]]) -
                 memory.penalize(target, 0.1 * (pick % 5), "agent", "misled")
             elif operation == "retract":
                 memory.retract(target, "agent", "wrong")
+            elif operation == "forget":
+                memory.forget(target, "agent", "asked to")
             else:
                 memory.contest(target, ids[(pick + 1) % len(ids)], "agent", "disagrees")
         except MembraneError:
@@ -179,6 +181,7 @@ def _refused(tmp_path: Path, lines: list[bytes]) -> str:
 
 def test_a_changed_line_is_refused_by_number(tmp_path: Path, exported: list[bytes]) -> None:
     changed = list(exported)
+    assert json.loads(changed[1])["kind"] == "key"  # the record's content key, then its event
     line = json.loads(changed[2])
     line["originator_version"] += 1
     changed[2] = json.dumps(line).encode() + b"\n"
