@@ -78,19 +78,21 @@ class TextIndex:
         self._lengths = np.full(1024, -1, dtype=np.int32)
 
     def add(self, row: int, text: str) -> None:
-        if text.strip():
-            self._db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", (row, text))
-            (size,) = self._db.execute(
-                "SELECT sz FROM docs_docsize WHERE id = ?", (row,)
-            ).fetchone()
-            self._set_length(row, _varint(size))
+        self.add_many([(row, text)])
 
     def add_many(self, documents: list[tuple[int, str]]) -> None:
-        """:meth:`add` for each ``(row, text)`` of rows not indexed yet, in one transaction."""
+        """Index each ``(row, text)`` of rows not indexed yet (blank texts are not indexed),
+        in one transaction."""
         documents = [(row, text) for row, text in documents if text.strip()]
         if not documents:
             return
         db = self._db
+        if len(documents) == 1:  # one statement commits itself: no transaction to open
+            db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents[0])
+            row = documents[0][0]
+            (size,) = db.execute("SELECT sz FROM docs_docsize WHERE id = ?", (row,)).fetchone()
+            self._set_length(row, _varint(size))
+            return
         db.execute("BEGIN")
         try:
             db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents)
