@@ -223,11 +223,11 @@ def reinforce(cmd: Reinforce, uow: UnitOfWork) -> None:
 
 
 def penalize(cmd: Penalize, uow: UnitOfWork) -> None:
-    check_amount("amount", cmd.amount)
+    amount = check_amount("amount", cmd.amount)  # a float: an int beyond 64 bits encodes
     _change_one(
         cmd,
         uow,
-        lambda r, at: r.penalize(cmd.amount, actor=cmd.actor, rationale=cmd.rationale, at=at),
+        lambda r, at: r.penalize(amount, actor=cmd.actor, rationale=cmd.rationale, at=at),
     )
 
 
