@@ -22,6 +22,7 @@ from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
+    creating_tables,
     ensure_schema,
     postgres_settings,
     store_identity,
@@ -177,7 +178,8 @@ class Lifecycle(EngineCore):
         settings = {**postgres_settings(dsn, schema), **(env or {})}
         with connect(settings) as connection:
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
-            app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
+            with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
+                app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
             try:
                 identity = store_identity(connection, settings, f"{app.name.lower()}_events")
             except BaseException:
