@@ -27,15 +27,19 @@ Two stores:
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from membrane_es.errors import StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
@@ -142,9 +146,13 @@ class KeyStore:
             unused = [key_id for key_id, _ in self._pool]
             self._pool.clear()
             self._cache.clear()
-            if unused:
-                self._delete(unused)
-            self._close()
+            try:
+                if unused:
+                    self._delete(unused)
+            except StorageFullError:
+                pass  # on a full disk they stay: a key that seals nothing is harmless
+            finally:
+                self._close()
 
     def _remember(self, key_id: bytes, key: bytes) -> None:
         cache = self._cache
@@ -166,6 +174,19 @@ class KeyStore:
 
     def _close(self) -> None:
         raise NotImplementedError
+
+
+@contextmanager
+def _disk_full_is_storage_full(path: Path | None) -> Iterator[None]:
+    """SQLite's "database or disk is full" as :class:`StorageFullError` (nothing written)."""
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+            raise
+        raise StorageFullError(
+            errno.ENOSPC, f"no space left for the key store {path}: {error}"
+        ) from error
 
 
 class SqliteKeyStore(KeyStore):
@@ -192,14 +213,15 @@ class SqliteKeyStore(KeyStore):
             )
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
-        with self._db_lock:
+        with self._db_lock, _disk_full_is_storage_full(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany("INSERT INTO data_keys (id, key) VALUES (?, ?)", keys)
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         with self._db_lock:
@@ -209,14 +231,15 @@ class SqliteKeyStore(KeyStore):
         return [(bytes(found), bytes(key)) for found, key in rows]
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
-        with self._db_lock:
+        with self._db_lock, _disk_full_is_storage_full(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany("DELETE FROM data_keys WHERE id = ?", [(k,) for k in key_ids])
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
             if self.path is not None:
                 # The deleted rows' pages were written zeroed to the write-ahead log; copy them
                 # over the database file and empty the log, which still held the keys as they

@@ -25,6 +25,7 @@ from membrane_es.errors import (
     ConflictError,
     MembraneError,
     PositionNotReachedError,
+    ReadOnlyError,
     ValidationError,
 )
 from membrane_es.projections.read_model import ReadModel
@@ -63,6 +64,7 @@ class EngineCore:
     _write_lock: threading.RLock
     _batch: threading.local
     _closed: bool
+    _read_only: bool
     _follower: LogFollower | None
     _advanced: threading.Condition  # notified whenever the views' position moves
     _positions: threading.local  # per thread: the log position of its last write
@@ -144,6 +146,7 @@ class EngineCore:
     def handle(self, command: Command) -> Any:
         """Run one command; inside :meth:`batch` its events join the batch's single write."""
         handler = COMMAND_HANDLERS[type(command)]
+        self._check_writable()
         batch: EventStoreUnitOfWork | None = getattr(self._batch, "uow", None)
         if batch is not None:
             return handler(command, batch)
@@ -176,6 +179,10 @@ class EngineCore:
                         ) from None
             time.sleep(random.uniform(0, CONFLICT_BACKOFF_SECONDS * 2 ** (lost - 1)))
 
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError("the store was opened read-only: writes are refused")
+
     def _unit_of_work(self) -> EventStoreUnitOfWork:
         return EventStoreUnitOfWork(
             self._app, self._clock, self._embedder, self._views, self._interpreter
@@ -190,6 +197,7 @@ class EngineCore:
         """
         if getattr(self._batch, "uow", None) is not None:
             raise MembraneError("batches do not nest")
+        self._check_writable()
         with self._write_lock:
             uow = self._unit_of_work()
             uow.deferred = True

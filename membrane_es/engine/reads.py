@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from membrane_es.application import APPLICATION_NAME
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, StoreNotFoundError
+from membrane_es.lmdb_store import ChainReport, verify_store
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
@@ -18,7 +22,7 @@ from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
-from membrane_es.schema.validation import check_moment
+from membrane_es.schema.validation import VectorInput, check_moment
 
 
 class Reads(EngineCore):
@@ -58,7 +62,8 @@ class Reads(EngineCore):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         include_retracted: bool = False,
-        query_embedding: Sequence[float] | None = None,
+        query_embedding: VectorInput | None = None,
+        exact: bool = False,
         min_position: int | None = None,
     ) -> RetrieveResult:
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
@@ -80,6 +85,9 @@ class Reads(EngineCore):
         :param include_retracted: also return retracted records and records decayed to
             nothing (both excluded from active reads, kept in history).
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        :param exact: score every vector the read may see. Otherwise a read with a limit over
+            16,384 vectors or more scores only the nearest by their sign codes, when the codes
+            vouch for them (on vectors without clusters they cannot, and the read is exact).
         :param min_position: answer only once the views include the log up to this position
             (a write's :attr:`last_position`, perhaps made by another process); waits up to
             a few seconds, then :class:`~membrane_es.errors.PositionNotReachedError`.
@@ -95,6 +103,7 @@ class Reads(EngineCore):
             valid_at=valid_at,
             include_retracted=include_retracted,
             query_embedding=query_embedding,
+            exact=exact,
         )
         return retrieve_queries.retrieve(query, self._sources())
 
@@ -111,7 +120,8 @@ class Reads(EngineCore):
         max_hops: int = graph_queries.DEFAULT_MAX_HOPS,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
-        query_embedding: Sequence[float] | None = None,
+        query_embedding: VectorInput | None = None,
+        exact: bool = False,
         min_position: int | None = None,
     ) -> RetrieveGraphResult:
         """Ranked roots for a task and the records related to them, within bounds.
@@ -123,8 +133,8 @@ class Reads(EngineCore):
         hop, then salience.
 
         Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
-        0 to the default and −1 to "roots only" for ``max_hops``. ``min_position``: as for
-        :meth:`retrieve`.
+        0 to the default and −1 to "roots only" for ``max_hops``. ``min_position`` and
+        ``exact``: as for :meth:`retrieve`.
         """
         self.wait_for_position(min_position)
         query = graph_queries.RetrieveGraph(
@@ -139,6 +149,7 @@ class Reads(EngineCore):
             as_of=as_of,
             valid_at=valid_at,
             query_embedding=query_embedding,
+            exact=exact,
         )
         return graph_queries.retrieve_graph(query, self._sources())
 
@@ -205,3 +216,18 @@ class Reads(EngineCore):
                 "only LMDB and PostgreSQL stores can be verified"
             )
         return verify()
+
+    @staticmethod
+    def verify_store(
+        path: str | os.PathLike[str], *, chain_key: bytes | None = None
+    ) -> ChainReport:
+        """Walk the hash chain of the LMDB store in ``path`` without opening its views.
+
+        Never raises for damage: an altered, missing or reordered event, and a store file
+        too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
+        the first bad notification when known). ``membrane-es verify`` prints this report.
+        """
+        directory = Path(path)
+        if not (directory / "data.mdb").is_file():
+            raise StoreNotFoundError(str(path))
+        return verify_store(str(directory), APPLICATION_NAME, chain_key)

@@ -27,7 +27,7 @@ means the default, 1, and −1 means roots only; limits of 0 mean their defaults
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -57,7 +57,7 @@ from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
 from membrane_es.schema.results import GraphNode, RetrieveGraphResult
-from membrane_es.schema.validation import check_limit, check_trust
+from membrane_es.schema.validation import VectorInput, check_flag, check_limit, check_trust
 
 DEFAULT_ROOT_LIMIT = 10
 DEFAULT_NODE_LIMIT = 25
@@ -79,7 +79,8 @@ class RetrieveGraph(msgspec.Struct, kw_only=True, frozen=True):
     max_hops: int = DEFAULT_MAX_HOPS
     as_of: datetime | None = None
     valid_at: datetime | None = None
-    query_embedding: Sequence[float] | None = None
+    query_embedding: VectorInput | None = None
+    exact: bool = False
 
 
 @dataclass
@@ -107,6 +108,7 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         valid_at=query.valid_at,
         include_retracted=False,
         query_embedding=query.query_embedding,
+        exact=check_flag("exact", query.exact),
     )
     return consistently(
         sources.views,
