@@ -8,6 +8,7 @@ notifications  key: u64(notification id)
                value: chain hash (32 bytes) ‖ events key
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"chain" → b"plain", or b"keyed" ‖ the key's fingerprint (16 bytes)
+               b"time" → i64(newest event time, µs since the epoch), when saves give times
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -41,6 +43,7 @@ from eventsourcing.persistence import (
 
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.errors import MembraneError
+from membrane_es.log_order import EventTimeBehind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,6 +62,9 @@ HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
 HEAD_KEY = b"head"
 CHAIN_KEY = b"chain"
+TIME_KEY = b"time"
+_I64 = struct.Struct(">q")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PLAIN = b"plain"
 _KEYED = b"keyed"
 # How many log entries a read may scan to name the notification of a missing event row.
@@ -235,14 +241,31 @@ def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEven
             raise IntegrityError(_conflict(event))
 
 
+def _micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 def append_events(
     txn: Txn,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     events: Sequence[StoredEvent],
     chain: Chain = PLAIN_CHAIN,
+    times: tuple[datetime, datetime] | None = None,
 ) -> list[int]:
-    """Write events and append them to the hash-chained log; return their ids."""
+    """Write events and append them to the hash-chained log; return their ids.
+
+    ``times`` (the first and last event's): refused with :class:`EventTimeBehind` unless the
+    first is later than the newest event time already in the log (another process's clock
+    may be ahead), so event times follow log order across processes.
+    """
     events_db, log_db, meta_db = dbs
+    if times is not None:
+        newest = txn.get(TIME_KEY, db=meta_db)
+        if newest is not None:
+            (log_time,) = _I64.unpack(newest)
+            if _micros(times[0]) <= log_time:
+                raise EventTimeBehind(_EPOCH + timedelta(microseconds=log_time))
+        txn.put(TIME_KEY, _I64.pack(_micros(times[1])), db=meta_db)
     last, previous = read_head(txn, meta_db)
     if last == 0 and events:
         txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode

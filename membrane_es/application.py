@@ -32,6 +32,7 @@ from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.vectors import record_embedding
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.keystore import KeyStore, open_key_store
+from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.records import TYPE_CODE
@@ -48,22 +49,6 @@ DEFAULT_ENV: dict[str, str] = {
     "MAPPER_TOPIC": "membrane_es.codec:MsgspecMapper",
     "TRANSCODER_TOPIC": "membrane_es.codec:MsgpackTranscoder",
 }
-
-# The keyword argument :meth:`MemoryApplication.save` hands the recorder with a save's events:
-# the times of the first and the last of them (a recorder that orders several writers' events,
-# like the PostgreSQL one, checks them against the log's newest time).
-EVENT_TIMES = "event_times"
-
-
-class EventTimeBehind(IntegrityError):
-    """A save's first event is not later than the newest event already in the log (another
-    process's clock is ahead). Nothing was written; a retry must take times after
-    ``log_time``."""
-
-    def __init__(self, log_time: datetime) -> None:
-        self.log_time = log_time
-        super().__init__(f"the log already holds an event at {log_time.isoformat()}")
-
 
 # Recently touched records stay in memory (see RecordCache).
 CACHE_SIZE = 10_000

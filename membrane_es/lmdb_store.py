@@ -74,6 +74,7 @@ from membrane_es._lmdb_format import (
     verify_log,
 )
 from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.log_order import EVENT_TIMES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -206,7 +207,10 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         dbs = self._log_dbs()
         events = list(stored_events)
         chain = self.chain
-        return self.store.write(lambda txn: append_events(txn, dbs, events, chain), self.channel)
+        times = kwargs.get(EVENT_TIMES)
+        return self.store.write(
+            lambda txn: append_events(txn, dbs, events, chain, times), self.channel
+        )
 
     def select_events(
         self,
@@ -406,7 +410,9 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
 
         def work(txn: Txn) -> list[int]:
             put_tracking(txn, tracking_db, tracking)
-            return append_events(txn, dbs, events, self.chain) if dbs is not None else []
+            if dbs is None:
+                return []
+            return append_events(txn, dbs, events, self.chain, kwargs.get(EVENT_TIMES))
 
         # An empty event list still records the tracking (a skipped event).
         return self.store.write(work, self.channel if events else None)

@@ -9,17 +9,20 @@ the same key, so nobody without it can forge a seal; with a plain chain the seal
 damage and naive edits, not someone who recomputes it.
 
 Writing a checkpoint on a full disk fails before the new one replaces the last (which stays
-as it was), and leaves no partial files behind.
+as it was), and leaves no partial files behind. Processes sharing a store take turns: a save
+holds an exclusive lock on the checkpoint directory, a load a shared one.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import logging
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -28,6 +31,7 @@ from membrane_es.errors import IntegrityError, StorageFullError
 from membrane_es.projections.read_model import ReadModel
 
 SEAL_FILE = "seal"
+LOCK_FILE = "lock"
 _CHUNK = 1 << 20
 
 log = logging.getLogger("membrane_es")
@@ -62,7 +66,8 @@ class Checkpoints:
     def save(self, views: ReadModel) -> None:
         """Write a sealed checkpoint of ``views``; on failure the last one stays in place."""
         try:
-            views.save(self.directory, self._seal)
+            with self._locked(fcntl.LOCK_EX):
+                views.save(self.directory, self._seal)
         except (OSError, sqlite3.Error) as error:
             shutil.rmtree(self.directory / "staging", ignore_errors=True)
             if isinstance(error, StorageFullError) or not _disk_full(error):
@@ -73,6 +78,20 @@ class Checkpoints:
 
     def load(self) -> ReadModel | None:
         """The checkpointed views, if their seal holds; None (after discarding them) if not."""
+        if not (self.directory / "current").exists():
+            return None
+        with self._locked(fcntl.LOCK_SH):
+            return self._load()
+
+    @contextmanager
+    def _locked(self, mode: int) -> Iterator[None]:
+        """Hold the checkpoint directory's lock (``flock``: released if the process dies)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / LOCK_FILE).open("a") as lock:
+            fcntl.flock(lock, mode)
+            yield  # closing the file releases the lock
+
+    def _load(self) -> ReadModel | None:
         current = self.directory / "current"
         if not current.exists():
             return None
