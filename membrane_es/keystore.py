@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from eventsourcing.utils import strtobool
 
-from membrane_es.errors import StorageFullError
+from membrane_es.errors import MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
@@ -54,17 +55,28 @@ KEY_STORE_PATH = "KEY_STORE_PATH"  # setting: where an LMDB store's keys live, i
 
 def open_key_store(env: Mapping[str, str]) -> KeyStore:
     """The key store of the store these eventsourcing settings open: ``keys.sqlite`` in the
-    LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, or memory for
-    a store that lives in memory."""
-    module = env.get("PERSISTENCE_MODULE", "")
+    LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, a file beside
+    an eventsourcing SQLite database, or memory for a store that lives in memory."""
+    module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
+    sync = strtobool(env.get("LMDB_SYNC") or "yes")
     path = env.get(KEY_STORE_PATH) or ""
-    if not path and env.get("LMDB_PATH"):
-        path = str(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
     if path:
-        return SqliteKeyStore(Path(path), sync=env.get("LMDB_SYNC", "y").lower() in ("y", "yes"))
-    if module.endswith("postgres"):
+        return SqliteKeyStore(Path(path), sync=sync)
+    if env.get("LMDB_PATH"):
+        return SqliteKeyStore(Path(env["LMDB_PATH"]) / KEY_STORE_FILE, sync=sync)
+    if "postgres" in module:
         return PostgresKeyStore(dict(env))
-    return SqliteKeyStore(None)
+    if "sqlite" in module:
+        database = env.get("SQLITE_DBNAME") or ""
+        if database and ":memory:" not in database and "mode=memory" not in database:
+            return SqliteKeyStore(Path(f"{database}-keys.sqlite"))
+        return SqliteKeyStore(None)
+    if module.endswith("popo"):
+        return SqliteKeyStore(None)
+    raise MembraneError(
+        f"no key store for persistence module {module!r}: set {KEY_STORE_PATH} to a file "
+        "beside the log (records' content keys must outlive the process)"
+    )
 
 
 class KeyStore:
@@ -272,7 +284,7 @@ class PostgresKeyStore(KeyStore):
         from membrane_es.postgres_store import open_connection
 
         self._connection: Any = open_connection(settings)
-        self._table = sql.Identifier(settings["POSTGRES_SCHEMA"], self.TABLE)
+        self._table = sql.Identifier(settings.get("POSTGRES_SCHEMA") or "public", self.TABLE)
         self._sql = sql
         self._db_lock = threading.Lock()
         with self._db_lock:

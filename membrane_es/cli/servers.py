@@ -54,9 +54,17 @@ def serve(ctx: typer.Context) -> None:
         config = membraned.config_from_flags(args)
     except membraned.ConfigError as error:
         raise MembraneError(f"configure: {error}") from None
-    status = membraned.run(config)
+    status = membraned.run(config, **_listeners(args))
     if status:
         raise typer.Exit(status)
+
+
+def _listeners(args: argparse.Namespace) -> dict[str, object]:
+    """Which listeners to run, for a daemon whose flags choose them (``-http``, ``-no-grpc``):
+    what ``membraned`` itself passes for the same flags."""
+    if not hasattr(args, "http"):
+        return {}
+    return {"http": args.http, "grpc": not getattr(args, "no_grpc", False)}
 
 
 @app.command(
