@@ -230,6 +230,7 @@ class Lifecycle(EngineCore):
         default_sensitivity: str = Sensitivity.LOW.value,
         follow: bool = True,
         checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
+        chain_key: bytes | None = None,
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
         (needs the ``postgres`` extra). The schema and its tables are created if missing.
@@ -250,12 +251,20 @@ class Lifecycle(EngineCore):
         :param checkpoint_interval: with ``views_dir``, save the views every so many seconds
             when they moved (None: only at close), so a process that is killed resumes from
             a recent checkpoint rather than replaying the log from the start.
+        :param chain_key: key of the log's hash chain, as for :meth:`open`; every process
+            writing the log must be given the same one.
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
         check_unit_interval("selection_threshold", selection_threshold)
         _check_default_sensitivity(default_sensitivity)
-        settings = {**postgres_settings(dsn, schema), **(env or {})}
+        if chain_key is not None and (not isinstance(chain_key, bytes) or not chain_key):
+            raise ValidationError("chain_key", "chain_key must be non-empty bytes")
+        settings = {
+            **postgres_settings(dsn, schema),
+            **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
+            **(env or {}),
+        }
         with connect(settings) as connection:
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
             with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
