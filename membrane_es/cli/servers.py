@@ -29,7 +29,8 @@ class _Parser(argparse.ArgumentParser):
 @app.command(
     "serve",
     help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags "
-    "(-db, -addr, -config, -keys, -postgres-dsn). Run `membrane-es serve -h` for them.",
+    "(-db, -addr, -config, -keys, -postgres-dsn; --http adds the HTTP entries API). "
+    "Run `membrane-es serve -h` for them.",
     epilog=f"Example: {SERVE_EXAMPLE}",
     context_settings={
         "allow_extra_args": True,
@@ -54,17 +55,9 @@ def serve(ctx: typer.Context) -> None:
         config = membraned.config_from_flags(args)
     except membraned.ConfigError as error:
         raise MembraneError(f"configure: {error}") from None
-    status = membraned.run(config, **_listeners(args))
+    status = membraned.run(config, http=args.http, grpc=not args.no_grpc)
     if status:
         raise typer.Exit(status)
-
-
-def _listeners(args: argparse.Namespace) -> dict[str, object]:
-    """Which listeners to run, for a daemon whose flags choose them (``-http``, ``-no-grpc``):
-    what ``membraned`` itself passes for the same flags."""
-    if not hasattr(args, "http"):
-        return {}
-    return {"http": args.http, "grpc": not getattr(args, "no_grpc", False)}
 
 
 @app.command(

@@ -19,6 +19,9 @@ Most lines run exactly as written. A few kinds cannot, and are checked this way 
   ``bench.plot``, which draws its plot for real into the scratch directory (``--out``).
 * servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``) start on port 0
   of 127.0.0.1, must say they listen, and are then stopped with SIGTERM.
+* a block that calls ``curl`` runs against the HTTP entries API: ``membraned -http`` is
+  started on port 0 for it (its own store, API key ``$KEY``), and ``127.0.0.1:8080`` in the
+  block is that port.
 
 A line these rules do not cover runs as written: a command added to the README must pass
 here as it is, or gain a rule above saying how it is checked.
@@ -45,7 +48,7 @@ SERVE_BRIEFLY = r"""
 serve_briefly() {
   "$@" 2> server.log &
   local pid=$!
-  while ! grep -qE "listening on|running on" server.log; do
+  while ! grep -qE "listening on|running on|API on" server.log; do
     if ! kill -0 "$pid" 2> /dev/null; then cat server.log >&2; return 1; fi
     sleep 0.05
   done
@@ -163,9 +166,12 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
             script = tmp_path / f"block{number}.sh"
             script.write_text(shell_script(block.text))
             command = ["bash", str(script)]
-        result = subprocess.run(
-            command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False
-        )
+        if "curl " in block.text:
+            result = _against_http_api(tmp_path, script, command, env)
+        else:
+            result = subprocess.run(
+                command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+            )
         assert result.returncode == 0, (
             f"README.md line {block.line} ({block.language} block) failed:\n"
             f"{script.read_text()}\n--- stdout\n{result.stdout[-3000:]}\n"
@@ -174,6 +180,42 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
         ran += 1
     assert ran >= 5
     assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def _against_http_api(
+    tmp_path: Path, script: Path, command: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run a curl block against a daemon serving the HTTP entries API on a free port."""
+    key = "readme-key"
+    server = subprocess.Popen(
+        ["membraned", "-db", str(tmp_path / "http-store"), "-http", "127.0.0.1:0", "-no-grpc"],
+        env={**env, "MEMBRANE_API_KEY": key},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        port = None
+        for line in server.stderr:
+            found = re.search(r"HTTP entries API on .*\(port (\d+)\)", line)
+            if found:
+                port = found.group(1)
+                break
+        assert port, "the HTTP entries API never said where it listens"
+        script.write_text(script.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
+        return subprocess.run(
+            command,
+            cwd=tmp_path,
+            env={**env, "KEY": key},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        if server.stderr is not None:
+            server.stderr.close()
 
 
 def test_the_rules() -> None:
