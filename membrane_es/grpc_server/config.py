@@ -9,7 +9,7 @@ checkpoints, each tenant in its own schema. ``encryption_key`` encrypts every st
 either (AES-GCM, keyed by the SHA-256 of the passphrase).
 
 Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
-:mod:`membrane_es.grpc_server.access`; env ``MEMBRANE_API_KEYS_FILE``) and
+:mod:`membrane_es.access`; env ``MEMBRANE_API_KEYS_FILE``) and
 ``embedding_model`` = ``hashing`` or a sentence-transformers model (``all-MiniLM-L6-v2`` is
 loaded offline from the ``embeddings`` extra); empty ranks by salience and text only.
 """
@@ -26,6 +26,9 @@ from typing import Any
 
 import msgspec
 import yaml
+
+from membrane_es.queries import graph
+from membrane_es.schema.enums import Sensitivity
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {
@@ -70,12 +73,14 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tls_key_file: str = ""
     api_key: str = ""
     rate_limit_per_second: int = 100
-    graph_default_root_limit: int = 10
-    graph_default_node_limit: int = 25
-    graph_default_edge_limit: int = 100
-    graph_default_max_hops: int = 1
+    graph_default_root_limit: int = graph.DEFAULT_ROOT_LIMIT
+    graph_default_node_limit: int = graph.DEFAULT_NODE_LIMIT
+    graph_default_edge_limit: int = graph.DEFAULT_EDGE_LIMIT
+    graph_default_max_hops: int = graph.DEFAULT_MAX_HOPS
     # membrane_es additions
     api_keys_file: str = ""
+    # a file holding the log's hash-chain key (kept outside the store): a keyed chain
+    chain_key_file: str = ""
 
     def consolidation_seconds(self) -> float:
         return parse_duration("consolidation_interval", self.consolidation_interval)
@@ -84,12 +89,25 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return parse_duration("decay_interval", self.decay_interval)
 
     def engine_env(self) -> dict[str, str]:
-        """eventsourcing settings for the store: the cipher when a key is configured."""
+        """eventsourcing settings for the store: the cipher when a key is configured, the
+        chain key when a chain key file is."""
+        settings = self._chain_settings()
         key = self.encryption_key or os.environ.get("MEMBRANE_ENCRYPTION_KEY", "")
         if not key:
-            return {}
+            return settings
         derived = base64.b64encode(hashlib.sha256(key.encode()).digest()).decode()
-        return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived}
+        return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived, **settings}
+
+    def _chain_settings(self) -> dict[str, str]:
+        if not self.chain_key_file:
+            return {}
+        try:
+            key = Path(self.chain_key_file).read_bytes()
+        except OSError as error:
+            raise ConfigError(f"membrane: read chain_key_file: {error}") from None
+        if not key:
+            raise ConfigError("membrane: chain_key_file is empty")
+        return {"LMDB_CHAIN_KEY": key.hex(), "POSTGRES_CHAIN_KEY": key.hex()}
 
     def dsn(self) -> str:
         """The PostgreSQL DSN: ``postgres_dsn``, else env ``MEMBRANE_POSTGRES_DSN`` (spec §7.1)."""
@@ -100,7 +118,7 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(f'membrane: unsupported backend "{self.backend}"')
         if self.backend == "postgres" and not self.dsn():
             raise ConfigError("membrane: postgres_dsn is required when backend=postgres")
-        if self.default_sensitivity not in ("public", "low", "medium", "high", "hyper"):
+        if self.default_sensitivity not in {level.value for level in Sensitivity}:
             raise ConfigError(f'membrane: invalid default sensitivity "{self.default_sensitivity}"')
         if not 0.0 <= self.selection_confidence_threshold <= 1.0:
             raise ConfigError("selection_confidence_threshold must be in [0, 1]")
