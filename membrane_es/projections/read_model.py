@@ -187,7 +187,11 @@ class ReadModel:
         with self.lock:
             directory.mkdir(parents=True, exist_ok=True)
             staging = directory / "staging"
-            staging.mkdir(exist_ok=True)
+            # What a save killed midway left behind (a half-written staging directory, the
+            # previous checkpoint not yet removed) must not stop this one.
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(directory / "old", ignore_errors=True)
+            staging.mkdir()
             table = self.table
             n = table.size
             timeline = table.timeline
@@ -231,10 +235,7 @@ class ReadModel:
             if current.exists():
                 current.rename(old)
             staging.rename(current)
-            if old.exists():
-                for file in old.iterdir():
-                    file.unlink()
-                old.rmdir()
+            shutil.rmtree(old, ignore_errors=True)
 
     @staticmethod
     def discard(directory: Path) -> None:
