@@ -9,7 +9,7 @@ checkpoints, each tenant in its own schema. ``encryption_key`` encrypts every st
 either (AES-GCM, keyed by the SHA-256 of the passphrase).
 
 Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
-:mod:`membrane_es.grpc_server.access`; env ``MEMBRANE_API_KEYS_FILE``) and
+:mod:`membrane_es.access`; env ``MEMBRANE_API_KEYS_FILE``) and
 ``embedding_model`` = ``hashing`` or a sentence-transformers model (``all-MiniLM-L6-v2`` is
 loaded offline from the ``embeddings`` extra); empty ranks by salience and text only.
 """
