@@ -223,7 +223,7 @@ def reinforce(cmd: Reinforce, uow: UnitOfWork) -> None:
 
 
 def penalize(cmd: Penalize, uow: UnitOfWork) -> None:
-    amount = check_amount("amount", cmd.amount)  # a float: an int beyond 64 bits encodes
+    amount = check_amount("amount", cmd.amount)  # a float: any int the caller gave is stored
     _change_one(
         cmd,
         uow,
