@@ -52,6 +52,12 @@ class EngineCore:
     _closed: bool
 
     @property
+    def embedder(self) -> Embedder | None:
+        """The embedder new records and task descriptors are read with (None: no vectors;
+        ranking uses words and salience only)."""
+        return self._embedder
+
+    @property
     def views(self) -> ReadModel:
         """The read side, caught up with the log (writes by other processes included)."""
         self._views.catch_up(self._app)

@@ -12,7 +12,7 @@ from typing import Self
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.protocol import Embedder
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
 from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
@@ -40,7 +40,7 @@ class Lifecycle(EngineCore):
         self,
         app: MemoryApplication,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         views_dir: Path | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
@@ -51,7 +51,7 @@ class Lifecycle(EngineCore):
         self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
-        self._embedder = embedder
+        self._embedder = embedder = resolve(embedder)
         self._views_dir = views_dir
         self._consolidation: PeriodicTask | None = None
         self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
@@ -83,7 +83,7 @@ class Lifecycle(EngineCore):
         sync: bool = True,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -94,7 +94,9 @@ class Lifecycle(EngineCore):
             power loss for speed, never consistency.
         :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
         :param embedder: embeds each new record's search text; its vector is stored in the
-            record's ``Created`` event (see :mod:`membrane_es.embedding`).
+            record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the
+            offline all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in
+            the ``membrane_es`` log), else none; None: no embedder (words and salience only).
         """
         check_unit_interval("selection_threshold", selection_threshold)  # before opening
         _check_default_sensitivity(default_sensitivity)
@@ -125,7 +127,7 @@ class Lifecycle(EngineCore):
         schema: str = DEFAULT_SCHEMA,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -176,7 +178,7 @@ class Lifecycle(EngineCore):
         *,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,

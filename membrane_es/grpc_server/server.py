@@ -20,6 +20,7 @@ from typing import TypedDict
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from membrane_es.embedding.default import AUTOMATIC, BundledMiniLM, extra_installed, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.access import DEFAULT_TENANT, KeyRing
@@ -173,6 +174,8 @@ def _schedule(engine: Membrane, interval: float) -> None:
 def _embedder(config: DaemonConfig) -> Embedder | None:
     name = config.embedding_model
     if not name:
+        return resolve(AUTOMATIC)
+    if name == "none":
         return None
     if name == "hashing":
         from membrane_es.embedding.hashing import HashingEmbedder
@@ -180,8 +183,9 @@ def _embedder(config: DaemonConfig) -> Embedder | None:
         return HashingEmbedder()
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 
-    bundled = name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
-    return SentenceTransformerEmbedder(None if bundled else name)
+    if name in ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return BundledMiniLM() if extra_installed() else SentenceTransformerEmbedder()
+    return SentenceTransformerEmbedder(name)
 
 
 def _tls(config: DaemonConfig) -> grpc.ServerCredentials:
