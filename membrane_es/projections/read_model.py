@@ -47,7 +47,8 @@ CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (large
 # gain nothing measurable and leave more freed memory behind)
 # A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
 FOLLOW_IN_BULK_AT = 16
-CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
+CHECKPOINT_VERSION = 4  # 2: validity columns, entity names, text lengths; 3: metrics;
+# 4: the text index's tokenizer removes every diacritic, as queries do
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
