@@ -38,7 +38,7 @@ from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
 from membrane_es.queries.lexical import coverage, matches
-from membrane_es.queries.ranking import SALIENCE_WEIGHT, blend, order, relevance
+from membrane_es.queries.ranking import blend, order, relevance
 from membrane_es.queries.records import EventReader
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
@@ -272,10 +272,10 @@ def _rank_by_evidence(
     vectors, from the rows with evidence alone; None when it cannot be sure of that.
 
     Only shortlisted rows, rows sharing a word with the descriptor and selectable rows have
-    any relevance; every other candidate scores ``SALIENCE_WEIGHT · min(salience, 1)`` at
-    most. So when the last of the top ``limit`` among the rows with evidence scores more
-    than that, no other candidate could have displaced it, and the rest — often almost the
-    whole store — need not be admitted or given a salience at all."""
+    any relevance; every other candidate scores 0. So when the last of the top ``limit``
+    among the rows with evidence scores more than that, no other candidate could have
+    displaced it, and the rest — often almost the whole store — need not be admitted or
+    given a salience at all."""
     assert plan.query_vector is not None
     index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
     within = universe(snapshot, plan.trust)
@@ -313,7 +313,7 @@ def _rank_by_evidence(
     ranking = _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
     if ranking.scores is None or len(ranking.ranked) < plan.limit:
         return None
-    if not len(ranking.scores) or ranking.scores[-1] <= SALIENCE_WEIGHT:
+    if not len(ranking.scores) or ranking.scores[-1] <= 0.0:
         return None
     return ranking
 
@@ -334,6 +334,10 @@ def _ranked(
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
+    if lexical is not None and found.redacted.any():
+        # A record returned redacted shows the caller none of its words: words it cannot
+        # see are no evidence that it answers the task (and ranking by them would leak them).
+        lexical = np.where(found.redacted, 0.0, lexical)
     evidence = relevance(similarity, lexical)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
