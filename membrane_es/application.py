@@ -46,6 +46,22 @@ DEFAULT_ENV: dict[str, str] = {
     "TRANSCODER_TOPIC": "membrane_es.codec:MsgpackTranscoder",
 }
 
+# The keyword argument :meth:`MemoryApplication.save` hands the recorder with a save's events:
+# the times of the first and the last of them (a recorder that orders several writers' events,
+# like the PostgreSQL one, checks them against the log's newest time).
+EVENT_TIMES = "event_times"
+
+
+class EventTimeBehind(IntegrityError):
+    """A save's first event is not later than the newest event already in the log (another
+    process's clock is ahead). Nothing was written; a retry must take times after
+    ``log_time``."""
+
+    def __init__(self, log_time: datetime) -> None:
+        self.log_time = log_time
+        super().__init__(f"the log already holds an event at {log_time.isoformat()}")
+
+
 # Recently touched records stay in memory (see RecordCache).
 CACHE_SIZE = 10_000
 
@@ -134,6 +150,9 @@ class MemoryApplication(Application):
         # The sort is stable and each aggregate's events are in time order already.
         processing.events.sort(key=_event_time)
         processing.saved_kwargs.update(kwargs)
+        if processing.events:
+            first, last = processing.events[0], processing.events[-1]
+            processing.saved_kwargs[EVENT_TIMES] = (_event_time(first), _event_time(last))
         recordings = self._record(processing)
         for aggregate in processing.aggregates.values():
             if isinstance(aggregate, MemoryRecord):
@@ -451,6 +470,8 @@ def _most_salient(
 
 __all__ = [
     "APPLICATION_NAME",
+    "EVENT_TIMES",
+    "EventTimeBehind",
     "DEFAULT_ENV",
     "EventStoreUnitOfWork",
     "IntegrityError",

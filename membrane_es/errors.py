@@ -64,6 +64,19 @@ class ConflictError(MembraneError):
     """A concurrent revision of the same record won; retrying found no way through."""
 
 
+class PositionNotReachedError(MembraneError):
+    """A read asked for views that include a log position (``min_position``) and they did
+    not reach it within the wait allowed. Nothing was read; retry, or wait longer."""
+
+    def __init__(self, wanted: int, reached: int, waited: float) -> None:
+        self.wanted = wanted
+        self.reached = reached
+        super().__init__(
+            f"min_position {wanted} not reached within {waited:g} s "
+            f"(the read views are at {reached})"
+        )
+
+
 class IntegrityViolationError(MembraneError):
     """The event log failed verification: an event was altered, removed or reordered."""
 
@@ -77,6 +90,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     AlreadyReplacedError: ("FAILED_PRECONDITION", 409),
     AlreadyExistsError: ("ALREADY_EXISTS", 409),
     ConflictError: ("ABORTED", 409),
+    PositionNotReachedError: ("DEADLINE_EXCEEDED", 504),
     IntegrityViolationError: ("DATA_LOSS", 500),
 }
 

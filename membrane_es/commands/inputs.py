@@ -17,6 +17,7 @@ from membrane_es.schema.enums import (
 from membrane_es.schema.timestamps import Timestamp, utc
 from membrane_es.schema.validation import (
     MAX_PAYLOAD_BYTES,
+    check_storable,
     check_tags,
     check_text,
 )
@@ -54,13 +55,16 @@ def json_value(field: str, value: Any) -> Any:
     """``value`` as plain JSON data (dicts keep their key order), at most 10 MiB encoded."""
     try:
         raw = msgspec.json.encode(value)
+        decoded = msgspec.json.decode(raw)
+        msgspec.msgpack.encode(decoded)  # what the log holds: 64-bit integers at most
     except (TypeError, ValueError, OverflowError) as exc:
+        check_storable(field, value)  # names the offending value's path
         raise ValidationError(field, f"{field} must be JSON-encodable: {exc}") from None
     if len(raw) > MAX_PAYLOAD_BYTES:
         raise ValidationError(
             field, f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
         )
-    return msgspec.json.decode(raw)
+    return decoded
 
 
 def request_time(value: datetime | str | None, uow: UnitOfWork) -> datetime:

@@ -15,12 +15,18 @@ from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 
-from membrane_es.application import EventStoreUnitOfWork, MemoryApplication
+from membrane_es.application import EventStoreUnitOfWork, EventTimeBehind, MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
-from membrane_es.errors import ConflictError, MembraneError, ValidationError
+from membrane_es.engine.follower import LogFollower
+from membrane_es.errors import (
+    ConflictError,
+    MembraneError,
+    PositionNotReachedError,
+    ValidationError,
+)
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
@@ -31,6 +37,10 @@ from membrane_es.schema.records import TrustContext
 # processes that collided do not collide again in lock step).
 CONFLICT_ATTEMPTS = 8
 CONFLICT_BACKOFF_SECONDS = 0.002
+# How long a read waits for the views to reach a ``min_position`` unless told; and, on a
+# store without a follower (LMDB shared by processes), how often it looks at the log again.
+DEFAULT_POSITION_WAIT_SECONDS = 5.0
+POSITION_RECHECK_SECONDS = 0.01
 _LEAST_PRIVILEGE = TrustContext()
 Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 text, or now
 
@@ -50,6 +60,9 @@ class EngineCore:
     _write_lock: threading.RLock
     _batch: threading.local
     _closed: bool
+    _follower: LogFollower | None
+    _advanced: threading.Condition  # notified whenever the views' position moves
+    _positions: threading.local  # per thread: the log position of its last write
 
     @property
     def embedder(self) -> Embedder | None:
@@ -59,9 +72,75 @@ class EngineCore:
 
     @property
     def views(self) -> ReadModel:
-        """The read side, caught up with the log (writes by other processes included)."""
-        self._views.catch_up(self._app)
+        """The read side. Caught up with the log at each call, unless a follower applies
+        other processes' writes as they commit (PostgreSQL): then as it stands, which a read
+        that must include a given write asks for with ``min_position``."""
+        follower = self._follower
+        if follower is None or not follower.following:
+            self._views.catch_up(self._app)
         return self._views
+
+    @property
+    def last_position(self) -> int | None:
+        """The log position of the last write made through this engine by the calling thread
+        (its last event's notification id; for a write that changed nothing, the position
+        this engine had reached). None before its first write. Pass it as ``min_position``
+        to a read on any engine of the same log to read that write."""
+        position: int | None = getattr(self._positions, "last", None)
+        return position
+
+    @property
+    def position(self) -> int:
+        """The log position the read views reflect (every event up to it, none after)."""
+        return self._views.position
+
+    def wait_for_position(
+        self, position: int | None, timeout: float = DEFAULT_POSITION_WAIT_SECONDS
+    ) -> None:
+        """Return once the read views reflect the log up to ``position`` (None: at once);
+        :class:`~membrane_es.errors.PositionNotReachedError` if they have not after
+        ``timeout`` seconds."""
+        if position is None:
+            return
+        wanted = check_position(position)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            follower = self._follower
+            following = follower is not None and follower.following
+            if not following:
+                self._views.catch_up(self._app)  # no follower brings the log in
+            with self._advanced:
+                reached = self._advanced.wait_for(
+                    lambda: self._views.position >= wanted,
+                    timeout=max(deadline - time.monotonic(), 0.0) if following else 0.0,
+                )
+            if reached:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PositionNotReachedError(wanted, self._views.position, timeout)
+            if not following:
+                # Only another process can write it, and nothing here hears of that (an
+                # LMDB store shared on one host): look at the log again shortly.
+                time.sleep(min(POSITION_RECHECK_SECONDS, left))
+
+    def _views_moved(self, views: ReadModel, event: Any | None) -> None:
+        """The follower applied an event (or caught up): wake readers waiting for a
+        position, and keep the clock ahead of other processes' event times."""
+        if event is not None:
+            self._clock.observe(event.timestamp)
+        with self._advanced:
+            self._advanced.notify_all()
+
+    def _followed(self, uow: EventStoreUnitOfWork) -> None:
+        """Apply a unit of work's writes to the views; note its position for this thread."""
+        self._views.follow(uow.recordings, self._app)
+        recordings = uow.recordings
+        self._positions.last = (
+            recordings[-1].notification.id if recordings else self._views.position
+        )
+        with self._advanced:
+            self._advanced.notify_all()
 
     # --- the command bus ------------------------------------------------------------------
 
@@ -76,8 +155,13 @@ class EngineCore:
                 uow = self._unit_of_work()
                 try:
                     result = handler(command, uow)
-                    self._views.follow(uow.recordings, self._app)  # callers read their own writes
+                    self._followed(uow)  # callers read their own writes
                     return result
+                except EventTimeBehind as error:
+                    # Another process's clock is ahead: ours passes the log's newest time,
+                    # and the command runs again at once (no one to back off from).
+                    self._clock.observe(error.log_time)
+                    continue
                 except IntegrityError:
                     # Another writer (another process) saved first: reload and try again.
                     if attempt == CONFLICT_ATTEMPTS - 1:
@@ -109,7 +193,12 @@ class EngineCore:
                 yield
                 try:
                     uow.commit()
-                    self._views.follow(uow.recordings, self._app)
+                    self._followed(uow)
+                except EventTimeBehind as error:
+                    self._clock.observe(error.log_time)  # a retried batch passes it
+                    raise ConflictError(
+                        "another process wrote events timed after this batch's; nothing was written"
+                    ) from None
                 except IntegrityError:
                     raise ConflictError(
                         "another writer changed a record this batch revised; nothing was written"
@@ -119,6 +208,13 @@ class EngineCore:
                 raise
             finally:
                 self._batch.uow = None
+
+
+def check_position(position: object) -> int:
+    """A log position a caller asks for: a whole number, at least 0."""
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        raise ValidationError("min_position", f"must be a log position (>= 0): {position!r}")
+    return position
 
 
 def _check_default_sensitivity(value: str) -> str:

@@ -13,6 +13,7 @@ from membrane_es.engine.core import (
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import DecayProfile, MemoryRecord
+from membrane_es.schema.validation import as_dict, as_list
 
 
 class Ingestion(EngineCore):
@@ -61,7 +62,7 @@ class Ingestion(EngineCore):
                 summary=summary,
                 sensitivity=sensitivity,
                 source=source,
-                tags=list(tags or []),
+                tags=as_list("tags", tags),
                 scope=scope,
                 timestamp=timestamp,
                 decay=decay,
@@ -110,9 +111,9 @@ class Ingestion(EngineCore):
         record: MemoryRecord = self.handle(
             messages.IngestToolOutput(
                 tool_name=tool_name,
-                args=dict(args or {}),
+                args=as_dict("args", args),
                 result=result,
-                depends_on=list(depends_on or []),
+                depends_on=as_list("depends_on", depends_on),
                 **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
             )
         )
@@ -186,10 +187,10 @@ class Ingestion(EngineCore):
             messages.IngestWorkingState(
                 thread_id=thread_id,
                 state=state,
-                next_actions=list(next_actions or []),
-                open_questions=list(open_questions or []),
+                next_actions=as_list("next_actions", next_actions),
+                open_questions=as_list("open_questions", open_questions),
                 context_summary=context_summary,
-                active_constraints=list(active_constraints or []),
+                active_constraints=as_list("active_constraints", active_constraints),
                 **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
             )
         )
@@ -206,7 +207,7 @@ class Ingestion(EngineCore):
         return {
             "sensitivity": sensitivity or self._default_sensitivity,
             "source": source,
-            "tags": list(tags or []),
+            "tags": as_list("tags", tags),
             "scope": scope,
             "timestamp": timestamp,
         }

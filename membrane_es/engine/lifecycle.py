@@ -17,6 +17,7 @@ from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
 )
+from membrane_es.engine.follower import LogFollower
 from membrane_es.errors import MembraneError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
@@ -30,6 +31,9 @@ from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.validation import check_unit_interval
+
+# How often a PostgreSQL process saves its read views (when they moved), in seconds.
+DEFAULT_CHECKPOINT_INTERVAL = 60.0
 
 
 class Lifecycle(EngineCore):
@@ -71,6 +75,11 @@ class Lifecycle(EngineCore):
             self._clock.observe(last)
         self._write_lock = threading.RLock()
         self._batch = threading.local()
+        self._follower: LogFollower | None = None
+        self._checkpoints: PeriodicTask | None = None
+        self._checkpointed = self._views.position
+        self._advanced = threading.Condition()
+        self._positions = threading.local()
         self._closed = False
 
     # --- construction -------------------------------------------------------------------
@@ -131,9 +140,18 @@ class Lifecycle(EngineCore):
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
+        follow: bool = True,
+        checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
         (needs the ``postgres`` extra). The schema and its tables are created if missing.
+
+        Any number of processes may open the same store, each writing to the one log and
+        keeping read views of its own: with ``follow`` (the default) a background
+        subscription (``LISTEN``/``NOTIFY``) applies the others' writes to this process's
+        views as they commit, and reads answer from the views as they stand; a read that
+        must include a given write passes its position as ``min_position`` (see
+        :attr:`last_position`). Without ``follow``, every read first catches up with the log.
 
         :param dsn: a libpq connection string or URL (``postgresql://user:pw@host:5432/db``);
             see :mod:`membrane_es.postgres_store` for the parameters it may carry.
@@ -141,8 +159,11 @@ class Lifecycle(EngineCore):
             restart replays only what follows; None replays the whole log at every open.
         :param schema: the PostgreSQL schema holding this store (one store per schema).
         :param env: extra eventsourcing settings (e.g. ``POSTGRES_POOL_SIZE``, ``CIPHER_KEY``).
+        :param checkpoint_interval: with ``views_dir``, save the views every so many seconds
+            when they moved (None: only at close), so a process that is killed resumes from
+            a recent checkpoint rather than replaying the log from the start.
 
-        The hash chain of :meth:`verify` is the LMDB store's: a Postgres log keeps none.
+        The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
         check_unit_interval("selection_threshold", selection_threshold)
         _check_default_sensitivity(default_sensitivity)
@@ -159,7 +180,7 @@ class Lifecycle(EngineCore):
         try:
             if directory is not None:
                 _claim_views(directory, identity)
-            return cls(
+            engine = cls(
                 app,
                 clock,
                 embedder,
@@ -171,6 +192,11 @@ class Lifecycle(EngineCore):
         except BaseException:
             app.close()  # its connection pool's threads would outlive a failed open
             raise
+        if follow:
+            engine._follow_log()
+        if directory is not None and checkpoint_interval is not None:
+            engine._checkpoint_every(checkpoint_interval)
+        return engine
 
     @classmethod
     def in_memory(
@@ -196,12 +222,33 @@ class Lifecycle(EngineCore):
             default_sensitivity=default_sensitivity,
         )
 
+    def _follow_log(self) -> None:
+        follower = LogFollower(self._app, lambda: self._views, self._views_moved)
+        self._follower = follower
+        follower.start()
+
+    def _checkpoint_every(self, interval: float) -> None:
+        task = PeriodicTask("membrane-checkpoint", interval, self._checkpoint_if_moved)
+        self._checkpoints = task
+        task.start()
+
+    def _checkpoint_if_moved(self) -> None:
+        if self._views_dir is not None and self._views.position != self._checkpointed:
+            position = self._views.position
+            self._views.save(self._views_dir)
+            self._checkpointed = position
+
     def close(self) -> None:
         """Checkpoint the read side (durable stores) and release the store."""
         if not self._closed:
             self._closed = True
             if self._consolidation is not None:
                 self._consolidation.stop()
+            if self._checkpoints is not None:
+                self._checkpoints.stop()
+            if self._follower is not None:
+                self._follower.stop()
+                self._follower = None
             if self._views_dir is not None:
                 self._views.catch_up(self._app)
                 self._views.save(self._views_dir)
@@ -213,6 +260,8 @@ class Lifecycle(EngineCore):
         rebuilt = ReadModel.rebuild(self._app)
         with self._write_lock:
             old, self._views = self._views, rebuilt
+        with self._advanced:
+            self._advanced.notify_all()
         old.close()
 
     def checkpoint(self) -> None:

@@ -32,14 +32,17 @@ class Reads(EngineCore):
         *,
         trust: TrustContext | None = _LEAST_PRIVILEGE,
         as_of: datetime | None = None,
+        min_position: int | None = None,
     ) -> MemoryRecord:
         """One record in full, now or as it stood at ``as_of`` (decay evaluated then).
 
         Raises :class:`~membrane_es.errors.NotFoundError` for an unknown id (or one created
         after ``as_of``) and :class:`~membrane_es.errors.AccessDeniedError` when the trust
         context may not read it in full. The default trust is least privilege (``low``, no
-        scopes), as in the reference SDK; ``trust=None`` is an error.
+        scopes), as in the reference SDK; ``trust=None`` is an error. ``min_position``: as
+        for :meth:`retrieve`.
         """
+        self.wait_for_position(min_position)
         return record_queries.retrieve_by_id(
             self._app, record_id, trust, now=self._clock.now(), as_of=as_of
         )
@@ -56,6 +59,7 @@ class Reads(EngineCore):
         valid_at: datetime | None = None,
         include_retracted: bool = False,
         query_embedding: Sequence[float] | None = None,
+        min_position: int | None = None,
     ) -> RetrieveResult:
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
 
@@ -76,7 +80,11 @@ class Reads(EngineCore):
         :param include_retracted: also return retracted records and records decayed to
             nothing (both excluded from active reads, kept in history).
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        :param min_position: answer only once the views include the log up to this position
+            (a write's :attr:`last_position`, perhaps made by another process); waits up to
+            a few seconds, then :class:`~membrane_es.errors.PositionNotReachedError`.
         """
+        self.wait_for_position(min_position)
         query = retrieve_queries.Retrieve(
             task_descriptor=task_descriptor,
             trust=trust,
@@ -104,6 +112,7 @@ class Reads(EngineCore):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         query_embedding: Sequence[float] | None = None,
+        min_position: int | None = None,
     ) -> RetrieveGraphResult:
         """Ranked roots for a task and the records related to them, within bounds.
 
@@ -114,8 +123,10 @@ class Reads(EngineCore):
         hop, then salience.
 
         Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
-        0 to the default and −1 to "roots only" for ``max_hops``.
+        0 to the default and −1 to "roots only" for ``max_hops``. ``min_position``: as for
+        :meth:`retrieve`.
         """
+        self.wait_for_position(min_position)
         query = graph_queries.RetrieveGraph(
             task_descriptor=task_descriptor,
             trust=trust,
@@ -140,7 +151,9 @@ class Reads(EngineCore):
             selection_threshold=self._selection_threshold,
         )
 
-    def get_metrics(self, *, as_of: datetime | None = None) -> dict[str, Any]:
+    def get_metrics(
+        self, *, as_of: datetime | None = None, min_position: int | None = None
+    ) -> dict[str, Any]:
         """The reference metrics snapshot (spec §6), now or as the store stood at ``as_of``.
 
         Exactly the reference keys: ``collected_at`` (RFC 3339, the moment answered for),
@@ -156,7 +169,9 @@ class Reads(EngineCore):
         records too (kept forever here, with salience 0), and records decayed to nothing
         (its behaviour before a sweep). Kept
         incrementally by the read side (:mod:`membrane_es.projections.metrics`).
+        ``min_position``: as for :meth:`retrieve`.
         """
+        self.wait_for_position(min_position)
         views = self.views
         with views.lock:
             table = views.table
@@ -167,20 +182,26 @@ class Reads(EngineCore):
             return views.metrics.snapshot(table, at, table.state_at(at), live=False)
 
     def history(
-        self, record_id: str, *, trust: TrustContext | None = _LEAST_PRIVILEGE
+        self,
+        record_id: str,
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        min_position: int | None = None,
     ) -> list[HistoryEntry]:
-        """Every event of a record: version, time, event, audit action, actor, rationale."""
+        """Every event of a record: version, time, event, audit action, actor, rationale.
+        ``min_position``: as for :meth:`retrieve`."""
+        self.wait_for_position(min_position)
         return record_queries.history(self._app, record_id, trust, now=self._clock.now())
 
     def verify(self) -> Any:
         """Walk the log's hash chain; the report names the first altered, missing or
-        reordered event. LMDB stores only: other persistence modules (PostgreSQL, in-memory)
-        keep no chain, and this raises rather than report a check that never ran."""
+        reordered event. LMDB and PostgreSQL stores: the in-memory one keeps no chain, and
+        this raises rather than report a check that never ran."""
         verify = getattr(self._app.recorder, "verify", None)
         if verify is None:
             module = type(self._app.recorder).__module__
             raise MembraneError(
                 f"verify: this store's log ({module}) keeps no hash chain; "
-                "only LMDB stores (Membrane.open) can be verified"
+                "only LMDB and PostgreSQL stores can be verified"
             )
         return verify()

@@ -10,6 +10,7 @@ from membrane_es.engine.core import (
     EngineCore,
 )
 from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.validation import check_vector
 
 
 class Revisions(EngineCore):
@@ -34,7 +35,7 @@ class Revisions(EngineCore):
                 record=record,
                 actor=actor,
                 rationale=rationale,
-                embedding=None if embedding is None else list(embedding),
+                embedding=None if embedding is None else check_vector("embedding", embedding),
             )
         )
         return result

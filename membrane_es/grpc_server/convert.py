@@ -10,6 +10,7 @@ the same :func:`~membrane_es.schema.validation.coerce_record` the library uses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -206,11 +207,7 @@ def record_from_wire(message: Message, present: bool, field: str) -> MemoryRecor
     assert isinstance(message, pb.MemoryRecord)
     if not message.HasField("payload") or message.payload.WhichOneof("kind") is None:
         raise ValidationError(field, f"invalid {field}: payload is required")
-    data = json_format.MessageToDict(
-        message,
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-    )
+    data = _to_dict(message, field, record=True)
     data = _from_wire_json(data)
     try:
         return coerce_record(data, field)
@@ -228,11 +225,68 @@ def trust_from_wire(message: pb.TrustContext) -> TrustContext:
     )
 
 
-def value_from_wire(message: Message, present: bool) -> Any:
+def value_from_wire(message: Message, present: bool, field: str) -> Any:
     """A ``google.protobuf.Value`` as plain JSON (``None`` when absent)."""
     if not present:
         return None
-    return json_format.MessageToDict(message)
+    return _to_dict(message, field)
+
+
+def _to_dict(message: Message, field: str, *, record: bool = False) -> Any:
+    """``MessageToDict`` (for a record: with wire field names and every scalar), except that
+    a NaN or infinite number inside a ``Value`` (JSON has neither) is a
+    :class:`ValidationError` naming where it is, not an exception."""
+    try:
+        return json_format.MessageToDict(
+            message,
+            preserving_proto_field_name=record,
+            always_print_fields_with_no_presence=record,
+        )
+    except (json_format.SerializeToJsonError, ValueError) as error:
+        where = _nonfinite_number(message, field)
+        if where is None:
+            raise ValidationError(field, f"{field}: {error}") from None
+        raise ValidationError(where, f"{where}: NaN and infinite numbers are not JSON") from None
+
+
+def _nonfinite_number(message: Message, path: str) -> str | None:
+    """The path of the first NaN or infinite ``number_value`` inside ``message``."""
+    if isinstance(message, struct_pb2.Value):
+        kind = message.WhichOneof("kind")
+        if kind == "number_value":
+            return None if math.isfinite(message.number_value) else path
+        if kind == "struct_value":
+            return _nonfinite_number(message.struct_value, path)
+        if kind == "list_value":
+            return _nonfinite_number(message.list_value, path)
+        return None
+    if isinstance(message, struct_pb2.Struct):
+        for key, item in message.fields.items():
+            found = _nonfinite_number(item, f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(message, struct_pb2.ListValue):
+        for i, item in enumerate(message.values):
+            found = _nonfinite_number(item, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    for descriptor, item in message.ListFields():
+        where = f"{path}.{descriptor.name}"
+        if descriptor.message_type is None:
+            continue
+        if descriptor.is_repeated:
+            items = item.values() if descriptor.message_type.GetOptions().map_entry else item
+            for i, element in enumerate(items):
+                found = _nonfinite_number(element, f"{where}[{i}]")
+                if found:
+                    return found
+        else:
+            found = _nonfinite_number(item, where)
+            if found:
+                return found
+    return None
 
 
 # int64 fields arrive from MessageToDict as decimal strings (proto3 JSON mapping)

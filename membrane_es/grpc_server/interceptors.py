@@ -1,6 +1,9 @@
-"""Authentication, then rate limiting, around every unary call (spec §8.5).
+"""Authentication, then rate limiting, then parsing, around every unary call (spec §8.5).
 
-Auth first, so refused calls spend no tokens. Unary only, as the reference: the health
+Auth first, so refused calls spend no tokens; the request bytes are parsed only after the
+key is accepted, so an unauthenticated caller cannot make the server parse anything.
+Bytes that are not a valid request (malformed, or nested deeper than protobuf allows) are
+INVALID_ARGUMENT. Unary only, as the reference: the health
 service's streaming ``Watch`` is not guarded, its unary ``Check`` is. The authenticated
 caller is handed to the handler through :data:`~membrane_es.grpc_server.access.CURRENT_CALLER`.
 """
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from membrane_es.grpc_server.access import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
@@ -33,22 +37,26 @@ class GuardInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
+        # The raw bytes reach the guard, which parses them once the caller is known.
         return grpc.unary_unary_rpc_method_handler(
-            self._guard(handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
+            self._guard(handler.unary_unary, handler.request_deserializer),
+            request_deserializer=None,
             response_serializer=handler.response_serializer,
         )
 
-    def _guard(self, behaviour: UnaryBehaviour) -> UnaryBehaviour:
+    def _guard(
+        self, behaviour: UnaryBehaviour, parse: Callable[[bytes], Any] | None
+    ) -> UnaryBehaviour:
         keys, buckets = self._keys, self._buckets
 
-        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+        def guarded(raw: Any, context: grpc.ServicerContext) -> Any:
             authorization = first_value(context.invocation_metadata(), "authorization")
             caller = keys.caller_for(authorization)
             if caller is None:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key")
             if buckets.enabled and not buckets.allow(_identity(context, authorization)):
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded")
+            request = raw if parse is None else _parse(parse, raw, context)
             token = CURRENT_CALLER.set(caller)
             try:
                 return behaviour(request, context)
@@ -56,6 +64,15 @@ class GuardInterceptor(grpc.ServerInterceptor):
                 CURRENT_CALLER.reset(token)
 
         return guarded
+
+
+def _parse(parse: Callable[[bytes], Any], raw: bytes, context: grpc.ServicerContext) -> Any:
+    try:
+        return parse(raw)
+    except DecodeError as error:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {error}")
+    except RecursionError:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request: nested too deeply")
 
 
 def _identity(context: grpc.ServicerContext, authorization: str | None) -> str:

@@ -7,6 +7,12 @@ answer (§8.3). Errors become statuses through one table (§8.6).
 ``as_of`` over the wire: the read RPCs (RetrieveGraph, RetrieveByID, GetMetrics) honour an
 ``x-membrane-as-of`` metadata value (RFC 3339) and answer as the store stood then.
 
+Log positions (read-your-writes across daemons on one PostgreSQL log): every successful write
+RPC answers with ``x-membrane-position`` in its response (initial) metadata, the log position
+of its last event; a read RPC given ``x-membrane-min-position`` answers only once this
+daemon's views include the log up to it, waiting at most the call's deadline and
+``POSITION_WAIT_SECONDS``, then DEADLINE_EXCEEDED.
+
 ``max_hops`` keeps its wire meaning: 0 asks for the configured default (1), −1 for the roots
 only (the library's ``max_hops=0``). Zero limits ask for the configured defaults.
 """
@@ -22,6 +28,7 @@ import grpc
 import msgspec
 
 from membrane_es.engine import Membrane
+from membrane_es.engine.core import DEFAULT_POSITION_WAIT_SECONDS
 from membrane_es.errors import (
     MembraneError,
     NotFoundError,
@@ -37,6 +44,13 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 from membrane_es.schema.records import MemoryRecord
 
 AS_OF_METADATA = "x-membrane-as-of"
+POSITION_METADATA = "x-membrane-position"
+MIN_POSITION_METADATA = "x-membrane-min-position"
+POSITION_WAIT_SECONDS = DEFAULT_POSITION_WAIT_SECONDS
+# The RPCs that write, and so answer with a position.
+WRITE_RPCS = frozenset(
+    {"CaptureMemory", "Supersede", "Fork", "Merge", "Retract", "Contest", "Reinforce", "Penalize"}
+)
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
@@ -55,12 +69,17 @@ class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
 def _rpc(handler: Handler[RequestT, ResponseT]) -> Handler[RequestT, ResponseT]:
     """Maps every error a handler raises to its status (§8.6) and aborts the call with it."""
 
+    writes = handler.__name__ in WRITE_RPCS
+
     @functools.wraps(handler)
     def handle(
         service: MembraneService, request: RequestT, context: grpc.ServicerContext
     ) -> ResponseT:
         try:
-            return handler(service, request, context)
+            response = handler(service, request, context)
+            if writes:
+                _send_position(context, service._engine(CURRENT_CALLER.get()))
+            return response
         except WireError as error:
             context.abort(error.code, error.message)
         except ValidationError as error:
@@ -89,8 +108,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     def CaptureMemory(
         self, request: pb.CaptureMemoryRequest, context: grpc.ServicerContext
     ) -> pb.CaptureMemoryResponse:
-        content = convert.value_from_wire(request.content, request.HasField("content"))
-        capture_context = convert.value_from_wire(request.context, request.HasField("context"))
+        content = convert.value_from_wire(request.content, request.HasField("content"), "content")
+        capture_context = convert.value_from_wire(
+            request.context, request.HasField("context"), "context"
+        )
         checks.check_capture(request, content, capture_context)
         timestamp = checks.parse_timestamp(request.timestamp, "invalid timestamp")
         caller = CURRENT_CALLER.get()
@@ -119,6 +140,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         checks.check_retrieve_graph(request)
         as_of = _as_of(context)
         caller = CURRENT_CALLER.get()
+        _await_min_position(context, self._engine(caller))
         defaults = self._defaults
         hops = request.max_hops
         result = self._engine(caller).retrieve_graph(
@@ -141,6 +163,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         checks.check_retrieve_by_id(request)
         as_of = _as_of(context)
         caller = CURRENT_CALLER.get()
+        _await_min_position(context, self._engine(caller))
         record = self._engine(caller).retrieve_by_id(
             request.id,
             trust=caller.clamp(convert.trust_from_wire(request.trust)),
@@ -153,7 +176,9 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.GetMetricsRequest, context: grpc.ServicerContext
     ) -> pb.MetricsResponse:
         as_of = _as_of(context)
-        snapshot = self._engine(CURRENT_CALLER.get()).get_metrics(as_of=as_of)
+        engine = self._engine(CURRENT_CALLER.get())
+        _await_min_position(context, engine)
+        snapshot = engine.get_metrics(as_of=as_of)
         return convert.metrics_to_wire(snapshot)
 
     # --- revisions --------------------------------------------------------------------------
@@ -262,6 +287,29 @@ def _as_of(context: grpc.ServicerContext) -> datetime | None:
     if value is None:
         return None
     return checks.parse_timestamp(value, f"invalid {AS_OF_METADATA}")
+
+
+def _send_position(context: grpc.ServicerContext, engine: Membrane) -> None:
+    """Answer a write with the log position of its last event (this thread's last write)."""
+    position = engine.last_position
+    if position is not None:
+        context.send_initial_metadata(((POSITION_METADATA, str(position)),))
+
+
+def _await_min_position(context: grpc.ServicerContext, engine: Membrane) -> None:
+    """Wait until the engine's views include ``x-membrane-min-position``, if given: at most
+    the call's remaining deadline and POSITION_WAIT_SECONDS (then DEADLINE_EXCEEDED)."""
+    value = first_value(context.invocation_metadata(), MIN_POSITION_METADATA)
+    if value is None:
+        return
+    if not (value.isascii() and value.isdigit()):
+        raise WireError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"invalid {MIN_POSITION_METADATA}: a log position (a whole number >= 0)",
+        )
+    remaining = context.time_remaining()
+    wait = POSITION_WAIT_SECONDS if remaining is None else min(remaining, POSITION_WAIT_SECONDS)
+    engine.wait_for_position(int(value), timeout=wait)
 
 
 def _validation_text(error: ValidationError) -> str:

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 import msgspec
@@ -34,20 +35,92 @@ _record_decoder = msgspec.msgpack.Decoder(MemoryRecord)
 
 
 def check_text(field: str, value: str, *, required: bool = False) -> str:
-    """A string of at most 100,000 UTF-8 bytes (and non-empty when required)."""
+    """A string of at most 100,000 UTF-8 bytes (and non-empty when required), storable as
+    UTF-8 (no lone surrogates)."""
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     if required and not value.strip():
         raise ValidationError(field, f"{field} is required")
+    if not value.isascii():
+        _check_utf8(field, value)
     if len(value) > MAX_STRING_BYTES // 4 and len(value.encode()) > MAX_STRING_BYTES:
         raise ValidationError(field, f"{field} exceeds maximum length of {MAX_STRING_BYTES}")
     return value
 
 
+def _check_utf8(field: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            field, f"not valid Unicode text: lone surrogate at position {exc.start}"
+        ) from None
+
+
+# What the event codec (MessagePack) can hold: integers of at most 64 bits.
+_MIN_INT = -(1 << 63)
+_MAX_INT = (1 << 64) - 1
+
+
+def check_storable(field: str, value: Any) -> None:
+    """Plain data the log can store: JSON-like values (dicts with string keys, lists, text,
+    64-bit integers, floats, booleans, None), msgspec Structs, datetimes and enums of them.
+
+    Raises :class:`ValidationError` naming the path of the first value that is not.
+    """
+    problem = _unstorable(value, field, 0)
+    if problem is not None:
+        raise ValidationError(*problem)
+
+
+_MAX_DEPTH = 100  # deeper than protobuf's own nesting limit, so wire input never reaches it
+
+
+def _unstorable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+    if depth > _MAX_DEPTH:
+        return path, f"nested deeper than {_MAX_DEPTH} levels"
+    if value is None or isinstance(value, bool | float | datetime | Enum):
+        return None
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return path, f"not valid Unicode text: lone surrogate at position {exc.start}"
+        return None
+    if isinstance(value, int):
+        if not _MIN_INT <= value <= _MAX_INT:
+            return path, "integer out of range (64 bits at most)"
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path, f"object keys must be strings, got {type(key).__name__}"
+            problem = _unstorable(key, f"{path}.{key}", depth + 1) or _unstorable(
+                item, f"{path}.{key}", depth + 1
+            )
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            problem = _unstorable(item, f"{path}[{i}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            problem = _unstorable(getattr(value, name), f"{path}.{name}", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return path, f"must be JSON data, not {type(value).__name__}"
+
+
 def check_tags(field: str, tags: Iterable[str]) -> list[str]:
     """At most 100 distinct tags of at most 256 bytes each."""
-    if isinstance(tags, str):
-        raise ValidationError(field, "must be a list of strings, not a string")
+    if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
+        raise ValidationError(field, f"must be a list of strings, not {type(tags).__name__}")
     tags = list(tags)
     if len(tags) > MAX_TAGS:
         raise ValidationError(field, f"too many tags: {len(tags)} (max {MAX_TAGS})")
@@ -55,6 +128,7 @@ def check_tags(field: str, tags: Iterable[str]) -> list[str]:
     for i, tag in enumerate(tags):
         if not isinstance(tag, str):
             raise ValidationError(f"{field}[{i}]", "tag must be a string")
+        check_text(f"{field}[{i}]", tag)
         if len(tag.encode()) > MAX_TAG_BYTES:
             raise ValidationError(f"{field}[{i}]", f"tag exceeds maximum length of {MAX_TAG_BYTES}")
         if tag in seen:
@@ -155,6 +229,24 @@ def check_vector(field: str, values: Iterable[float]) -> list[float]:
     return [float(v) for v in vector]
 
 
+def as_list(field: str, values: Iterable[Any] | None) -> list[Any]:
+    """A list argument (None: empty); anything but a sequence of values is refused."""
+    if values is None:
+        return []
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise ValidationError(field, f"{field} must be a list, not {type(values).__name__}")
+    return list(values)
+
+
+def as_dict(field: str, value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A mapping argument (None: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, f"{field} must be an object, not {type(value).__name__}")
+    return dict(value)
+
+
 def check_id(field: str, value: str) -> str:
     """A non-empty record id."""
     if not isinstance(value, str) or not value:
@@ -164,8 +256,8 @@ def check_id(field: str, value: str) -> str:
 
 def check_ids(field: str, ids: Iterable[str]) -> list[str]:
     """Between 1 and 10,000 record ids (merge sources)."""
-    if isinstance(ids, str):
-        raise ValidationError(field, "must be a list of ids, not a string")
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise ValidationError(field, f"must be a list of ids, not {type(ids).__name__}")
     ids = list(ids)
     if not ids:
         raise ValidationError(field, f"{field} must not be empty")
@@ -205,13 +297,10 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
         raise ValidationError(field, f"{field} is required")
     if isinstance(value, Mapping):
         record = _convert(_normalise_record_dict(value), MemoryRecord, field)
-        raw = _record_encoder.encode(record)
+        raw = _encode_record(record, field)
     elif isinstance(value, MemoryRecord):
         _check_finite_scores(value, field)
-        try:
-            raw = _record_encoder.encode(value)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(field, str(exc)) from None
+        raw = _encode_record(value, field)
         record = _decode(raw, field)
     else:
         kind = type(value).__name__
@@ -280,6 +369,15 @@ def _check_finite_scores(record: MemoryRecord, field: str) -> None:
             raise ValidationError(f"{field}.{name}", f"{name} must be finite")
 
 
+def _encode_record(record: MemoryRecord, field: str) -> bytes:
+    """The record as the codec stores it; what it cannot hold is named by its path."""
+    try:
+        return _record_encoder.encode(record)
+    except (TypeError, ValueError, OverflowError) as exc:
+        check_storable(field, record)  # names the offending value's path
+        raise ValidationError(field, str(exc)) from None
+
+
 def _normalise_record_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     """Accept the SDK's dict shapes: oneof-wrapped payloads, bare-string aliases, legacy keys."""
     record = dict(value)
@@ -293,10 +391,9 @@ def _normalise_record_dict(value: Mapping[str, Any]) -> dict[str, Any]:
             payload = None
         elif "kind" not in payload or not payload["kind"]:
             payload["kind"] = record.get("type")
-        if payload is not None and payload.get("kind") == "entity":
-            payload["aliases"] = [
-                {"value": a} if isinstance(a, str) else a for a in payload.get("aliases") or []
-            ]
+        aliases = None if payload is None else payload.get("aliases") or []
+        if payload is not None and payload.get("kind") == "entity" and isinstance(aliases, list):
+            payload["aliases"] = [{"value": a} if isinstance(a, str) else a for a in aliases]
         record["payload"] = payload
     relations = record.get("relations")
     if isinstance(relations, list):

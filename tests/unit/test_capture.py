@@ -831,7 +831,7 @@ def test_a_fact_needs_an_object_key(memory: Membrane) -> None:
         ),
         ({"timestamp": "yesterday"}, "timestamp", "invalid timestamp"),
         ({"timestamp": datetime(2024, 1, 1)}, "timestamp", "invalid timestamp"),
-        ({"content": {"when": object()}}, "content", "JSON"),
+        ({"content": {"when": object()}}, "content.when", "JSON"),
     ],
 )
 def test_invalid_captures_are_rejected_before_anything_is_written(

@@ -16,11 +16,21 @@ import psycopg
 import pytest
 import yaml
 
+from membrane_es.grpc_server import service
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from tests.integration.grpc import test_rpcs, test_tenants
-from tests.integration.grpc.conftest import AUTH, FULL, StartDaemon, as_dict, capture, observe
+from tests.integration.grpc.conftest import (
+    AUTH,
+    FULL,
+    StartDaemon,
+    as_dict,
+    capture,
+    code_of,
+    observe,
+    value,
+)
 from tests.integration.grpc.test_membraned import _free_port, _wait_ready
 
 pytestmark = pytest.mark.postgres
@@ -152,3 +162,57 @@ def test_membraned_with_postgres_dsn_serves_and_restarts(postgres_dsn: str, tmp_
     _serve(postgres_dsn, views, first)
     assert (views / "views" / "current" / "manifest.msgpack").exists()
     _serve(postgres_dsn, views, second)
+
+
+def _position(call: Any) -> int:
+    """The ``x-membrane-position`` a write answered with."""
+    values = [v for k, v in call.initial_metadata() if k == "x-membrane-position"]
+    assert len(values) == 1, call.initial_metadata()
+    return int(values[0])
+
+
+def test_two_daemons_on_one_log_read_each_others_writes_by_position(
+    postgres_dsn: str, start_daemon: StartDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemons = [start_daemon(backend="postgres", postgres_dsn=postgres_dsn) for _ in range(2)]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{d.port}") for d in daemons]
+    try:
+        writer, reader = (pb_grpc.MembraneServiceStub(c) for c in channels)
+        request = pb.CaptureMemoryRequest(
+            content=value({"subject": "Orchid", "predicate": "runs_on", "object": "arm64"}),
+            source="python-client",
+            source_kind="observation",
+        )
+        captured, call = writer.CaptureMemory.with_call(request, metadata=AUTH)
+        position = _position(call)
+        fact = next(r for r in captured.created_records if r.type == "semantic")
+        _, call = writer.Reinforce.with_call(
+            pb.ReinforceRequest(id=fact.id, actor="a", rationale="useful"), metadata=AUTH
+        )
+        assert _position(call) == position + 1
+
+        after = (*AUTH, ("x-membrane-min-position", str(position + 1)))
+        record = reader.RetrieveByID(
+            pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=after
+        ).record
+        assert [a.action for a in record.audit_log] == ["create", "reinforce"]
+        metrics = as_dict(reader.GetMetrics(pb.GetMetricsRequest(), metadata=after))
+        assert metrics["snapshot"]["total_audit_entries"] == position + 1
+        graph = reader.RetrieveGraph(
+            pb.RetrieveGraphRequest(task_descriptor="Orchid", trust=FULL), metadata=after
+        )
+        assert fact.id in {node.record.id for node in graph.nodes}
+
+        # the server's bound on the wait (no client deadline): DEADLINE_EXCEEDED past it
+        monkeypatch.setattr(service, "POSITION_WAIT_SECONDS", 0.05)
+        too_far = (*AUTH, ("x-membrane-min-position", str(position + 1000)))
+        code, message = code_of(lambda: reader.GetMetrics(pb.GetMetricsRequest(), metadata=too_far))
+        assert code is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert f"min_position {position + 1000} not reached" in message
+        bad = (*AUTH, ("x-membrane-min-position", "soon"))
+        code, message = code_of(lambda: reader.GetMetrics(pb.GetMetricsRequest(), metadata=bad))
+        assert code is grpc.StatusCode.INVALID_ARGUMENT
+        assert message.startswith("invalid x-membrane-min-position")
+    finally:
+        for channel in channels:
+            channel.close()

@@ -1,0 +1,198 @@
+"""The PostgreSQL log with the guarantees of the LMDB one: a hash chain, and event times in
+log order across every process that writes to it.
+
+eventsourcing's ``PostgresApplicationRecorder`` already serialises writers: each insert takes
+an ``EXCLUSIVE`` lock on the events table, so notification ids are handed out in commit
+order. :class:`ChainedApplicationRecorder` does two more things under that same lock, in the
+same transaction as the events (so both are total across writers, and a rolled-back insert
+leaves neither behind):
+
+* it appends each event's chain hash to ``<app>_chain`` (notification id → hash) and moves the
+  log's head (``<app>_log_head``: last id, its hash, the newest event time);
+* it refuses a write whose first event is not later than the newest one in the log
+  (:class:`EventTimeBehind`, an ``IntegrityError``): a writer whose clock is behind another's
+  then retries with its clock moved past the log's time, so event times never go backwards
+  along the log, and ``as_of(T)`` always sees a prefix of it.
+
+The chain hash is the LMDB store's (:func:`membrane_es._lmdb_format.chain_hash`) over the
+same fields; PostgreSQL's ids may have gaps (a rolled-back insert consumes them), so each
+hash links to the previous notification that exists. :meth:`ChainedApplicationRecorder.verify`
+walks the chain and reports the first altered, missing or unlogged event.
+
+Selected with ``APPLICATION_RECORDER_TOPIC`` on eventsourcing's PostgreSQL module, as
+:func:`membrane_es.postgres_store.postgres_settings` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.persistence import (
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
+from eventsourcing.utils import retry
+from psycopg.sql import SQL, Identifier
+
+from membrane_es._lmdb_format import (
+    GENESIS,
+    ChainFault,
+    ChainReport,
+    chain_hash,
+    originator_key,
+    version_suffix,
+)
+from membrane_es.application import EVENT_TIMES, EventTimeBehind
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresDatastore
+    from psycopg import Cursor
+    from psycopg.rows import DictRow
+
+VERIFY_CHUNK = 1000
+
+
+class ChainedApplicationRecorder(PostgresApplicationRecorder):
+    """eventsourcing's PostgreSQL application recorder, plus the hash chain and the check
+    that event times follow log order."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        prefix = events_table_name.removesuffix("_events")
+        self.chain_table_name = f"{prefix}_chain"
+        self.head_table_name = f"{prefix}_log_head"
+        for name in (self.chain_table_name, self.head_table_name):
+            self.check_identifier_length(name)
+        schema = Identifier(self.datastore.schema)
+        chain = Identifier(self.chain_table_name)
+        head = Identifier(self.head_table_name)
+        self.sql_create_statements += [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{chain} ("
+                "notification_id bigint PRIMARY KEY, hash bytea NOT NULL)"
+            ).format(schema=schema, chain=chain),
+            # One row: the chain's head, and the newest event time in the log.
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{head} ("
+                "one boolean PRIMARY KEY DEFAULT true CHECK (one), "
+                "notification_id bigint NOT NULL, hash bytea NOT NULL, "
+                "event_time timestamptz)"
+            ).format(schema=schema, head=head),
+        ]
+        self._select_head = SQL(
+            "SELECT notification_id, hash, event_time FROM {schema}.{head}"
+        ).format(schema=schema, head=head)
+        self._insert_chain = SQL(
+            "INSERT INTO {schema}.{chain} (notification_id, hash) "
+            "SELECT * FROM unnest(%s::bigint[], %s::bytea[])"
+        ).format(schema=schema, chain=chain)
+        self._upsert_head = SQL(
+            "INSERT INTO {schema}.{head} (one, notification_id, hash, event_time) "
+            "VALUES (true, %s, %s, %s) ON CONFLICT (one) DO UPDATE SET "
+            "notification_id = EXCLUDED.notification_id, hash = EXCLUDED.hash, "
+            "event_time = COALESCE(EXCLUDED.event_time, {head}.event_time)"
+        ).format(schema=schema, head=head)
+        events = Identifier(self.events_table_name)
+        # Events and chain rows side by side, so a row missing on either side shows.
+        self._select_chained = SQL(
+            "SELECT notification_id, e.originator_id, e.originator_version, e.topic, "
+            "e.state, c.hash FROM {schema}.{events} e "
+            "FULL JOIN {schema}.{chain} c USING (notification_id) "
+            "WHERE notification_id > %s AND notification_id <= %s "
+            "ORDER BY notification_id LIMIT %s"
+        ).format(schema=schema, events=events, chain=chain)
+        self._count_after = SQL(
+            "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
+        ).format(schema=schema, events=events)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
+        if not stored_events:
+            return []
+        times: tuple[datetime, datetime] | None = kwargs.get(EVENT_TIMES)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)  # from here to commit, this is the only writer
+            last_id, previous, log_time = self._read_head(curs)
+            if times is not None and log_time is not None and times[0] <= log_time:
+                raise EventTimeBehind(log_time)  # rolls the transaction back
+            self._notify_channel(curs)
+            PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
+            ids = self._fetch_ids_after_insert_events(curs, stored_events)
+            assert ids is not None
+            hashes = []
+            for notification_id, event in zip(ids, stored_events, strict=True):
+                previous = _hash(previous, notification_id, event)
+                hashes.append(previous)
+            curs.execute(self._insert_chain, (list(ids), hashes))
+            new_time = None if times is None else times[1]
+            curs.execute(self._upsert_head, (ids[-1], previous, new_time))
+        return ids
+
+    def _read_head(self, curs: Cursor[DictRow]) -> tuple[int, bytes, datetime | None]:
+        curs.execute(self._select_head, prepare=True)
+        row = curs.fetchone()
+        if row is None:
+            return 0, GENESIS, None
+        return int(row["notification_id"]), bytes(row["hash"]), row["event_time"]
+
+    def last_event_time(self) -> datetime | None:
+        """The newest event time any writer has put in the log (None for an empty log)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            return self._read_head(curs)[2]
+
+    def verify(self, chunk_size: int = VERIFY_CHUNK) -> ChainReport:
+        """Walk the log up to its head against the hash chain; the report names the first
+        altered, missing or unlogged event."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            head_id, head_hash, _ = self._read_head(curs)
+        previous, checked, after = GENESIS, 0, 0
+        while after < head_id:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(self._select_chained, (after, head_id, chunk_size))
+                rows = curs.fetchall()
+            if not rows:
+                break
+            for row in rows:
+                notification_id = int(row["notification_id"])
+                if row["hash"] is None:
+                    detail = "an event row has no place in the hash chain"
+                    return ChainReport(checked, ChainFault.UNLOGGED, notification_id, detail)
+                if row["state"] is None:
+                    detail = "the event row it refers to is missing"
+                    return ChainReport(checked, ChainFault.MISSING, notification_id, detail)
+                event = StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                expected = _hash(previous, notification_id, event)
+                if expected != bytes(row["hash"]):
+                    detail = "content does not match the hash chain"
+                    return ChainReport(checked, ChainFault.ALTERED, notification_id, detail)
+                previous, checked, after = expected, checked + 1, notification_id
+        if previous != head_hash:
+            return ChainReport(checked, ChainFault.ALTERED, head_id, "log head does not match")
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            # Rows past the head that no writer chained (a writer commits both or neither).
+            head_now, _, _ = self._read_head(curs)
+            curs.execute(self._count_after, (head_now,))
+            counted = curs.fetchone()
+        unlogged = 0 if counted is None else int(counted["n"])
+        if unlogged:
+            detail = f"{unlogged} event rows are not in the hash chain"
+            return ChainReport(checked, ChainFault.UNLOGGED, None, detail)
+        return ChainReport(checked)
+
+
+def _hash(previous: bytes, notification_id: int, event: StoredEvent) -> bytes:
+    key = originator_key(event.originator_id) + version_suffix(event.originator_version)
+    return chain_hash(previous, notification_id, key, event.topic.encode("utf-8"), event.state)

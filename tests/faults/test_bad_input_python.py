@@ -1,0 +1,543 @@
+"""Bad input on every public entry point of the Python API, property-based: each failure is a
+:class:`~membrane_es.errors.MembraneError` (a ``ValidationError`` naming the field for input
+the engine cannot take), never a TypeError/KeyError/OverflowError/UnicodeEncodeError
+traceback, and a call that fails writes nothing."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from membrane_es import Membrane, MembraneError, TrustContext, ValidationError
+
+FULL = TrustContext(max_sensitivity="hyper")
+
+# Values of the wrong type, out of range or unstorable: what a careless caller passes.
+_SURROGATE_TEXT = st.text(
+    alphabet=st.one_of(st.characters(categories=["Cs"]), st.characters(codec="utf-8")),
+    min_size=1,
+    max_size=8,
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.sampled_from([2**64, -(2**63) - 1, 2**70, -(2**70)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    _SURROGATE_TEXT,
+    st.binary(max_size=8),
+    st.sampled_from([object(), 1j, {1, 2}, datetime(2020, 1, 1), b"\xff"]),
+)
+BAD = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers()), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+
+
+def _record(**overrides: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "type": "semantic",
+        "sensitivity": "low",
+        "scope": "s",
+        "tags": ["t"],
+        "confidence": 0.9,
+        "salience": 1.0,
+        "payload": {"kind": "semantic", "subject": "a", "predicate": "b", "object": "c"},
+        "provenance": {"sources": [{"kind": "observation", "ref": "r"}]},
+        "lifecycle": {"decay": {"curve": "exponential", "half_life_seconds": 3600}},
+    }
+    record.update(overrides)
+    return record
+
+
+# Where a bad value goes inside a record: a dotted path into the dict above.
+RECORD_PATHS = [
+    "type",
+    "sensitivity",
+    "scope",
+    "tags",
+    "confidence",
+    "salience",
+    "id",
+    "payload",
+    "payload.subject",
+    "payload.predicate",
+    "payload.object",
+    "payload.validity",
+    "provenance",
+    "provenance.sources",
+    "lifecycle",
+    "lifecycle.decay.half_life_seconds",
+    "lifecycle.decay.reinforcement_gain",
+    "relations",
+]
+
+
+def _with(record: dict[str, Any], path: str, bad: Any) -> dict[str, Any]:
+    record = copy.deepcopy(record)
+    *parents, leaf = path.split(".")
+    holder = record
+    for name in parents:
+        holder = holder[name]
+    holder[leaf] = bad
+    return record
+
+
+class Store:
+    """One store per module, with records each operation can name."""
+
+    def __init__(self) -> None:
+        self.memory = Membrane.in_memory()
+        self.refresh()
+
+    def refresh(self) -> None:
+        m = self.memory
+        self.a = m.create_record(_record(), actor="t", rationale="r").id
+        self.b = m.create_record(_record(), actor="t", rationale="r").id
+        self.episode = m.ingest_event("deploy", "ref-1").id
+
+    def events(self) -> int:
+        return self.memory.application.recorder.max_notification_id() or 0
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[Store]:
+    s = Store()
+    yield s
+    s.memory.close()
+
+
+Call = Callable[[Store, dict[str, Any]], Any]
+
+# Every public entry point, with arguments that work; one argument at a time is made bad.
+ENTRY_POINTS: dict[str, tuple[Call, Callable[[Store], dict[str, Any]]]] = {
+    "create_record": (
+        lambda s, a: s.memory.create_record(
+            a["record"], actor=a["actor"], rationale=a["rationale"], embedding=a["embedding"]
+        ),
+        lambda s: {"record": _record(), "actor": "t", "rationale": "r", "embedding": None},
+    ),
+    "supersede": (
+        lambda s, a: s.memory.supersede(a["old_id"], a["new_record"], a["actor"], a["rationale"]),
+        lambda s: {"old_id": s.a, "new_record": _record(), "actor": "t", "rationale": "r"},
+    ),
+    "fork": (
+        lambda s, a: s.memory.fork(a["source_id"], a["forked_record"], a["actor"], a["rationale"]),
+        lambda s: {"source_id": s.a, "forked_record": _record(), "actor": "t", "rationale": "r"},
+    ),
+    "merge": (
+        lambda s, a: s.memory.merge(
+            a["record_ids"], a["merged_record"], a["actor"], a["rationale"]
+        ),
+        lambda s: {
+            "record_ids": [s.a, s.b],
+            "merged_record": _record(),
+            "actor": "t",
+            "rationale": "r",
+        },
+    ),
+    "retract": (
+        lambda s, a: s.memory.retract(a["record_id"], a["actor"], a["rationale"]),
+        lambda s: {"record_id": s.a, "actor": "t", "rationale": "r"},
+    ),
+    "contest": (
+        lambda s, a: s.memory.contest(
+            a["record_id"], a["contesting_ref"], a["actor"], a["rationale"]
+        ),
+        lambda s: {"record_id": s.a, "contesting_ref": s.b, "actor": "t", "rationale": "r"},
+    ),
+    "reinforce": (
+        lambda s, a: s.memory.reinforce(a["record_id"], a["actor"], a["rationale"]),
+        lambda s: {"record_id": s.a, "actor": "t", "rationale": "r"},
+    ),
+    "penalize": (
+        lambda s, a: s.memory.penalize(a["record_id"], a["amount"], a["actor"], a["rationale"]),
+        lambda s: {"record_id": s.a, "amount": 0.1, "actor": "t", "rationale": "r"},
+    ),
+    "add_relation": (
+        lambda s, a: s.memory.add_relation(
+            a["source_id"],
+            a["predicate"],
+            a["target_id"],
+            weight=a["weight"],
+            inverse=a["inverse"],
+            actor=a["actor"],
+            rationale=a["rationale"],
+        ),
+        lambda s: {
+            "source_id": s.a,
+            "predicate": "p",
+            "target_id": s.b,
+            "weight": 0.5,
+            "inverse": "",
+            "actor": "t",
+            "rationale": "r",
+        },
+    ),
+    "record_outcome": (
+        lambda s, a: s.memory.record_outcome(
+            a["record_id"], a["status"], actor=a["actor"], rationale=a["rationale"]
+        ),
+        lambda s: {"record_id": s.episode, "status": "success", "actor": "t", "rationale": "r"},
+    ),
+    "pin": (
+        lambda s, a: s.memory.pin(a["record_id"], actor=a["actor"], rationale=a["rationale"]),
+        lambda s: {"record_id": s.a, "actor": "t", "rationale": "r"},
+    ),
+    "unpin": (
+        lambda s, a: s.memory.unpin(a["record_id"], actor=a["actor"], rationale=a["rationale"]),
+        lambda s: {"record_id": s.a, "actor": "t", "rationale": "r"},
+    ),
+    "capture_memory": (
+        lambda s, a: s.memory.capture_memory(
+            a["content"],
+            source_kind=a["source_kind"],
+            context=a["context"],
+            reason_to_remember=a["reason_to_remember"],
+            proposed_type=a["proposed_type"],
+            summary=a["summary"],
+            sensitivity=a["sensitivity"],
+            source=a["source"],
+            tags=a["tags"],
+            scope=a["scope"],
+            timestamp=a["timestamp"],
+            decay=a["decay"],
+            pinned=a["pinned"],
+        ),
+        lambda s: {
+            "decay": {"curve": "exponential", "half_life_seconds": 60},
+            "pinned": False,
+            "content": {"subject": "x", "predicate": "y", "object": "z"},
+            "source_kind": "observation",
+            "context": None,
+            "reason_to_remember": "",
+            "proposed_type": None,
+            "summary": "",
+            "sensitivity": "low",
+            "source": "c",
+            "tags": None,
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
+    "ingest_event": (
+        lambda s, a: s.memory.ingest_event(
+            a["event_kind"],
+            a["ref"],
+            summary=a["summary"],
+            sensitivity=a["sensitivity"],
+            source=a["source"],
+            tags=a["tags"],
+            scope=a["scope"],
+            timestamp=a["timestamp"],
+        ),
+        lambda s: {
+            "event_kind": "k",
+            "ref": "r",
+            "summary": "",
+            "sensitivity": None,
+            "source": "c",
+            "tags": None,
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
+    "ingest_tool_output": (
+        lambda s, a: s.memory.ingest_tool_output(
+            a["tool_name"],
+            args=a["args"],
+            result=a["result"],
+            sensitivity=a["sensitivity"],
+            source=a["source"],
+            depends_on=a["depends_on"],
+            tags=a["tags"],
+            scope=a["scope"],
+            timestamp=a["timestamp"],
+        ),
+        lambda s: {
+            "tool_name": "t",
+            "args": {"a": 1},
+            "result": [1],
+            "sensitivity": None,
+            "source": "c",
+            "depends_on": None,
+            "tags": None,
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
+    "ingest_observation": (
+        lambda s, a: s.memory.ingest_observation(
+            a["subject"],
+            a["predicate"],
+            a["obj"],
+            sensitivity=a["sensitivity"],
+            source=a["source"],
+            tags=a["tags"],
+            scope=a["scope"],
+            timestamp=a["timestamp"],
+        ),
+        lambda s: {
+            "subject": "x",
+            "predicate": "y",
+            "obj": "z",
+            "sensitivity": None,
+            "source": "c",
+            "tags": None,
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
+    "ingest_outcome": (
+        lambda s, a: s.memory.ingest_outcome(
+            a["target_record_id"], a["outcome_status"], source=a["source"], timestamp=a["timestamp"]
+        ),
+        lambda s: {
+            "target_record_id": s.episode,
+            "outcome_status": "success",
+            "source": "c",
+            "timestamp": None,
+        },
+    ),
+    "ingest_working_state": (
+        lambda s, a: s.memory.ingest_working_state(
+            a["thread_id"],
+            a["state"],
+            next_actions=a["next_actions"],
+            open_questions=a["open_questions"],
+            context_summary=a["context_summary"],
+            active_constraints=a["active_constraints"],
+            sensitivity=a["sensitivity"],
+            source=a["source"],
+            tags=a["tags"],
+            scope=a["scope"],
+            timestamp=a["timestamp"],
+        ),
+        lambda s: {
+            "thread_id": "th",
+            "state": "planning",
+            "next_actions": None,
+            "open_questions": None,
+            "context_summary": "",
+            "active_constraints": None,
+            "sensitivity": None,
+            "source": "c",
+            "tags": None,
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
+    "retrieve_by_id": (
+        lambda s, a: s.memory.retrieve_by_id(a["record_id"], trust=a["trust"], as_of=a["as_of"]),
+        lambda s: {"record_id": s.a, "trust": FULL, "as_of": None},
+    ),
+    "history": (
+        lambda s, a: s.memory.history(a["record_id"], trust=a["trust"]),
+        lambda s: {"record_id": s.a, "trust": FULL},
+    ),
+    "retrieve": (
+        lambda s, a: s.memory.retrieve(
+            a["task_descriptor"],
+            trust=a["trust"],
+            memory_types=a["memory_types"],
+            min_salience=a["min_salience"],
+            limit=a["limit"],
+            as_of=a["as_of"],
+            valid_at=a["valid_at"],
+            include_retracted=a["include_retracted"],
+            query_embedding=a["query_embedding"],
+        ),
+        lambda s: {
+            "task_descriptor": "a b",
+            "trust": FULL,
+            "memory_types": None,
+            "min_salience": 0.0,
+            "limit": 5,
+            "as_of": None,
+            "valid_at": None,
+            "include_retracted": False,
+            "query_embedding": None,
+        },
+    ),
+    "retrieve_graph": (
+        lambda s, a: s.memory.retrieve_graph(
+            a["task_descriptor"],
+            trust=a["trust"],
+            memory_types=a["memory_types"],
+            min_salience=a["min_salience"],
+            root_limit=a["root_limit"],
+            node_limit=a["node_limit"],
+            edge_limit=a["edge_limit"],
+            max_hops=a["max_hops"],
+            as_of=a["as_of"],
+            valid_at=a["valid_at"],
+            query_embedding=a["query_embedding"],
+        ),
+        lambda s: {
+            "task_descriptor": "a",
+            "trust": FULL,
+            "memory_types": None,
+            "min_salience": 0.0,
+            "root_limit": 3,
+            "node_limit": 5,
+            "edge_limit": 5,
+            "max_hops": 1,
+            "as_of": None,
+            "valid_at": None,
+            "query_embedding": None,
+        },
+    ),
+    "get_metrics": (
+        lambda s, a: s.memory.get_metrics(as_of=a["as_of"]),
+        lambda s: {"as_of": None},
+    ),
+    "consolidate": (
+        lambda s, a: s.memory.consolidate(now=a["now"], extractor=a["extractor"]),
+        lambda s: {"now": None, "extractor": None},
+    ),
+}
+
+FORBIDDEN = (
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    UnicodeError,
+    AssertionError,
+    RecursionError,
+)
+
+
+def _check(store: Store, name: str, args: dict[str, Any]) -> None:
+    call, _ = ENTRY_POINTS[name]
+    before = store.events()
+    try:
+        call(store, args)
+    except MembraneError as error:
+        assert store.events() == before, f"{name} failed ({error}) but wrote events"
+        if isinstance(error, ValidationError):
+            assert error.field, error
+    except FORBIDDEN as error:  # pragma: no cover - the failure being tested for
+        raise AssertionError(f"{name}({args!r}) raised {type(error).__name__}: {error}") from error
+
+
+@settings(
+    max_examples=600,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_one_bad_argument(store: Store, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(ENTRY_POINTS)), label="entry point")
+    args = ENTRY_POINTS[name][1](store)
+    param = data.draw(st.sampled_from(sorted(args)), label="parameter")
+    args[param] = data.draw(BAD, label="value")
+    _check(store, name, args)
+    store.refresh()
+
+
+RECORD_TAKERS = {
+    "create_record": "record",
+    "supersede": "new_record",
+    "fork": "forked_record",
+    "merge": "merged_record",
+}
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_one_bad_record_field(store: Store, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(RECORD_TAKERS)), label="entry point")
+    args = ENTRY_POINTS[name][1](store)
+    path = data.draw(st.sampled_from(RECORD_PATHS), label="field")
+    args[RECORD_TAKERS[name]] = _with(_record(), path, data.draw(BAD, label="value"))
+    _check(store, name, args)
+    store.refresh()
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda m, a: m.retrieve_by_id("\ud800", trust=FULL), "id"),
+        (lambda m, a: m.create_record(_record(), actor="\ud800", rationale="r"), "actor"),
+        (lambda m, a: m.reinforce(a, "t", "\udc00"), "rationale"),
+        (
+            lambda m, a: m.create_record(
+                _record(
+                    payload={
+                        "kind": "semantic",
+                        "subject": "\ud800",
+                        "predicate": "b",
+                        "object": "c",
+                    }
+                )
+            ),
+            "record.payload.subject",
+        ),
+        (
+            lambda m, a: m.create_record(
+                _record(
+                    payload={"kind": "semantic", "subject": "a", "predicate": "b", "object": 2**70}
+                )
+            ),
+            "record.payload.object",
+        ),
+        (
+            lambda m, a: m.create_record(
+                _record(lifecycle={"decay": {"curve": "exponential", "half_life_seconds": 2**70}})
+            ),
+            "record.lifecycle.decay.half_life_seconds",
+        ),
+        (lambda m, a: m.capture_memory({"n": 2**70}), "content.n"),
+        (lambda m, a: m.create_record(_record(tags=5)), "record.tags"),
+        (lambda m, a: m.merge(5, _record(), "t", "r"), "ids"),
+        (
+            lambda m, a: m.create_record(
+                {
+                    "type": "entity",
+                    "payload": {"kind": "entity", "canonical_name": "x", "aliases": 5},
+                }
+            ),
+            "record.payload.aliases",
+        ),
+        (
+            lambda m, a: m.create_record(
+                _record(
+                    payload={
+                        "kind": "semantic",
+                        "subject": "a",
+                        "predicate": "b",
+                        "object": object(),
+                    }
+                )
+            ),
+            "record.payload.object",
+        ),
+    ],
+)
+def test_reported_bad_inputs_name_their_field(
+    call: Callable[[Membrane, str], Any], field: str
+) -> None:
+    with Membrane.in_memory() as memory:
+        record_id = memory.create_record(_record()).id
+        before = memory.application.recorder.max_notification_id()
+        with pytest.raises(ValidationError) as raised:
+            call(memory, record_id)
+        assert raised.value.field == field
+        assert memory.application.recorder.max_notification_id() == before

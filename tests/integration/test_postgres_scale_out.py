@@ -1,0 +1,229 @@
+"""Several engines on one PostgreSQL log (each as another process would be): the hash chain
+across writers, event times in log order under skewed clocks, log positions and
+``min_position``, followers, encryption at rest and atomic batches. The same with real
+processes is in ``test_postgres_processes.py``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from eventsourcing.cipher import AESCipher
+
+from membrane_es import ConflictError, Membrane
+from membrane_es.clock import MonotonicClock
+from membrane_es.errors import PositionNotReachedError, ValidationError
+from membrane_es.lmdb_store import ChainFault
+from membrane_es.projections.log_pages import event_decoder
+from tests.unit.builders import FULL_TRUST, semantic
+from tests.unit.conftest import ManualTime
+
+pytestmark = pytest.mark.postgres
+
+OpenStore = Callable[..., Membrane]
+
+
+@pytest.fixture
+def open_store(postgres_dsn: str) -> Iterator[OpenStore]:
+    engines: list[Membrane] = []
+
+    def open_store(**options: Any) -> Membrane:
+        engine = Membrane.open_postgres(postgres_dsn, **options)
+        engines.append(engine)
+        return engine
+
+    yield open_store
+    for engine in engines:
+        engine.close()
+
+
+def _sql(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        cursor = connection.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _log_times(memory: Membrane) -> list[Any]:
+    """Every event's time, in log order."""
+    recorder = memory.application.recorder
+    decode = event_decoder(memory.application.mapper)
+    notifications = recorder.select_notifications(start=1, limit=100_000)
+    return [decode(n).timestamp for n in notifications]
+
+
+def test_the_chain_is_total_across_writers_and_verify_finds_tampering(
+    open_store: OpenStore, postgres_dsn: str
+) -> None:
+    first, second = open_store(), open_store()
+    ids = []
+    for index in range(6):
+        engine = (first, second)[index % 2]
+        ids.append(engine.create_record(semantic(obj=f"port {index}")).id)
+        engine.reinforce(ids[0], "agent", "useful")
+    report = first.verify()
+    assert report.ok and report.checked == 12
+    assert second.verify().ok
+
+    table = "public.memory_events"
+    altered = "state || '\\x00'::bytea"
+    _sql(postgres_dsn, f"UPDATE {table} SET state = {altered} WHERE notification_id = 5")
+    report = second.verify()
+    assert (report.fault, report.notification_id) == (ChainFault.ALTERED, 5)
+
+    _sql(postgres_dsn, f"DELETE FROM {table} WHERE notification_id = 5")
+    report = second.verify()
+    assert (report.fault, report.notification_id) == (ChainFault.MISSING, 5)
+
+
+def test_verify_reports_an_event_written_around_the_chain(
+    open_store: OpenStore, postgres_dsn: str
+) -> None:
+    memory = open_store()
+    memory.create_record(semantic())
+    memory.create_record(semantic(obj="port 9090"))
+    # a copy of event 2 under another version, inserted behind the recorder's back
+    _sql(
+        postgres_dsn,
+        "INSERT INTO public.memory_events (originator_id, originator_version, topic, state) "
+        "SELECT originator_id, originator_version + 1, topic, state "
+        "FROM public.memory_events WHERE notification_id = 2",
+    )
+    report = memory.verify()
+    assert report.fault is ChainFault.UNLOGGED
+
+
+def test_event_times_follow_log_order_under_skewed_clocks(open_store: OpenStore) -> None:
+    """One process's clock an hour ahead of the other's: the one behind is made to write
+    after the newest time in the log, so times increase along the log and ``as_of`` of any
+    moment sees a prefix of it."""
+    ahead_time, behind_time = ManualTime(), ManualTime()
+    ahead_time.advance(hours=1)
+    ahead = open_store(clock=MonotonicClock(ahead_time), follow=False)
+    behind = open_store(clock=MonotonicClock(behind_time), follow=False)
+
+    shared = ahead.create_record(semantic(id="shared")).id
+    behind.create_record(semantic(id="late"))  # its clock says an hour earlier
+    behind.reinforce(shared, "agent", "useful")
+    ahead.reinforce(shared, "agent", "useful")
+    times = _log_times(ahead)
+    assert len(times) == 4
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+    # both writers racing, each on records of its own and one shared record
+    outcomes: list[str] = []
+
+    def write(engine: Membrane, time: ManualTime, name: str) -> None:
+        for index in range(10):
+            time.advance(seconds=1)
+            engine.create_record(semantic(id=f"{name}-{index}"))
+            try:
+                engine.reinforce(shared, name, "useful")
+                outcomes.append("won")
+            except ConflictError:
+                outcomes.append("conflict")
+
+    threads = [
+        threading.Thread(target=write, args=(ahead, ahead_time, "ahead")),
+        threading.Thread(target=write, args=(behind, behind_time, "behind")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    times = _log_times(ahead)
+    assert len(times) == 4 + 20 + outcomes.count("won")
+    assert times == sorted(times) and len(set(times)) == len(times)
+    history = behind.history(shared, trust=FULL_TRUST)
+    assert [h.version for h in history] == list(range(1, len(history) + 1))  # no fork
+    assert ahead.verify().ok
+
+    # as_of at each event's moment counts exactly the events up to it in the log
+    middle = times[len(times) // 2]
+    reader = open_store(views_dir=None)
+    assert reader.get_metrics(as_of=middle)["total_audit_entries"] == len(times) // 2 + 1
+    before_all = times[0] - timedelta(microseconds=1)
+    assert reader.get_metrics(as_of=before_all)["total_records"] == 0
+
+
+def test_writes_answer_with_their_position_and_reads_wait_for_it(open_store: OpenStore) -> None:
+    writer, reader = open_store(), open_store()
+    assert writer.last_position is None
+    record = writer.create_record(semantic(subject="orchid"))
+    position = writer.last_position
+    assert position == writer.application.recorder.max_notification_id()
+    writer.reinforce(record.id, "agent", "useful")
+    assert writer.last_position == position + 1
+
+    later = writer.last_position
+    found = reader.retrieve("orchid", trust=FULL_TRUST, min_position=later).records
+    assert [r.id for r in found] == [record.id]
+    assert reader.get_metrics(min_position=later)["total_audit_entries"] == 2
+    graph = reader.retrieve_graph("orchid", trust=FULL_TRUST, min_position=later)
+    assert record.id in {node.record.id for node in graph.nodes}
+    assert reader.position >= later
+
+    # the position is the calling thread's own
+    seen: list[int | None] = []
+    thread = threading.Thread(target=lambda: seen.append(writer.last_position))
+    thread.start()
+    thread.join()
+    assert seen == [None]
+
+    with pytest.raises(PositionNotReachedError) as raised:
+        reader.wait_for_position(later + 1000, timeout=0.05)
+    assert raised.value.wanted == later + 1000 and raised.value.reached >= later
+    with pytest.raises(ValidationError, match="min_position"):
+        reader.retrieve(min_position=-1)
+
+
+def test_a_process_that_never_writes_follows_the_others(open_store: OpenStore) -> None:
+    follower = open_store()
+    writers = [open_store(), open_store()]
+    for index in range(30):
+        writers[index % 2].create_record(semantic(obj=f"port {index}"))
+    newest = max(w.last_position or 0 for w in writers)
+    follower.wait_for_position(newest)
+    assert follower.position == newest
+    # applied by its subscription, not by a read catching up
+    assert follower._views.table.size == 30
+    assert follower.get_metrics()["total_records"] == 30
+
+
+def test_a_position_on_an_lmdb_store_is_read_your_writes_too(tmp_path: Path) -> None:
+    with Membrane.open(tmp_path / "store") as memory:
+        memory.create_record(semantic())
+        assert memory.last_position == 1
+        assert memory.retrieve(trust=FULL_TRUST, min_position=1).records
+        with pytest.raises(PositionNotReachedError):
+            memory.wait_for_position(5, timeout=0.02)
+
+
+def test_encryption_at_rest(open_store: OpenStore, postgres_dsn: str) -> None:
+    key = AESCipher.create_key(16)
+    env = {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": key}
+    memory = open_store(env=env)
+    memory.create_record(semantic(subject="tangerine-secret"))
+    states = _sql(postgres_dsn, "SELECT state FROM public.memory_events")
+    assert states and all(b"tangerine-secret" not in bytes(row[0]) for row in states)
+    other = open_store(env=env)
+    found = other.retrieve("tangerine", trust=FULL_TRUST, min_position=1).records
+    assert [r.payload.subject for r in found] == ["tangerine-secret"]  # type: ignore[union-attr]
+    assert other.verify().ok
+
+
+def test_a_batch_that_loses_a_race_writes_nothing(open_store: OpenStore, postgres_dsn: str) -> None:
+    first, second = open_store(), open_store()
+    shared = first.create_record(semantic(id="shared")).id
+    with pytest.raises(ConflictError), first.batch():
+        first.create_record(semantic(id="only-with-the-batch"))
+        first.reinforce(shared, "agent", "useful")  # loaded at version 1 here
+        second.reinforce(shared, "other", "first")  # ...and revised meanwhile elsewhere
+    (count,) = _sql(postgres_dsn, "SELECT count(*) FROM public.memory_events")[0]
+    assert count == 2
+    assert not first.application.exists("only-with-the-batch")
+    assert first.verify().ok
