@@ -242,9 +242,10 @@ def related_entities(
 
 
 def word_weights(snapshot: Snapshot) -> Weight:
-    """Each content term's (:func:`~membrane_es.projections.tokens.query_terms`) IDF among the records that existed at the snapshot's moment (the
-    same statistics and formula as the lexical evidence, so a read ``as_of`` T weighs words as
-    a live read at T did); 0 for a word no record holds. Looked up once per word."""
+    """Each content term's IDF (terms as :func:`~membrane_es.projections.tokens.query_terms`
+    reads them) among the records that existed at the snapshot's moment (the same statistics
+    and formula as the lexical evidence, so a read ``as_of`` T weighs words as a live read at
+    T did); 0 for a term no record holds. Looked up once per term."""
     text, size = snapshot.views.text, snapshot.size
     documents, _ = text.corpus(size)
     cache: dict[str, float] = {}
