@@ -60,6 +60,7 @@ class Reads(EngineCore):
         include_retracted: bool = False,
         query_embedding: Sequence[float] | None = None,
         min_position: int | None = None,
+        explain: bool = False,
     ) -> RetrieveResult:
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
 
@@ -80,6 +81,10 @@ class Reads(EngineCore):
         :param include_retracted: also return retracted records and records decayed to
             nothing (both excluded from active reads, kept in history).
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        :param explain: return an :class:`~membrane_es.schema.results.ExplainedRetrieveResult`,
+            with an :class:`~membrane_es.schema.results.Explanation` per record: its vector and
+            lexical scores, relevance, salience at the moment answered for, score and trust
+            decision (an audit of the ranking, now or ``as_of`` T).
         :param min_position: answer only once the views include the log up to this position
             (a write's :attr:`last_position`, perhaps made by another process); waits up to
             a few seconds, then :class:`~membrane_es.errors.PositionNotReachedError`.
@@ -95,6 +100,7 @@ class Reads(EngineCore):
             valid_at=valid_at,
             include_retracted=include_retracted,
             query_embedding=query_embedding,
+            explain=explain,
         )
         return retrieve_queries.retrieve(query, self._sources())
 
@@ -113,6 +119,7 @@ class Reads(EngineCore):
         valid_at: datetime | None = None,
         query_embedding: Sequence[float] | None = None,
         min_position: int | None = None,
+        explain: bool = False,
     ) -> RetrieveGraphResult:
         """Ranked roots for a task and the records related to them, within bounds.
 
@@ -124,7 +131,10 @@ class Reads(EngineCore):
 
         Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
         0 to the default and −1 to "roots only" for ``max_hops``. ``min_position``: as for
-        :meth:`retrieve`.
+        :meth:`retrieve`. ``explain``: an
+        :class:`~membrane_es.schema.results.ExplainedRetrieveGraphResult`, explaining each
+        root as :meth:`retrieve` does, with the boost its ties to what the descriptor names
+        added.
         """
         self.wait_for_position(min_position)
         query = graph_queries.RetrieveGraph(
@@ -139,6 +149,7 @@ class Reads(EngineCore):
             as_of=as_of,
             valid_at=valid_at,
             query_embedding=query_embedding,
+            explain=explain,
         )
         return graph_queries.retrieve_graph(query, self._sources())
 

@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 
 from membrane_es.queries.candidates import Filters, active, visibility
+from membrane_es.queries.explain import Placed, explain_rows
 from membrane_es.queries.retrieve import (
     LAYERS,
     Plan,
@@ -43,10 +44,12 @@ from membrane_es.queries.retrieve import (
     Sources,
     hydrator_for,
     make_plan,
+    positions,
     rank,
     selection_result,
 )
 from membrane_es.queries.roots import (
+    CANONICAL_BOOST,
     entity_roots,
     related_entities,
     rerank,
@@ -56,8 +59,12 @@ from membrane_es.queries.roots import (
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
-from membrane_es.schema.results import GraphNode, RetrieveGraphResult
-from membrane_es.schema.validation import check_limit, check_trust
+from membrane_es.schema.results import (
+    ExplainedRetrieveGraphResult,
+    GraphNode,
+    RetrieveGraphResult,
+)
+from membrane_es.schema.validation import check_flag, check_limit, check_trust
 
 DEFAULT_ROOT_LIMIT = 10
 DEFAULT_NODE_LIMIT = 25
@@ -80,6 +87,7 @@ class RetrieveGraph(msgspec.Struct, kw_only=True, frozen=True):
     as_of: datetime | None = None
     valid_at: datetime | None = None
     query_embedding: Sequence[float] | None = None
+    explain: bool = False
 
 
 @dataclass
@@ -107,6 +115,7 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         valid_at=query.valid_at,
         include_retracted=False,
         query_embedding=query.query_embedding,
+        explain=check_flag("explain", query.explain),
     )
     return consistently(
         sources.views,
@@ -132,7 +141,7 @@ def _answer(
     if root_limit == 0 or node_limit == 0:
         return RetrieveGraphResult(nodes=[], edges=[], root_ids=[], selection=selection)
 
-    pool = _root_candidates(snapshot, plan, ranking, hydrator, root_limit)
+    pool, boosts = _root_candidates(snapshot, plan, ranking, hydrator, root_limit)
     nodes = {
         row: _Node(row, redacted, root=True, hop=0)
         for row, redacted in pool[: min(root_limit, node_limit)]
@@ -153,27 +162,39 @@ def _answer(
         return (1, node.hop, -salience, -int(created[node.row]), ids[node.row])
 
     ordered = sorted(nodes.values(), key=key)
-    return RetrieveGraphResult(
-        nodes=[
-            GraphNode(record=hydrator.visible(n.row, n.redacted), root=n.root, hop=n.hop)
-            for n in ordered
-        ],
+    graph_nodes = [
+        GraphNode(record=hydrator.visible(n.row, n.redacted), root=n.root, hop=n.hop)
+        for n in ordered
+    ]
+    root_ids = [ids[row] for row in root_rows]
+    if not plan.explain:
+        return RetrieveGraphResult(
+            nodes=graph_nodes, edges=edges, root_ids=root_ids, selection=selection
+        )
+    roots = [Placed(row, nodes[row].redacted, hydrator.full(row).salience) for row in root_rows]
+    explanations = explain_rows(
+        roots, ranking.evidence, positions(ranking.ranked), ids, snapshot.moment, boosts
+    )
+    return ExplainedRetrieveGraphResult(
+        nodes=graph_nodes,
         edges=edges,
-        root_ids=[ids[row] for row in root_rows],
+        root_ids=root_ids,
         selection=selection,
+        explanations=explanations,
     )
 
 
 def _root_candidates(
     snapshot: Snapshot, plan: Plan, ranking: Ranking, hydrator: Hydrator, root_limit: int
-) -> list[tuple[int, bool]]:
+) -> tuple[list[tuple[int, bool]], dict[int, float]]:
     """(row, redacted) of the root candidates, best first: the ranked pool plus the entities
-    the descriptor names, reranked when there is a descriptor."""
+    the descriptor names, reranked when there is a descriptor; and the boost each candidate
+    gained (as added to its score)."""
     ranked = ranking.ranked
     pool = list(zip(ranked.rows.tolist(), ranked.redacted.tolist(), strict=True))
     descriptor = plan.descriptor
     if not descriptor.strip():
-        return pool
+        return pool, {}
     scores = [0.0] * len(pool) if ranking.scores is None else ranking.scores.tolist()
     if MemoryType.ENTITY in (plan.filters.types or LAYERS):
         named = entity_roots(snapshot, descriptor, plan.trust, plan.filters, root_limit)
@@ -190,7 +211,8 @@ def _root_candidates(
         0.0 if redacted else root_boost(hydrator.full(row), descriptor, related, weight)
         for row, redacted in pool
     ]
-    return [pool[i] for i in rerank(scores, boosts)]
+    gained = {row: boost / CANONICAL_BOOST for (row, _), boost in zip(pool, boosts, strict=True)}
+    return [pool[i] for i in rerank(scores, boosts)], gained
 
 
 def _expand(

@@ -37,8 +37,9 @@ from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
+from membrane_es.queries.explain import Evidence, Placed, explain_rows
 from membrane_es.queries.lexical import coverage, matches
-from membrane_es.queries.ranking import blend, order, relevance
+from membrane_es.queries.ranking import blend, order, relative, relevance
 from membrane_es.queries.records import EventReader
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
@@ -52,7 +53,7 @@ from membrane_es.queries.selector import (
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
-from membrane_es.schema.results import RetrieveResult, SelectionResult
+from membrane_es.schema.results import ExplainedRetrieveResult, RetrieveResult, SelectionResult
 from membrane_es.schema.validation import (
     check_amount,
     check_flag,
@@ -95,6 +96,7 @@ class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     valid_at: datetime | None = None
     include_retracted: bool = False
     query_embedding: Sequence[float] | None = None
+    explain: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Plan:
     limit: int
     as_of: datetime | None
     query_vector: Array | None
+    explain: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ class Ranking:
     selectable: Candidates | None
     selection: Selection | None
     scores: Array | None = None
+    evidence: Evidence | None = None  # aligned with ``ranked`` (for explanations)
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -146,6 +150,7 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         valid_at=query.valid_at,
         include_retracted=check_flag("include_retracted", query.include_retracted),
         query_embedding=query.query_embedding,
+        explain=check_flag("explain", query.explain),
     )
     return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
 
@@ -159,7 +164,28 @@ def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
         hydrator.visible(int(row), bool(redacted))
         for row, redacted in zip(ranked.rows, ranked.redacted, strict=True)
     ]
-    return RetrieveResult(records=records, selection=selection_result(ranking, hydrator))
+    selection = selection_result(ranking, hydrator)
+    if not plan.explain:
+        return RetrieveResult(records=records, selection=selection)
+    explanations = explain_rows(
+        placed(ranked), ranking.evidence, positions(ranked), snapshot.table.ids, snapshot.moment
+    )
+    return ExplainedRetrieveResult(records=records, selection=selection, explanations=explanations)
+
+
+def placed(ranked: Candidates) -> list[Placed]:
+    """The ranked candidates as :class:`~membrane_es.queries.explain.Placed`."""
+    return [
+        Placed(int(row), bool(redacted), float(salience))
+        for row, redacted, salience in zip(
+            ranked.rows, ranked.redacted, ranked.salience, strict=True
+        )
+    ]
+
+
+def positions(ranked: Candidates) -> dict[int, int]:
+    """Each ranked row's place in the ranking's arrays."""
+    return {int(row): i for i, row in enumerate(ranked.rows)}
 
 
 def hydrator_for(sources: Sources, snapshot: Snapshot, ranking: Ranking) -> Hydrator:
@@ -183,6 +209,7 @@ def make_plan(
     valid_at: datetime | None,
     include_retracted: bool,
     query_embedding: Sequence[float] | None,
+    explain: bool = False,
 ) -> Plan:
     """Check a request (every failure names its field) and read the descriptor's vector."""
     trust = check_trust(trust)
@@ -196,7 +223,7 @@ def make_plan(
     )
     moment = None if as_of is None else check_moment("as_of", as_of)
     vector = _query_vector(descriptor, query_embedding, sources)
-    return Plan(descriptor, trust, filters, limit, moment, vector)
+    return Plan(descriptor, trust, filters, limit, moment, vector, explain)
 
 
 def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sources) -> Array | None:
@@ -342,7 +369,16 @@ def _ranked(
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
-    return Ranking(found.take(picks), chosen, selection, primary[picks])
+    kept = None
+    if plan.explain:
+        kept = Evidence(
+            similarity=None if similarity is None else similarity[picks],
+            vector=None if similarity is None else relative(similarity)[picks],
+            lexical=None if lexical is None else np.clip(lexical, 0.0, 1.0)[picks],
+            relevance=None if evidence is None else evidence[picks],
+            score=primary[picks],
+        )
+    return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
 
 
 def _has_vector(snapshot: Snapshot, plan: Plan) -> bool:
