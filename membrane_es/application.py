@@ -23,13 +23,16 @@ from eventsourcing.application import (
 from eventsourcing.persistence import IntegrityError
 
 from membrane_es.aggregates.identity import record_key
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import MemoryRecord, redact_state
+from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.clock import MonotonicClock
+from membrane_es.codec import MsgspecMapper
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.text import search_text
 from membrane_es.embedding.vectors import pack, record_embedding
-from membrane_es.errors import NotFoundError
+from membrane_es.errors import MembraneError, NotFoundError
+from membrane_es.keystore import KeyStore, open_key_store
 from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.records import TYPE_CODE
@@ -74,6 +77,13 @@ class MemoryApplication(Application):
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env)
+        try:
+            self.keys: KeyStore = open_key_store(self.env)
+        except BaseException:
+            self.factory.close()
+            raise
+        assert isinstance(self.mapper, MsgspecMapper)
+        self.mapper.sealer = ContentSealer(self.keys, MemoryRecord.Created)
         self.cache = RecordCache(CACHE_SIZE)
         # Every event up to this log position is reflected in the cache: a load compares it
         # with the log's head (one read) rather than asking the store for newer events of
@@ -163,26 +173,47 @@ class MemoryApplication(Application):
         return recordings
 
     def load_as_of(self, record_id: str, moment: datetime) -> MemoryRecord:
-        """The record as it stood at ``moment``: its events up to then, replayed."""
+        """The record as it stood at ``moment``: its events up to then, replayed — redacted
+        if it has been forgotten since (erasure reaches into the past)."""
         aggregate: MemoryRecord | None = None
+        forgotten = False
         event: Any
         for event in self.events.get(record_key(record_id)):
-            if event.timestamp > moment:
-                break
-            aggregate = event.mutate(aggregate)
+            if isinstance(event, MemoryRecord.Forgotten):
+                forgotten = True
+            elif event.timestamp <= moment:
+                aggregate = event.mutate(aggregate)
         if aggregate is None:
             raise NotFoundError(record_id)
+        if forgotten and not aggregate.state.forgotten:
+            redact_state(aggregate.state)
         return aggregate
 
+    def close(self) -> None:
+        super().close()
+        self.keys.close()
+
     def record_events(self, record_id: str) -> list[Any]:
-        """Every event of one record, oldest first."""
+        """Every event of one record, oldest first (its creation redacted if it has been
+        forgotten, whether or not this process still had the key in memory)."""
         events = list(self.events.get(record_key(record_id)))
         if not events:
             raise NotFoundError(record_id)
+        if any(isinstance(event, MemoryRecord.Forgotten) for event in events):
+            events[0] = redacted_creation(events[0])
         return events
 
     def exists(self, record_id: str) -> bool:
         return bool(self.recorder.select_events(record_key(record_id), limit=1))
+
+    def content_key(self, record_id: str) -> bytes | None:
+        """The id of the key the record's content is sealed under (from its ``Created``
+        event); None if the record was written before per-record keys."""
+        stored = self.recorder.select_events(record_key(record_id), limit=1)
+        if not stored:
+            raise NotFoundError(record_id)
+        created: Any = self.mapper.to_domain_event(stored[0])
+        return created.key_id if created.sealed else None
 
     def last_event_time(self) -> datetime | None:
         """The time of the newest event in the log (to keep the clock ahead of it)."""
@@ -416,6 +447,16 @@ class EventStoreUnitOfWork:
             ):
                 found.add(aggregate.record_id)
         return sorted(found)
+
+    def content_key(self, record_id: str) -> bytes | None:
+        return self._app.content_key(record_id)
+
+    def destroy_keys(self, key_ids: Sequence[bytes]) -> None:
+        if self.deferred:
+            # A batch could still fail after the keys are gone, leaving records erased
+            # without the events that say so.
+            raise MembraneError("forget cannot run inside a batch")
+        self._app.keys.destroy(key_ids)
 
     def commit(self) -> None:
         """Write every pending event in one atomic save."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from eventsourcing.domain import DomainEventProtocol
@@ -30,6 +30,8 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 from eventsourcing.utils import get_topic, resolve_topic
+
+from membrane_es.errors import MembraneError
 
 _encoder = msgspec.msgpack.Encoder()
 _untyped = msgspec.msgpack.Decoder()
@@ -55,10 +57,15 @@ class MsgspecMapper(Mapper[Any]):
         cipher: Cipher | None = None,
     ) -> None:
         super().__init__(transcoder or MsgpackTranscoder(), compressor, cipher)
+        # Seals some events' content under per-record keys (set by the application).
+        self.sealer: Sealer | None = None
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         cls = type(domain_event)
         state = vars(domain_event)
+        sealer = self.sealer
+        if sealer is not None and sealer.seals(cls):
+            state = sealer.seal_state(state)
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state = {**state, "class_version": class_version}
@@ -83,8 +90,15 @@ class MsgspecMapper(Mapper[Any]):
             if self.compressor:
                 data = self.compressor.decompress(data)
             if getattr(cls, "class_version", 1) > 1:
-                return _decode_upcasting(cls, data)
-            return _typed_decoder(cls)(data)
+                event = _decode_upcasting(cls, data)
+            else:
+                event = _typed_decoder(cls)(data)
+            sealer = self.sealer
+            if sealer is not None and sealer.seals(cls):
+                event = sealer.unseal(event)
+            return event
+        except MembraneError:
+            raise
         except Exception as exc:
             msg = (
                 f"Failed to deserialise state of stored event with topic "
@@ -92,6 +106,28 @@ class MsgspecMapper(Mapper[Any]):
                 f"and originator_version {stored_event.originator_version}: {exc}"
             )
             raise MapperDeserialisationError(msg) from exc
+
+    def state_decoder(self, cls: Any) -> Callable[[bytes], Any]:
+        """A function from an event's stored state to the event, for a class with no
+        upcasters when this mapper has no cipher or compressor (the read model's fast path):
+        the typed decode, and the content opened where this class is sealed."""
+        decode: Callable[[bytes], Any] = _typed_decoder(cls)
+        sealer = self.sealer
+        if sealer is None or not sealer.seals(cls):
+            return decode
+        unseal = sealer.unseal
+        return lambda data: unseal(decode(data))
+
+
+class Sealer(Protocol):
+    """Seals the content of some event classes in their stored form (see
+    :mod:`membrane_es.aggregates.sealing`)."""
+
+    def seals(self, cls: type[Any]) -> bool: ...
+
+    def seal_state(self, state: dict[str, Any]) -> dict[str, Any]: ...
+
+    def unseal(self, event: Any) -> Any: ...
 
 
 @cache

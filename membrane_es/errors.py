@@ -64,6 +64,27 @@ class ConflictError(MembraneError):
     """A concurrent revision of the same record won; retrying found no way through."""
 
 
+class ForgottenError(MembraneError):
+    """The record was forgotten (its content erased): it can be read, redacted, but not changed
+    or forgotten again."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(f"record {record_id} was forgotten: its content is erased")
+
+
+class ErasureUnsupportedError(MembraneError):
+    """The record was written before per-record keys: its content is in the log unsealed, so
+    destroying a key could not erase it."""
+
+    def __init__(self, record_id: str) -> None:
+        self.record_id = record_id
+        super().__init__(
+            f"record {record_id} was written before per-record keys: its content is stored "
+            "unsealed in the log, so it cannot be erased by destroying a key"
+        )
+
+
 class PositionNotReachedError(MembraneError):
     """A read asked for views that include a log position (``min_position``) and they did
     not reach it within the wait allowed. Nothing was read; retry, or wait longer."""
@@ -90,6 +111,8 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     AlreadyReplacedError: ("FAILED_PRECONDITION", 409),
     AlreadyExistsError: ("ALREADY_EXISTS", 409),
     ConflictError: ("ABORTED", 409),
+    ForgottenError: ("FAILED_PRECONDITION", 409),
+    ErasureUnsupportedError: ("FAILED_PRECONDITION", 409),
     PositionNotReachedError: ("DEADLINE_EXCEEDED", 504),
     IntegrityViolationError: ("DATA_LOSS", 500),
 }

@@ -104,6 +104,12 @@ def tenant_schema(tenant: str) -> str:
 @contextmanager
 def connect(settings: dict[str, str]) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """A plain connection with the store's credentials (schema set-up, identity)."""
+    with open_connection(settings) as connection:
+        yield connection
+
+
+def open_connection(settings: dict[str, str]) -> psycopg.Connection[tuple[object, ...]]:
+    """A plain autocommit connection with the store's credentials; the caller closes it."""
     import psycopg
 
     timeout = int(settings.get("POSTGRES_CONNECT_TIMEOUT", "10"))
@@ -120,8 +126,7 @@ def connect(settings: dict[str, str]) -> Iterator[psycopg.Connection[tuple[objec
         )
     except psycopg.Error as error:
         raise MembraneError(f"postgres: cannot connect to {where}: {error}") from None
-    with connection:
-        yield connection
+    return connection
 
 
 def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: str) -> None:

@@ -19,7 +19,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.domain import Snapshot as AggregateSnapshot
 
 from membrane_es.decay import penalized, reinforced, salience_at
-from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError
+from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
 from membrane_es.schema.enums import (
     AuditAction,
     GraphPredicate,
@@ -40,6 +40,7 @@ from membrane_es.schema.records import (
 from membrane_es.schema.timestamps import Timestamp
 
 from .identity import record_key
+from .sealing import structure_of
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -69,6 +70,7 @@ class RecordState(msgspec.Struct, kw_only=True):
     provenance_added: list[ProvenanceSource] = msgspec.field(default_factory=list)
     outcome: str = ""
     audit: list[AuditEntry] = msgspec.field(default_factory=list)
+    forgotten: bool = False
 
 
 class SnapshotState(TypedDict):
@@ -101,6 +103,11 @@ class MemoryRecord(Aggregate):
         # The vector the record is searched by, when an embedder (or the caller) gave one.
         # Stored in the log so rebuilding the read side never re-runs a model.
         embedding: Embedding | None = None
+        # In the log, the content above is sealed under a per-record key (see
+        # :mod:`membrane_es.aggregates.sealing`): the key's id and the box. Empty until the
+        # event is stored, and in events written before per-record keys.
+        key_id: bytes = b""
+        sealed: bytes = b""
 
         action: ClassVar[str] = "create"
 
@@ -331,6 +338,25 @@ class MemoryRecord(Aggregate):
             state.pinned = False
             state.updated_at = self.timestamp
 
+    class Forgotten(Event):
+        """The record's content was erased (its key destroyed); it reads redacted from now on,
+        at every moment. ``cascade_of`` names the record whose erasure took this one with it
+        (this one was derived from it alone); empty for the record asked for."""
+
+        action: ClassVar[str] = "delete"
+
+        cascade_of: str = ""
+
+        def audit_rationale(self) -> str:
+            if self.cascade_of:
+                return f"forgotten with {self.cascade_of}: {self.rationale}"
+            return f"forgotten: {self.rationale}"
+
+        def apply(self, aggregate: MemoryRecord) -> None:
+            self.retract(aggregate)
+            redact_state(aggregate.state)
+            self.audit(aggregate)
+
     # --- construction ---------------------------------------------------------------------
 
     @classmethod
@@ -447,6 +473,18 @@ class MemoryRecord(Aggregate):
 
     # --- commands -------------------------------------------------------------------------
 
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Nothing happens to a forgotten record any more: it has no content to revise."""
+        if self.state.forgotten:
+            raise ForgottenError(self.record_id)
+        super().trigger_event(event_class, **kwargs)
+
+    def forget(self, *, actor: str, rationale: str, at: datetime, cascade_of: str = "") -> None:
+        """Erase the content (the caller destroys the key); allowed on every type."""
+        self.trigger_event(
+            self.Forgotten, timestamp=at, actor=actor, rationale=rationale, cascade_of=cascade_of
+        )
+
     def check_revisable(self) -> None:
         """Revision operations refuse episodic records."""
         if self.state.content.type is MemoryType.EPISODIC:
@@ -530,6 +568,19 @@ class MemoryRecord(Aggregate):
 
     def unpin(self, *, actor: str, rationale: str, at: datetime) -> None:
         self.trigger_event(self.Unpinned, timestamp=at, actor=actor, rationale=rationale)
+
+
+def redact_state(state: RecordState) -> None:
+    """Drop the content from a record's state, leaving what a read of it after erasure shows:
+    the same as replaying its events once its key is gone (the creation's rationale and the
+    imported audit entries were content)."""
+    imported = len(state.content.audit_log)
+    state.content = structure_of(state.content)
+    audit = state.audit[imported:]
+    if audit and audit[0].action is AuditAction.CREATE:
+        audit[0] = msgspec.structs.replace(audit[0], rationale="")
+    state.audit = audit
+    state.forgotten = True
 
 
 def _put_relation(relations: list[Relation], relation: Relation) -> None:

@@ -17,6 +17,7 @@ from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.commands.capture import capture_memory
 from membrane_es.commands.consolidation import consolidate
+from membrane_es.commands.erasure import forget
 from membrane_es.commands.ingest import (
     ingest_event,
     ingest_observation,
@@ -31,6 +32,7 @@ from membrane_es.commands.messages import (
     Consolidate,
     Contest,
     CreateRecord,
+    Forget,
     Fork,
     IngestEvent,
     IngestObservation,
@@ -350,6 +352,7 @@ COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
     Fork: fork,
     Merge: merge,
     Retract: retract,
+    Forget: forget,
     Contest: contest,
     Reinforce: reinforce,
     Penalize: penalize,

@@ -52,6 +52,12 @@ class Retract(Command, frozen=True, kw_only=True):
     record_id: str
 
 
+class Forget(Command, frozen=True, kw_only=True):
+    """Erase a record's content for good (and that of records derived from it alone)."""
+
+    record_id: str
+
+
 class Contest(Command, frozen=True, kw_only=True):
     record_id: str
     contesting_ref: str = ""

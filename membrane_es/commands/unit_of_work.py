@@ -66,6 +66,18 @@ class UnitOfWork(Protocol):
         """Ids of the records with a ``predicate`` relation to ``record_id``, in id order."""
         ...
 
+    # --- erasure ------------------------------------------------------------------------
+
+    def content_key(self, record_id: str) -> bytes | None:
+        """The id of the key the record's content is sealed under; None if it was written
+        before per-record keys (its content is in the log unsealed)."""
+        ...
+
+    def destroy_keys(self, key_ids: Sequence[bytes]) -> None:
+        """Destroy these content keys now, for good (before the events that say so are
+        saved: an erasure that fails half-way has still erased)."""
+        ...
+
     @property
     def interpreter(self) -> Interpreter | None:
         """The engine's capture interpreter, if it has one."""

@@ -20,8 +20,22 @@ def pack(model: str, vector: Matrix) -> Embedding:
 
 
 def unpack(embedding: Embedding) -> Matrix:
-    """The stored vector as float32 (a read-only view of the bytes)."""
-    return np.frombuffer(embedding.vector, dtype="<f4")
+    """The stored vector as float32 (a read-only view of the bytes); zeros if erased."""
+    return np.frombuffer(vector_bytes(embedding), dtype="<f4")
+
+
+def vector_bytes(embedding: Embedding) -> bytes:
+    """The stored vector's bytes; as many zeros if the record was forgotten."""
+    if not embedding.vector and embedding.dimensions:
+        return bytes(4 * embedding.dimensions)
+    return embedding.vector
+
+
+def erased(embedding: Embedding | None) -> Embedding | None:
+    """What stands for a vector once its record is forgotten: the model and the length."""
+    if embedding is None:
+        return None
+    return Embedding(model=embedding.model, vector=b"", dimensions=len(embedding.vector) // 4)
 
 
 def record_embedding(

@@ -13,13 +13,14 @@ ports by changing how the client is made::
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
 bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads` and
-:mod:`.consolidation`.
+:mod:`.consolidation` and :mod:`.erasure`.
 """
 
 from __future__ import annotations
 
 from membrane_es.engine.consolidation import Consolidation
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, Timestamp
+from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.ingestion import Ingestion
 from membrane_es.engine.lifecycle import Lifecycle
 from membrane_es.engine.reads import Reads
@@ -28,7 +29,7 @@ from membrane_es.engine.revisions import Revisions
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Lifecycle, Revisions, Ingestion, Reads, Consolidation):
+class Membrane(Lifecycle, Revisions, Ingestion, Reads, Consolidation, Erasure):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

@@ -102,5 +102,5 @@ class LogFollower:
                 event = None
             else:
                 event = self._decode(notification)
-                views.apply(event, notification.id)
+                views.apply_many([event], notification.id)
         self._applied(views, event)

@@ -105,6 +105,23 @@ class Block:
             done += take
             self.size += take  # after the data: a reader never sees a row not yet written
 
+    def erase(self, row: int) -> bool:
+        """Zero the vector (and sign code) of ``row`` if this block holds it (erasure): the
+        row stays in place, scoring nothing, so every other position is unchanged."""
+        for chunk, rows in enumerate(self.row_chunks):
+            filled = min(CHUNK_ROWS, self.size - chunk * CHUNK_ROWS)
+            if filled <= 0 or rows[0] > row or rows[filled - 1] < row:
+                continue
+            offset = int(np.searchsorted(rows[:filled], row))
+            if rows[offset] != row:
+                return False
+            self.chunks[chunk][offset] = 0.0
+            if self.code_chunks is not None:
+                position = chunk * CHUNK_ROWS + offset
+                self._write_codes(position, sign_codes(self.chunks[chunk][offset : offset + 1]))
+            return True
+        return False
+
     def keep_codes(self) -> None:
         """Start keeping sign codes: of every row so far, and of each row appended."""
         if self.code_chunks is not None:
@@ -279,6 +296,12 @@ class EmbeddingIndex:
             if self.coded:
                 block.keep_codes()
         return block
+
+    def erase(self, row: int) -> None:
+        """Zero the vector of ``row``, wherever it is indexed (erasure)."""
+        for block in self.blocks.values():
+            if block.erase(row):
+                return
 
     def __len__(self) -> int:
         return self.size

@@ -38,6 +38,19 @@ class EntityIndex:
             if term:
                 self._by_term.setdefault(term, []).append(row)
 
+    def remove(self, row: int) -> None:
+        """Drop an entity's names (its record was forgotten)."""
+        names = self.names.pop(row, None)
+        if names is None:
+            return
+        canonical, aliases = names
+        for term in dict.fromkeys((canonical, *aliases)):
+            rows = self._by_term.get(term)
+            if rows is not None and row in rows:
+                rows.remove(row)
+                if not rows:
+                    del self._by_term[term]
+
     def rows_named(self, text: str) -> list[int]:
         """Rows (ascending) of the entities whose canonical name or an alias is ``text``."""
         term = normalise_term(text)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 from uuid import UUID
 
-import msgspec
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
@@ -124,7 +123,7 @@ def _typed_decoders(mapper: Any) -> Callable[[str], StateDecoder | None]:
         if plain:
             cls = resolve_topic(topic)
             if getattr(cls, "class_version", 1) <= 1:
-                decoder = msgspec.msgpack.Decoder(cls).decode
+                decoder = mapper.state_decoder(cls)
         decoders[topic] = decoder
         return decoder
 

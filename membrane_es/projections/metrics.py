@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.records import TYPE_CODE, TYPES, RecordTable, State
+from membrane_es.projections.records import FEW_ROWS, TYPE_CODE, TYPES, RecordTable, State
 from membrane_es.projections.timecodes import from_micros
 from membrane_es.schema.enums import AuditAction, MemoryType
 from membrane_es.schema.payloads import CompetencePayload, PlanGraphPayload
@@ -70,42 +70,12 @@ class MetricsView:
 
     # --- writes (called by the read model, in log order) ---------------------------------
 
-    def created(self, row: int, record: MemoryRecord, at: int) -> None:
-        """A record got row ``row`` at ``at``: its figure and its imported audit entries (its
-        own ``create`` entry is filed like any event's, by :meth:`audited`)."""
-        if row >= len(self.figures):
-            grown = np.full(max(2 * len(self.figures), row + 1), np.nan, dtype="f8")
-            grown[: len(self.figures)] = self.figures
-            self.figures = grown
-        code = TYPE_CODE[record.type]
-        self.by_type[code] += 1
-        figure = figure_of(record)
-        self.figures[row] = figure
-        if not math.isnan(figure):
-            self.figure_sum[code] += figure
-            self.figure_count[code] += 1
-        for entry in record.audit_log:
-            self.audited(str(entry.action), at)
-
-    def audited(self, action: str, at: int) -> None:
-        """One audit entry filed at ``at`` (actions outside the seven are ignored)."""
-        code = ACTION_CODE.get(action)
-        if code is None:
-            return
-        if self.audit_size == len(self.audit_times):
-            self.audit_times = _double(self.audit_times)
-            self.audit_codes = _double(self.audit_codes)
-        self.audit_times[self.audit_size] = at
-        self.audit_codes[self.audit_size] = code
-        self.audit_size += 1
-        self.by_action[code] += 1
-
     def add_many(
         self, first_row: int, types: list[int], figures: list[float], audit: list[tuple[int, int]]
     ) -> None:
-        """:meth:`created` for rows ``first_row, first_row + 1, …`` (their type codes and
-        figures, as :func:`figure` gives) and :meth:`audited` for each ``(time, action code)``
-        entry, in log order; the same arrays and counters, written column at a time."""
+        """New rows ``first_row, first_row + 1, …`` (their type codes and figures, as
+        :func:`figure_of` gives) and audit entries ``(time, action code)``, in log order;
+        arrays and counters written column at a time."""
         last = first_row + len(figures)
         if last > len(self.figures):
             capacity = len(self.figures)
@@ -114,7 +84,7 @@ class MetricsView:
             grown = np.full(capacity, np.nan, dtype="f8")
             grown[: len(self.figures)] = self.figures
             self.figures = grown
-        if figures:
+        if len(figures) > FEW_ROWS:
             values = np.array(figures, dtype="f8")
             self.figures[first_row:last] = values
             self.by_type += np.bincount(types, minlength=len(TYPES))
@@ -122,11 +92,25 @@ class MetricsView:
                 # One by one, in order: the same float sums as adding them as they came.
                 self.figure_sum[types[i]] += figures[i]
                 self.figure_count[types[i]] += 1
+        else:
+            for row, (code, figure) in enumerate(zip(types, figures, strict=True), first_row):
+                self.figures[row] = figure
+                self.by_type[code] += 1
+                if not math.isnan(figure):
+                    self.figure_sum[code] += figure
+                    self.figure_count[code] += 1
         if audit:
             size = self.audit_size + len(audit)
             while size > len(self.audit_times):
                 self.audit_times = _double(self.audit_times)
                 self.audit_codes = _double(self.audit_codes)
+            if len(audit) <= FEW_ROWS:
+                for i, (at, code) in enumerate(audit, self.audit_size):
+                    self.audit_times[i] = at
+                    self.audit_codes[i] = code
+                    self.by_action[code] += 1
+                self.audit_size = size
+                return
             times, codes = zip(*audit, strict=True)
             self.audit_times[self.audit_size : size] = times
             self.audit_codes[self.audit_size : size] = codes

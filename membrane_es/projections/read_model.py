@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,32 +21,20 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from eventsourcing.persistence import Tracking
 
-from membrane_es.aggregates.memory_record import MemoryRecord
-from membrane_es.embedding.text import search_text
-from membrane_es.embedding.vectors import unpack
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.log_pages import LogReader, NotificationSource
-from membrane_es.projections.metrics import ACTION_CODE, MetricsView, figure_of
-from membrane_es.projections.records import (
-    STATE_NAMES,
-    STATUS_CONTESTED,
-    STATUS_RETRACTED,
-    RecordTable,
-    initial_state,
-)
+from membrane_es.projections.metrics import MetricsView
+from membrane_es.projections.records import RecordTable
 from membrane_es.projections.text import TextIndex
-from membrane_es.projections.timecodes import micros
-from membrane_es.schema.enums import GraphPredicate
-from membrane_es.schema.payloads import EntityPayload
+from membrane_es.projections.view_writes import TextSink, ViewWrites
 from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-# A write of at least this many events (a batch) is followed with apply_many, fewer one by one.
-FOLLOW_IN_BULK_AT = 16
 CHECKPOINT_VERSION = 4  # 2: validity columns, entity names, text lengths; 3: metrics;
 # 4: the text index's tokenizer removes every diacritic, as queries do
 # The text index is written by a worker thread only for catch-ups at least this long: the
@@ -69,6 +57,9 @@ class ReadModel:
         self.metrics = MetricsView()
         self.position = 0
         self.lock = threading.RLock()
+        # Rows forgotten while the text index was being written by a worker: their documents
+        # are deleted once every insert is in.
+        self._text_purges: list[int] = []
 
     # --- following the log ----------------------------------------------------------------
 
@@ -118,155 +109,60 @@ class ReadModel:
                     for done in indexed:
                         done.result()  # raises what the worker raised
                     self.text.note_lengths(first_row, self.table.size - 1)
+                self._purge_text()
 
     def follow(self, recordings: Sequence[Any], source: NotificationSource) -> None:
         """Apply what this process just wrote (``Recording`` objects), without reading the log
         back; if anything else was written in between, catch up from the log instead."""
         with self.lock:
             if recordings and recordings[0].notification.id == self.position + 1:
-                if len(recordings) >= FOLLOW_IN_BULK_AT:
-                    events = [recording.domain_event for recording in recordings]
-                    self.apply_many(events, recordings[-1].notification.id)
-                else:
-                    for recording in recordings:
-                        self.apply(recording.domain_event, recording.notification.id)
+                events = [recording.domain_event for recording in recordings]
+                self.apply_many(events, recordings[-1].notification.id)
             self.catch_up(source)
 
-    def apply(self, event: Any, notification_id: int) -> None:
-        """Reflect one event (events of other aggregate types are skipped)."""
-        handler = _HANDLERS.get(type(event))
-        if handler is not None:
-            handler(self, event)
-        if isinstance(event, MemoryRecord.Event):
-            # Every event filed under one of the seven audit actions (``Created`` included:
-            # ``create``) adds one audit entry.
-            self.metrics.audited(event.action, micros(event.timestamp))
-        self.position = notification_id
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """eventsourcing's projection interface (``Projection.process_event``): reflect one
+        event delivered with its log position, e.g. by an ``ApplicationSubscription`` that
+        pushes new events as they are recorded. An event at or before ``position`` is
+        already reflected and is ignored."""
+        with self.lock:
+            if tracking.notification_id > self.position:
+                self.apply_many([domain_event], tracking.notification_id)
 
     def apply_many(
         self,
         events: Iterable[Any],
         position: int,
-        index_text: Callable[[list[tuple[int, str]]], None] | None = None,
+        index_text: TextSink | None = None,
         count: int | None = None,
     ) -> None:
-        """Reflect events in log order, ``position`` being the last one's notification id:
-        the same views as :meth:`apply` for each in turn, written column at a time.
+        """Reflect events in log order, ``position`` being the last one's notification id
+        (every way into the views comes here: see :mod:`~membrane_es.projections.view_writes`).
         ``index_text``, if given, is handed the new ``(row, search text)`` documents instead
         of writing them to the text index here. ``events`` may be an iterator if ``count``
-        (an upper bound of how many) is given.
-
-        One pass over the events keeps what depends on order (row numbers, the graph, the
-        audit entries, each touched row's state after every change) in Python lists; numpy
-        columns, the timeline, the embedding blocks and the text index are then written in
-        bulk. State is flushed early only where a reader needs it: a pin (whose salience is
-        computed from the row's state then) and a timeline checkpoint (a copy of every row).
-        """
-        table, metrics, graph = self.table, self.metrics, self.graph
-        timeline = table.timeline
-        ids, row_of_key = table.ids, table.row_of_key
-        first_row = table.size
+        (an upper bound of how many) is given."""
         if count is None:
             events = list(events)
             count = len(events)
-        table.reserve(first_row + count)
-        content: list[tuple[Any, ...]] = []  # content columns of rows first_row, first_row+1…
-        written = 0  # of ``content``, already in the numpy columns
-        types: list[int] = []
-        figures: list[float] = []
-        pending: dict[int, list[Any]] = {}  # state of every row touched, as it stands now
-        changes: list[tuple[Any, ...]] = []  # timeline entries not yet in the timeline
-        audit: list[tuple[int, int]] = []
-        documents: list[tuple[int, str]] = []
-        vectors: list[tuple[int, int, str, bytes]] = []
-        next_checkpoint = timeline.next_checkpoint()
-        kinds = _KIND_CACHE
-        # Bound once: the loop below runs for every event of a rebuild.
-        register, content_values, add_relation = table.register, table.content_values, graph.add
-
-        for event in events:
-            cls = type(event)
-            kind, audit_code = kinds.get(cls) or _kind_of(cls)
-            if kind == _SKIP:
-                continue
-            moment = event.timestamp
-            at = micros(moment)
-            state: list[Any] | None
-            if kind == _CREATED:
-                record = event.record
-                row = register(record.id, event.originator_id)
-                values = content_values(record, at, moment)
-                content.append(values)
-                types.append(values[0])
-                figures.append(figure_of(record))
-                for entry in record.audit_log:
-                    code = ACTION_CODE.get(str(entry.action))
-                    if code is not None:
-                        audit.append((at, code))
-                for relation in record.relations:
-                    add_relation(record.id, relation)
-                documents.append((row, search_text(record)))
-                if isinstance(record.payload, EntityPayload):
-                    self.entities.add(row, record.payload)
-                if event.embedding is not None:
-                    embedding = event.embedding
-                    vectors.append((row, values[2], embedding.model, embedding.vector))
-                state = pending[row] = initial_state(record, at, moment)
-            elif kind == _RELATION:
-                graph.add(ids[row_of_key[event.originator_id]], event.relation)
-                state = None
-            elif kind == _AUDIT_ONLY:
-                state = None
-            else:
-                row = row_of_key[event.originator_id]
-                state = pending.get(row)
-                if state is None:
-                    state = pending[row] = table.state_row(row)
-                if kind == _RETRACTED:
-                    state[_BASE], state[_ANCHOR] = 0.0, at
-                    state[_RETRACTED_AT], state[_STATUS] = True, STATUS_RETRACTED
-                elif kind == _CONTESTED:
-                    state[_STATUS] = STATUS_CONTESTED
-                    if event.contesting_ref:
-                        relation = Relation(
-                            predicate=GraphPredicate.CONTESTED_BY.value,
-                            target_id=event.contesting_ref,
-                            weight=1.0,
-                            created_at=moment,
-                        )
-                        graph.add(ids[row], relation)
-                elif kind == _REINFORCED:
-                    state[_BASE], state[_ANCHOR], state[_LAST] = event.salience, at, at
-                elif kind == _PENALIZED:
-                    state[_BASE], state[_ANCHOR] = event.salience, at
-                elif kind == _PINNED:
-                    # Salience frozen at its value now: computed from the row's columns.
-                    table.write_content(first_row + written, content[written:])
-                    written = len(content)
-                    table.write_state([row], [state])
-                    state[_BASE] = table.salience_of(row, at)
-                    state[_ANCHOR], state[_PINNED_AT] = at, True
-                elif kind == _UNPINNED:
-                    state[_ANCHOR], state[_PINNED_AT] = at, False
-                state[_UPDATED] = at
-            if audit_code is not None:
-                audit.append((at, audit_code))
-            if state is not None:
-                changes.append((at, row, *state))
-                if timeline.size + len(changes) >= next_checkpoint:
-                    table.write_state(list(pending), list(pending.values()))
-                    timeline.extend(changes)
-                    changes = []
-                    timeline.maybe_checkpoint(table.size, table.state)
-                    next_checkpoint = timeline.next_checkpoint()
-
-        table.write_content(first_row + written, content[written:])
-        table.write_state(list(pending), list(pending.values()))
-        timeline.extend(changes)
-        metrics.add_many(first_row, types, figures, audit)
-        self.embeddings.add_many(vectors)
-        (self.text.add_many if index_text is None else index_text)(documents)
+        writes = ViewWrites(self, count)
+        writes.apply(events)
+        writes.flush(index_text)
         self.position = position
+
+    def purge(self, rows: list[int], *, text_now: bool = True) -> None:
+        """Erase the content views hold of these rows: text, vector, entity names (the text
+        later, when ``text_now`` is false: a worker may still be indexing it)."""
+        for row in rows:
+            self.embeddings.erase(row)
+            self.entities.remove(row)
+        self._text_purges.extend(rows)
+        if text_now:
+            self._purge_text()
+
+    def _purge_text(self) -> None:
+        if self._text_purges:
+            rows, self._text_purges = self._text_purges, []
+            self.text.delete(rows)
 
     def close(self) -> None:
         self.text.close()
@@ -277,73 +173,6 @@ class ReadModel:
         model = cls()
         model.catch_up(source)
         return model
-
-    # --- event handlers ---------------------------------------------------------------------
-
-    def _created(self, event: MemoryRecord.Created) -> None:
-        record = event.record
-        at = micros(event.timestamp)
-        row = self.table.add(record, at)
-        self.metrics.created(row, record, at)
-        for relation in record.relations:
-            self.graph.add(record.id, relation)
-        self.text.add(row, search_text(record))
-        if isinstance(record.payload, EntityPayload):
-            self.entities.add(row, record.payload)
-        if event.embedding is not None:
-            vector = unpack(event.embedding)
-            self.embeddings.add(
-                row, int(self.table.content["scope"][row]), event.embedding.model, vector
-            )
-
-    def _retracted(self, event: Any) -> None:
-        at = micros(event.timestamp)
-        self._set(event, base=0.0, anchor=at, retracted=True, status=STATUS_RETRACTED, updated=at)
-
-    def _contested(self, event: MemoryRecord.Contested) -> None:
-        self._set(event, status=STATUS_CONTESTED, updated=micros(event.timestamp))
-        if event.contesting_ref:
-            source = self._record_id(event)
-            relation = Relation(
-                predicate=GraphPredicate.CONTESTED_BY.value,
-                target_id=event.contesting_ref,
-                weight=1.0,
-                created_at=event.timestamp,
-            )
-            self.graph.add(source, relation)
-
-    def _reinforced(self, event: MemoryRecord.Reinforced) -> None:
-        at = micros(event.timestamp)
-        self._set(event, base=event.salience, anchor=at, last_reinforced=at, updated=at)
-
-    def _penalized(self, event: MemoryRecord.Penalized) -> None:
-        at = micros(event.timestamp)
-        self._set(event, base=event.salience, anchor=at, updated=at)
-
-    def _relation_added(self, event: MemoryRecord.RelationAdded) -> None:
-        self.graph.add(self._record_id(event), event.relation)
-
-    def _touched(self, event: Any) -> None:
-        self._set(event, updated=micros(event.timestamp))
-
-    def _pinned(self, event: MemoryRecord.Pinned) -> None:
-        at = micros(event.timestamp)
-        row = self._row(event)
-        base = self.table.salience_of(row, at)
-        self.table.set_state(row, at, base=base, anchor=at, pinned=True, updated=at)
-
-    def _unpinned(self, event: MemoryRecord.Unpinned) -> None:
-        at = micros(event.timestamp)
-        self._set(event, anchor=at, pinned=False, updated=at)
-
-    def _set(self, event: Any, **values: Any) -> None:
-        self.table.set_state(self._row(event), micros(event.timestamp), **values)
-
-    def _row(self, event: Any) -> int:
-        return self.table.row_of_key[event.originator_id]
-
-    def _record_id(self, event: Any) -> str:
-        return self.table.ids[self._row(event)]
 
     # --- checkpoints ------------------------------------------------------------------------
 
@@ -488,54 +317,3 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-# Kinds of event for :meth:`ReadModel.apply_many`.
-_SKIP, _AUDIT_ONLY, _CREATED, _RELATION = -1, 0, 1, 2
-_RETRACTED, _CONTESTED, _REINFORCED, _PENALIZED, _TOUCHED, _PINNED, _UNPINNED = range(3, 10)
-_KINDS: dict[type, int] = {
-    MemoryRecord.Created: _CREATED,
-    MemoryRecord.Superseded: _RETRACTED,
-    MemoryRecord.MergedInto: _RETRACTED,
-    MemoryRecord.Retracted: _RETRACTED,
-    MemoryRecord.Contested: _CONTESTED,
-    MemoryRecord.Reinforced: _REINFORCED,
-    MemoryRecord.Penalized: _PENALIZED,
-    MemoryRecord.RelationAdded: _RELATION,
-    MemoryRecord.OutcomeRecorded: _TOUCHED,
-    MemoryRecord.Pinned: _PINNED,
-    MemoryRecord.Unpinned: _UNPINNED,
-}
-# Positions in a row's state list (STATE_COLUMNS order).
-_BASE, _ANCHOR, _LAST, _UPDATED, _PINNED_AT, _RETRACTED_AT, _STATUS = (
-    STATE_NAMES.index(name)
-    for name in ("base", "anchor", "last_reinforced", "updated", "pinned", "retracted", "status")
-)
-_KIND_CACHE: dict[type, tuple[int, int | None]] = {}
-
-
-def _kind_of(cls: type) -> tuple[int, int | None]:
-    """(kind, audit action code or None) of an event class, as :meth:`ReadModel.apply`
-    treats it: handled by exact class; audited if it is a record event of the seven actions."""
-    known = _KIND_CACHE.get(cls)
-    if known is None:
-        is_record_event = issubclass(cls, MemoryRecord.Event)
-        kind = _KINDS.get(cls, _AUDIT_ONLY if is_record_event else _SKIP)
-        code = ACTION_CODE.get(getattr(cls, "action", "")) if is_record_event else None
-        known = _KIND_CACHE[cls] = (kind, code)
-    return known
-
-
-_HANDLERS: dict[type, Any] = {
-    MemoryRecord.Created: ReadModel._created,
-    MemoryRecord.Superseded: ReadModel._retracted,
-    MemoryRecord.MergedInto: ReadModel._retracted,
-    MemoryRecord.Retracted: ReadModel._retracted,
-    MemoryRecord.Contested: ReadModel._contested,
-    MemoryRecord.Reinforced: ReadModel._reinforced,
-    MemoryRecord.Penalized: ReadModel._penalized,
-    MemoryRecord.RelationAdded: ReadModel._relation_added,
-    MemoryRecord.OutcomeRecorded: ReadModel._touched,
-    MemoryRecord.Pinned: ReadModel._pinned,
-    MemoryRecord.Unpinned: ReadModel._unpinned,
-}

@@ -68,6 +68,10 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 STATE_NAMES: tuple[str, ...] = tuple(name for name, _ in STATE_COLUMNS)
+CONTENT_NAMES: tuple[str, ...] = tuple(name for name, _ in CONTENT_COLUMNS)
+# Up to this many rows are written value by value: cheaper than making an array per column
+# (one write of the engine is usually one event).
+FEW_ROWS = 4
 
 Array = npt.NDArray[Any]
 
@@ -101,17 +105,6 @@ class RecordTable:
         self.timeline = Timeline()
 
     # --- writes (called by the read model, in log order) ---------------------------------
-
-    def add(self, record: MemoryRecord, tx_time: int) -> int:
-        """Append the row of a newly created record; returns its row."""
-        row = self.register(record.id)
-        for (name, _), value in zip(
-            CONTENT_COLUMNS, self.content_values(record, tx_time), strict=True
-        ):
-            self.content[name][row] = value
-        state = initial_state(record, tx_time)
-        self.set_state(row, tx_time, **dict(zip(STATE_NAMES, state, strict=True)))
-        return row
 
     def register(self, record_id: str, key: UUID | None = None) -> int:
         """A row for a new record (its columns still to be written); ``key`` is its aggregate
@@ -159,29 +152,34 @@ class RecordTable:
         :meth:`content_values` gives), column at a time."""
         if not values:
             return
+        if len(values) <= FEW_ROWS:
+            arrays = [self.content[name] for name in CONTENT_NAMES]
+            for row, row_values in enumerate(values, first):
+                for array, value in zip(arrays, row_values, strict=True):
+                    array[row] = value
+            return
         last = first + len(values)
         for (name, dtype), column in zip(CONTENT_COLUMNS, zip(*values, strict=True), strict=True):
             self.content[name][first:last] = np.array(column, dtype=dtype)
 
     def state_row(self, row: int) -> list[Any]:
         """One row's state columns as Python values, in ``STATE_COLUMNS`` order."""
-        return [self.state[name][row].item() for name in STATE_NAMES]
+        return [self.state[name].item(row) for name in STATE_NAMES]
 
     def write_state(self, rows: list[int], values: list[list[Any]]) -> None:
         """Set the state columns of ``rows`` (one list per row, in ``STATE_COLUMNS`` order)
         without recording a change (the caller records them on the timeline)."""
         if not rows:
             return
+        if len(rows) <= FEW_ROWS:
+            arrays = [self.state[name] for name in STATE_NAMES]
+            for row, row_values in zip(rows, values, strict=True):
+                for array, value in zip(arrays, row_values, strict=True):
+                    array[row] = value
+            return
         index = np.array(rows, dtype=np.int64)
         for (name, dtype), column in zip(STATE_COLUMNS, zip(*values, strict=True), strict=True):
             self.state[name][index] = np.array(column, dtype=dtype)
-
-    def set_state(self, row: int, at: int, **values: Any) -> None:
-        """Change some state columns of one row at moment ``at`` (recorded on the timeline)."""
-        for name, value in values.items():
-            self.state[name][row] = value
-        self.timeline.record(row, at, {n: self.state[n][row] for n, _ in STATE_COLUMNS})
-        self.timeline.maybe_checkpoint(self.size, self.state)
 
     def set_ids(self, ids: list[str]) -> None:
         """Every row's record id at once (a checkpoint being loaded)."""
@@ -317,16 +315,6 @@ class Timeline:
         self.min_interval = 4096
         self.interval = self.min_interval
 
-    def record(self, row: int, at: int, values: dict[str, Any]) -> None:
-        if self.size == len(self.times):
-            self._grow()
-        i = self.size
-        self.times[i] = at
-        self.rows[i] = row
-        for name, value in values.items():
-            self.values[name][i] = value
-        self.size += 1
-
     def extend(self, changes: list[tuple[Any, ...]]) -> None:
         """Append changes ``(at, row, *state values in STATE_COLUMNS order)``, in order,
         column at a time (the caller takes checkpoints, see :meth:`next_checkpoint`)."""
@@ -335,6 +323,13 @@ class Timeline:
         first, last = self.size, self.size + len(changes)
         while last > len(self.times):
             self._grow()
+        if len(changes) <= FEW_ROWS:
+            arrays = [self.times, self.rows, *(self.values[name] for name in STATE_NAMES)]
+            for i, change in enumerate(changes, first):
+                for array, value in zip(arrays, change, strict=True):
+                    array[i] = value
+            self.size = last
+            return
         columns = list(zip(*changes, strict=True))
         self.times[first:last] = np.array(columns[0], dtype="i8")
         self.rows[first:last] = np.array(columns[1], dtype="i4")

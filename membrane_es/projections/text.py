@@ -33,6 +33,8 @@ class TextIndex:
     def __init__(self) -> None:
         # Autocommit: no transaction is ever left open, so a backup can always proceed.
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
+        self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='{TOKENIZER}')"
         )
@@ -48,19 +50,21 @@ class TextIndex:
         self._lengths = np.full(1024, -1, dtype=np.int32)
 
     def add(self, row: int, text: str) -> None:
-        if text.strip():
-            self._db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", (row, text))
-            (size,) = self._db.execute(
-                "SELECT sz FROM docs_docsize WHERE id = ?", (row,)
-            ).fetchone()
-            self._set_length(row, _varint(size))
+        self.add_many([(row, text)])
 
     def add_many(self, documents: list[tuple[int, str]]) -> None:
-        """:meth:`add` for each ``(row, text)`` of rows not indexed yet, in one transaction."""
+        """Index each ``(row, text)`` of rows not indexed yet (blank texts are not indexed),
+        in one transaction."""
         documents = [(row, text) for row, text in documents if text.strip()]
         if not documents:
             return
         db = self._db
+        if len(documents) == 1:  # one statement commits itself: no transaction to open
+            db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents[0])
+            row = documents[0][0]
+            (size,) = db.execute("SELECT sz FROM docs_docsize WHERE id = ?", (row,)).fetchone()
+            self._set_length(row, _varint(size))
+            return
         db.execute("BEGIN")
         try:
             db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents)
@@ -112,6 +116,25 @@ class TextIndex:
             self._reserve(int(rows.max()))
             self._lengths[rows] = [_varint(size) for _, size in sizes]
             self._lengths_version += 1
+
+    def delete(self, rows: list[int]) -> None:
+        """Remove the documents of these rows for good (erasure): the rows, their terms in the
+        index's segments (merged anew without them), and every page that held them zeroed."""
+        if not rows:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany("DELETE FROM docs WHERE rowid = ?", [(row,) for row in rows])
+            db.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        for row in rows:
+            if row < len(self._lengths):
+                self._lengths[row] = -1
+        self._lengths_version += 1
 
     def _set_length(self, row: int, length: int) -> None:
         self._reserve(row)

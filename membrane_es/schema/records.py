@@ -148,10 +148,14 @@ class MemoryRecord(_Part, kw_only=True):
 
 
 class Embedding(_Part):
-    """A record's vector as stored in its ``Created`` event: float32, little-endian bytes."""
+    """A record's vector as stored in its ``Created`` event: float32, little-endian bytes.
+
+    Once the record is forgotten its vector is gone: ``vector`` is empty and ``dimensions``
+    says how many zeros stand in its place (the row keeps its position in the views)."""
 
     model: str
     vector: bytes
+    dimensions: int = 0
 
 
 class TrustContext(_Part):

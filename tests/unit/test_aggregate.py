@@ -73,7 +73,8 @@ def strictly_increasing(moments: list[datetime]) -> bool:
 def test_event_names_are_past_tense(cls: type) -> None:
     words = re.findall(r"[A-Z][a-z]*", cls.__name__)
 
-    assert any(word.endswith("ed") for word in words), cls.__name__
+    # Regular past participles end in -ed; DESIGN.md names the one irregular event.
+    assert any(word.endswith("ed") or word == "Forgotten" for word in words), cls.__name__
 
 
 @pytest.mark.parametrize("cls", event_classes(), ids=lambda c: c.__name__)

@@ -108,6 +108,7 @@ def aggregate_with_every_event() -> MemoryRecord:
             record.MergedInto, timestamp=t, into_id="fact-4", actor="agent", rationale="dedupe"
         ),
         lambda t: record.retract(actor="agent", rationale="wrong", at=t),
+        lambda t: record.forget(actor="dpo", rationale="erasure request", at=t),
     ]
     for step in steps:
         at += TICK

@@ -32,6 +32,29 @@ def test_rebuilt_views_equal_the_live_ones(embedded: Membrane, time: ManualTime,
     assert_same_views(embedded.views, ReadModel.rebuild(embedded.application))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_live_views_agree_with_every_record_in_the_store(
+    embedded: Membrane, time: ManualTime, seed: int
+) -> None:
+    """An oracle independent of the views' code: each row's state against its aggregate."""
+    rng = random.Random(seed)
+    for _ in range(4):
+        random_history(embedded, rng, 15)
+        time.advance(minutes=rng.randint(1, 600))
+    table, app, now = embedded.views.table, embedded.application, time.current
+    state = table.state_now()
+    salience = table.salience(np.arange(table.size), micros(now), state)
+    statuses = {0: "", 1: "active", 2: "contested", 3: "retracted"}
+    for row, record_id in enumerate(table.ids):
+        record = app.load(record_id)
+        assert salience[row] == pytest.approx(record.salience(now), abs=1e-12)
+        assert bool(state.columns["pinned"][row]) == record.state.pinned
+        assert bool(state.columns["retracted"][row]) == record.state.retracted
+        if record.state.status:
+            assert statuses[int(state.columns["status"][row])] == record.state.status
+        assert table.ids[table.row_of_key[record.id]] == record_id
+
+
 def test_every_event_moves_the_position(embedded: Membrane) -> None:
     random_history(embedded, random.Random(1), 20)
     assert embedded.views.position == embedded.application.recorder.max_notification_id()

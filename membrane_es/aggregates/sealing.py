@@ -1,0 +1,150 @@
+"""The content envelope: a record's content sealed under its own key in the log.
+
+A ``Created`` event carries everything a record *is*: payload, tags, provenance,
+interpretation, imported audit entries, the creation rationale and the vector. In the log that
+content is one AES-256-GCM box under the record's data key (:mod:`membrane_es.keystore`); what
+stays in the clear is the record's structure — id, type, sensitivity, scope, confidence,
+salience, times, lifecycle, relations — which the views and the trust rules need even once the
+content is gone, and the key's id.
+
+The codec seals when it writes an event and opens the box when it reads one, so the rest of
+the engine sees whole events. A box whose key was destroyed opens to the *redacted* record:
+the structure, with no content. Events written before per-record keys carry no box and read
+as they were written.
+
+The envelope is applied on top of (inside) eventsourcing's own whole-event cipher, when one is
+configured: that one protects the log with a single key; this one makes each record erasable.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+from cryptography.exceptions import InvalidTag
+
+from membrane_es.embedding.vectors import erased
+from membrane_es.errors import IntegrityViolationError
+from membrane_es.keystore import KeyStore
+from membrane_es.schema.payloads import Payload
+from membrane_es.schema.records import (
+    AuditEntry,
+    Embedding,
+    Interpretation,
+    Provenance,
+)
+from membrane_es.schema.records import MemoryRecord as RecordData
+
+NONCE_BYTES = 12
+
+
+class SealedContent(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a ``Created`` event keeps in its box."""
+
+    tags: list[str] = msgspec.field(default_factory=list)
+    provenance: Provenance = msgspec.field(default_factory=Provenance)
+    payload: Payload | None = None
+    interpretation: Interpretation | None = None
+    audit_log: list[AuditEntry] = msgspec.field(default_factory=list)
+    rationale: str = ""
+    embedding: Embedding | None = None
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_content = msgspec.msgpack.Decoder(SealedContent).decode
+
+
+def structure_of(record: RecordData) -> RecordData:
+    """The record without its content: what stays readable once it is forgotten."""
+    return msgspec.structs.replace(
+        record,
+        tags=[],
+        provenance=Provenance(),
+        payload=None,
+        interpretation=None,
+        audit_log=[],
+    )
+
+
+def redacted_creation(event: Any) -> Any:
+    """A ``Created`` event as it reads once its key is gone."""
+    redacted = object.__new__(type(event))
+    redacted.__dict__.update(event.__dict__)
+    redacted.__dict__.update(
+        record=structure_of(event.record), rationale="", embedding=erased(event.embedding)
+    )
+    return redacted
+
+
+class ContentSealer:
+    """Seals and opens ``Created`` events with keys from ``keys``."""
+
+    def __init__(self, keys: KeyStore, created: type[Any]) -> None:
+        self.keys = keys
+        self._created = created
+
+    def seals(self, cls: type[Any]) -> bool:
+        return cls is self._created
+
+    def seal_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The stored form of a ``Created`` event's fields: content boxed under a new key."""
+        record: RecordData = state["record"]
+        key_id, _ = self.keys.issue()
+        cipher = self.keys.cipher(key_id)
+        assert cipher is not None  # just issued
+        content = SealedContent(
+            tags=record.tags,
+            provenance=record.provenance,
+            payload=record.payload,
+            interpretation=record.interpretation,
+            audit_log=record.audit_log,
+            rationale=state["rationale"],
+            embedding=state["embedding"],
+        )
+        nonce = os.urandom(NONCE_BYTES)
+        box = nonce + cipher.encrypt(nonce, _encode(content), key_id)
+        return {
+            **state,
+            "record": structure_of(record),
+            "rationale": "",
+            "embedding": erased(state["embedding"]),
+            "key_id": key_id,
+            "sealed": box,
+        }
+
+    def unseal(self, event: Any) -> Any:
+        """The event with its content back in place (redacted if its key is gone). The
+        event is one just decoded, which nothing else holds: it is completed in place."""
+        box: bytes = event.sealed
+        if not box:
+            return event  # written before per-record keys: stored as it reads
+        key_id: bytes = event.key_id
+        cipher = self.keys.cipher(key_id)
+        if cipher is None:
+            return event  # forgotten: the structure is all there is
+        try:
+            plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
+        except InvalidTag:
+            raise SealedContentError(event.originator_id, event.originator_version) from None
+        content = _decode_content(plain)
+        record = event.record
+        record.tags = content.tags
+        record.provenance = content.provenance
+        record.payload = content.payload
+        record.interpretation = content.interpretation
+        record.audit_log = content.audit_log
+        fields = event.__dict__
+        fields["rationale"] = content.rationale
+        fields["embedding"] = content.embedding
+        return event
+
+
+class SealedContentError(IntegrityViolationError):
+    """A box did not open under its key: the event or the key was altered."""
+
+    def __init__(self, originator_id: Any, version: int) -> None:
+        super().__init__(
+            f"the sealed content of record {originator_id} (version {version}) does not open "
+            "under its key: the event or the key store was altered"
+        )

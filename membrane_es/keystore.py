@@ -1,0 +1,277 @@
+"""Per-record data keys, kept apart from the log: what makes erasure possible on an
+append-only store (crypto-shredding).
+
+Every record's content is sealed under its own 256-bit key (:mod:`membrane_es.sealing`); the
+key lives here, not in the log. Forgetting a record destroys its key, after which the sealed
+bytes in the log — and in every backup of the log — are noise.
+
+Keys are made ahead of need, a pool at a time in one durable write, and handed out from
+memory: creating a record costs no extra sync. A key made but never used (the process ended
+first) is harmless. Each key has a 16-byte id, a time prefix then random bytes, so processes
+sharing a store never collide. Reads look a key up once and keep it, with its cipher, in a
+bounded cache.
+
+Two stores:
+
+* :class:`SqliteKeyStore`, a SQLite file beside the LMDB log (``keys.sqlite`` in the store
+  directory), or in memory for in-memory stores. Destroying a key must leave no copy in the
+  file's bytes: ``secure_delete`` zeroes the deleted row and any page freed, and the
+  write-ahead log, which held the key when it was written, is checkpointed and truncated to
+  nothing before :meth:`KeyStore.destroy` returns.
+* :class:`PostgresKeyStore`, a ``memory_keys`` table in the store's schema (every process
+  writing the log must reach the keys). A destroyed key's row is deleted and the table
+  rewritten (``VACUUM FULL``), so no live or dead tuple holds it; PostgreSQL's write-ahead
+  log segments, replicas and base backups taken before keep it until they are recycled,
+  which is the operator's retention to bound.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+KEY_BYTES = 32  # AES-256
+KEY_ID_BYTES = 16
+POOL_SIZE = 256  # keys made per durable write
+CACHE_SIZE = 65_536  # keys kept in memory (≈ 10 MB at most)
+READ_AHEAD = 256  # keys read at once on a cache miss
+KEY_STORE_FILE = "keys.sqlite"
+
+
+KEY_STORE_PATH = "KEY_STORE_PATH"  # setting: where an LMDB store's keys live, if not beside it
+
+
+def open_key_store(env: Mapping[str, str]) -> KeyStore:
+    """The key store of the store these eventsourcing settings open: ``keys.sqlite`` in the
+    LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, or memory for
+    a store that lives in memory."""
+    module = env.get("PERSISTENCE_MODULE", "")
+    path = env.get(KEY_STORE_PATH) or ""
+    if not path and env.get("LMDB_PATH"):
+        path = str(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
+    if path:
+        return SqliteKeyStore(Path(path), sync=env.get("LMDB_SYNC", "y").lower() in ("y", "yes"))
+    if module.endswith("postgres"):
+        return PostgresKeyStore(dict(env))
+    return SqliteKeyStore(None)
+
+
+class KeyStore:
+    """Issues, finds and destroys data keys; the storage is a subclass's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: list[tuple[bytes, bytes]] = []
+        # key id -> (key, its cipher); written under the lock, read without it
+        self._cache: dict[bytes, tuple[bytes, AESGCM]] = {}
+
+    # --- what the engine uses --------------------------------------------------------------
+
+    def issue(self) -> tuple[bytes, bytes]:
+        """A fresh ``(key id, key)``, already durable in the store."""
+        with self._lock:
+            if not self._pool:
+                # Ids in issue order (a time prefix, then random bytes): the keys of records
+                # written one after another sit together in the store, so a read of the log
+                # in order finds each run of keys with one lookup (see :meth:`get`).
+                start = time.time_ns()
+                made = [
+                    (
+                        (start + i).to_bytes(8, "big") + os.urandom(KEY_ID_BYTES - 8),
+                        os.urandom(KEY_BYTES),
+                    )
+                    for i in range(POOL_SIZE)
+                ]
+                self._insert(made)
+                self._pool = made[::-1]
+            key_id, key = self._pool.pop()
+            self._remember(key_id, key)
+            return key_id, key
+
+    def get(self, key_id: bytes) -> bytes | None:
+        """The key with this id, or None if it was destroyed (or never made here)."""
+        known = self._cache.get(key_id)
+        if known is not None:
+            return known[0]
+        # A miss reads ahead: this key and the ones issued after it, which seal the records
+        # that follow in the log (a rebuild reads them next).
+        run = self._fetch_run(key_id, READ_AHEAD)
+        with self._lock:
+            for found_id, key in run:
+                self._remember(found_id, key)
+        return run[0][1] if run and run[0][0] == key_id else None
+
+    def cipher(self, key_id: bytes) -> AESGCM | None:
+        """The AES-GCM cipher of the key with this id (made once, kept with the key), or
+        None if the key was destroyed."""
+        known = self._cache.get(key_id)  # one dict lookup on the usual path: no lock
+        if known is not None:
+            return known[1]
+        if self.get(key_id) is None:
+            return None
+        known = self._cache.get(key_id)
+        return None if known is None else known[1]
+
+    def destroy(self, key_ids: Iterable[bytes]) -> None:
+        """Destroy these keys for good (ids of keys already gone are ignored)."""
+        wanted = list(dict.fromkeys(key_ids))
+        if not wanted:
+            return
+        with self._lock:
+            for key_id in wanted:
+                self._cache.pop(key_id, None)
+            self._delete(wanted)
+
+    def close(self) -> None:
+        """Release the store; unused pool keys are destroyed (they seal nothing)."""
+        with self._lock:
+            unused = [key_id for key_id, _ in self._pool]
+            self._pool.clear()
+            self._cache.clear()
+            if unused:
+                self._delete(unused)
+            self._close()
+
+    def _remember(self, key_id: bytes, key: bytes) -> None:
+        cache = self._cache
+        if key_id not in cache and len(cache) >= CACHE_SIZE:
+            del cache[next(iter(cache))]  # the oldest in: a cache miss costs one lookup
+        cache[key_id] = (key, AESGCM(key))
+
+    # --- storage ----------------------------------------------------------------------------
+
+    def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
+        raise NotImplementedError
+
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (id, key) pairs in id order, from ``key_id`` on."""
+        raise NotImplementedError
+
+    def _delete(self, key_ids: Sequence[bytes]) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+
+class SqliteKeyStore(KeyStore):
+    """Keys in a SQLite file (or in memory when ``path`` is None)."""
+
+    def __init__(self, path: Path | None = None, *, sync: bool = True) -> None:
+        super().__init__()
+        self.path = path
+        self._db = sqlite3.connect(
+            ":memory:" if path is None else str(path),
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=30,
+        )
+        self._db_lock = threading.Lock()
+        with self._db_lock:
+            self._db.execute("PRAGMA secure_delete = ON")
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute(f"PRAGMA synchronous = {'FULL' if sync else 'NORMAL'}")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS data_keys (id BLOB PRIMARY KEY, key BLOB NOT NULL)"
+                " WITHOUT ROWID"
+            )
+
+    def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
+        with self._db_lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT INTO data_keys (id, key) VALUES (?, ?)", keys)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        with self._db_lock:
+            rows = self._db.execute(
+                "SELECT id, key FROM data_keys WHERE id >= ? ORDER BY id LIMIT ?", (key_id, limit)
+            ).fetchall()
+        return [(bytes(found), bytes(key)) for found, key in rows]
+
+    def _delete(self, key_ids: Sequence[bytes]) -> None:
+        with self._db_lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("DELETE FROM data_keys WHERE id = ?", [(k,) for k in key_ids])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            if self.path is not None:
+                # The deleted rows' pages were written zeroed to the write-ahead log; copy them
+                # over the database file and empty the log, which still held the keys as they
+                # were first written. A reader in another process can hold the checkpoint
+                # back, so this retries until it is complete.
+                for _ in range(100):
+                    busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if not busy:
+                        break
+                    threading.Event().wait(0.01)
+                else:
+                    raise sqlite3.OperationalError(
+                        f"{self.path}: the key store's log could not be emptied (busy readers)"
+                    )
+
+    def _close(self) -> None:
+        with self._db_lock:
+            self._db.close()
+
+
+class PostgresKeyStore(KeyStore):
+    """Keys in the ``memory_keys`` table of a PostgreSQL schema."""
+
+    TABLE = "memory_keys"
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        super().__init__()
+        from psycopg import sql
+
+        from membrane_es.postgres_store import open_connection
+
+        self._connection: Any = open_connection(settings)
+        self._table = sql.Identifier(settings["POSTGRES_SCHEMA"], self.TABLE)
+        self._sql = sql
+        self._db_lock = threading.Lock()
+        with self._db_lock:
+            self._connection.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, key bytea NOT NULL)"
+                ).format(self._table)
+            )
+
+    def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
+        statement = self._sql.SQL("INSERT INTO {} (id, key) VALUES (%s, %s)").format(self._table)
+        with self._db_lock, self._connection.transaction():
+            self._connection.cursor().executemany(statement, keys)
+
+    def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        statement = self._sql.SQL(
+            "SELECT id, key FROM {} WHERE id >= %s ORDER BY id LIMIT %s"
+        ).format(self._table)
+        with self._db_lock:
+            rows = self._connection.execute(statement, (key_id, limit)).fetchall()
+        return [(bytes(found), bytes(key)) for found, key in rows]
+
+    def _delete(self, key_ids: Sequence[bytes]) -> None:
+        statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._table)
+        with self._db_lock:
+            self._connection.execute(statement, (list(key_ids),))
+            # Deleted tuples stay in the table's pages until it is rewritten.
+            self._connection.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
+
+    def _close(self) -> None:
+        with self._db_lock:
+            self._connection.close()
