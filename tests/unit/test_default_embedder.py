@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -145,3 +146,21 @@ def test_a_failed_batch_writes_no_vectors() -> None:
 
         assert embedder.calls == []
         assert memory.retrieve().records == []
+
+
+@pytest.mark.default_embedder
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_default_keeps_the_model_of_the_vectors_a_store_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: bool
+) -> None:
+    monkeypatch.setattr(default, "extra_installed", lambda: installed)
+    with Membrane.open(tmp_path / "hashing", embedder=HashingEmbedder(48)) as memory:
+        memory.create_record(semantic("a fact"))
+    with Membrane.open(tmp_path / "caller", embedder=None) as memory:
+        memory.create_record(semantic("a fact"), embedding=[1.0, 0.0])
+
+    with Membrane.open(tmp_path / "hashing") as memory:
+        assert isinstance(memory.embedder, HashingEmbedder)
+        assert memory.embedder.model == HashingEmbedder(48).model
+    with Membrane.open(tmp_path / "caller") as memory:
+        assert memory.embedder is None  # caller-supplied vectors: no model can read queries
