@@ -61,6 +61,8 @@ class Reads(EngineCore):
         query_embedding: Sequence[float] | None = None,
         min_position: int | None = None,
         explain: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RetrieveResult:
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
 
@@ -78,6 +80,10 @@ class Reads(EngineCore):
         :param limit: at most this many records (0: all).
         :param as_of: answer as the store stood at that moment, exactly as a read then did.
         :param valid_at: keep only semantic facts whose validity window contains it.
+        :param created_after: keep records whose event time (``created_at``: when it happened,
+            as captured or given) is at or after it (``as_of`` is the other time axis: when
+            the store learned of it).
+        :param created_before: ... and before it.
         :param include_retracted: also return retracted records and records decayed to
             nothing (both excluded from active reads, kept in history).
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
@@ -101,6 +107,8 @@ class Reads(EngineCore):
             include_retracted=include_retracted,
             query_embedding=query_embedding,
             explain=explain,
+            created_after=created_after,
+            created_before=created_before,
         )
         return retrieve_queries.retrieve(query, self._sources())
 
@@ -120,6 +128,8 @@ class Reads(EngineCore):
         query_embedding: Sequence[float] | None = None,
         min_position: int | None = None,
         explain: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RetrieveGraphResult:
         """Ranked roots for a task and the records related to them, within bounds.
 
@@ -134,7 +144,7 @@ class Reads(EngineCore):
         :meth:`retrieve`. ``explain``: an
         :class:`~membrane_es.schema.results.ExplainedRetrieveGraphResult`, explaining each
         root as :meth:`retrieve` does, with the boost its ties to what the descriptor names
-        added.
+        added. ``created_after`` / ``created_before``: an event-time window on the roots.
         """
         self.wait_for_position(min_position)
         query = graph_queries.RetrieveGraph(
@@ -150,6 +160,8 @@ class Reads(EngineCore):
             valid_at=valid_at,
             query_embedding=query_embedding,
             explain=explain,
+            created_after=created_after,
+            created_before=created_before,
         )
         return graph_queries.retrieve_graph(query, self._sources())
 

@@ -88,6 +88,8 @@ class RetrieveGraph(msgspec.Struct, kw_only=True, frozen=True):
     valid_at: datetime | None = None
     query_embedding: Sequence[float] | None = None
     explain: bool = False
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass
@@ -116,6 +118,8 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         include_retracted=False,
         query_embedding=query.query_embedding,
         explain=check_flag("explain", query.explain),
+        created_after=query.created_after,
+        created_before=query.created_before,
     )
     return consistently(
         sources.views,

@@ -82,7 +82,9 @@ LEXICAL_SCORED = 1024  # lexical matches given an exact similarity however far t
 class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     """Layered retrieval for a task. Fields are checked when the query runs.
 
-    ``as_of`` answers as the store stood then (decay evaluated then); ``valid_at`` keeps only
+    ``created_after`` / ``created_before`` keep records whose event time (``created_at``: when
+    it happened) is in ``[after, before)``; ``as_of`` answers as the store stood then (decay
+    evaluated then) — transaction time, the log's; ``valid_at`` keeps only
     semantic facts whose validity window contains that moment; ``query_embedding`` replaces
     the embedder's reading of the descriptor.
     """
@@ -97,6 +99,8 @@ class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     include_retracted: bool = False
     query_embedding: Sequence[float] | None = None
     explain: bool = False
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         limit=check_limit("limit", query.limit),
         as_of=query.as_of,
         valid_at=query.valid_at,
+        created_after=query.created_after,
+        created_before=query.created_before,
         include_retracted=check_flag("include_retracted", query.include_retracted),
         query_embedding=query.query_embedding,
         explain=check_flag("explain", query.explain),
@@ -210,6 +216,8 @@ def make_plan(
     include_retracted: bool,
     query_embedding: Sequence[float] | None,
     explain: bool = False,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> Plan:
     """Check a request (every failure names its field) and read the descriptor's vector."""
     trust = check_trust(trust)
@@ -220,10 +228,16 @@ def make_plan(
         min_salience=check_amount("min_salience", min_salience),
         include_retracted=include_retracted,
         valid_at=None if valid_at is None else micros(check_moment("valid_at", valid_at)),
+        created_after=_micros_of("created_after", created_after),
+        created_before=_micros_of("created_before", created_before),
     )
     moment = None if as_of is None else check_moment("as_of", as_of)
     vector = _query_vector(descriptor, query_embedding, sources)
     return Plan(descriptor, trust, filters, limit, moment, vector, explain)
+
+
+def _micros_of(field: str, moment: datetime | None) -> int | None:
+    return None if moment is None else micros(check_moment(field, moment))
 
 
 def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sources) -> Array | None:

@@ -207,6 +207,8 @@ def entity_roots(
         min_salience=filters.min_salience,
         include_retracted=filters.include_retracted,
         valid_at=filters.valid_at,
+        created_after=filters.created_after,
+        created_before=filters.created_before,
     )
     found = admit(snapshot, np.asarray(rows, dtype=np.int64), trust, entity_only)
     table = snapshot.table
