@@ -22,7 +22,12 @@ moment after that is the ``as_of`` of the as-of queries; the second half repeats
     an untyped msgspec decode of every event's state, and the rebuild's ceiling: reading the
     notification log in order and typed-decoding every event, applying nothing;
 (d) resident memory of the rebuilt read side per record (anonymous RSS delta in a fresh
-    process) against the vector's bytes + 256 B.
+    process) against the vector's bytes + 256 B;
+(e) on **unclustered** vectors (every vector and query drawn evenly over the sphere, so a
+    query's nearest neighbours are barely nearer than the rest: where sign codes cannot
+    vouch for a shortlist), a second store of N records: ``retrieve`` top-10 unscoped and
+    scoped, and with ``exact=True``, against FAISS, and the share of FAISS's exact top 10
+    each returns (vector evidence only: the queries carry no words).
 
 Nothing is cached between runs: every store is built from scratch in a temporary directory.
 """
@@ -97,6 +102,19 @@ def make_corpus(n: int, rng: np.random.Generator) -> Corpus:
         chunk += rng.standard_normal(chunk.shape, dtype=np.float32)
         vectors[first:last] = _normalised(chunk)
     return Corpus(vectors, clusters, scopes, centers)
+
+
+def make_unclustered(n: int, rng: np.random.Generator) -> Corpus:
+    """Vectors spread evenly over the sphere (each its own "cluster" for the record text)."""
+    vectors = np.empty((n, DIMENSIONS), dtype=np.float32)
+    for first in range(0, n, 100_000):
+        last = min(n, first + 100_000)
+        vectors[first:last] = _normalised(
+            rng.standard_normal((last - first, DIMENSIONS), dtype=np.float32)
+        )
+    scopes = np.arange(n, dtype=np.int64) % (OTHER_SCOPES + 1)
+    clusters = np.arange(n, dtype=np.int64)
+    return Corpus(vectors, clusters, scopes, np.zeros((0, DIMENSIONS), dtype=np.float32))
 
 
 def make_queries(corpus: Corpus, count: int, rng: np.random.Generator) -> tuple[Matrix, Ints]:
@@ -442,6 +460,94 @@ def run_size(n: int, queries: int, seed: int, *, rebuild_only: bool = False) -> 
     return SizeResult(n, built, probe, timings, notes)
 
 
+@dataclass
+class UnclusteredResult:
+    n: int
+    timings: dict[str, Timing]
+    recall: dict[str, float]
+
+
+def run_unclustered(n: int, queries: int, seed: int) -> UnclusteredResult:
+    """(e): a store of evenly spread vectors, read without words, against FAISS."""
+    rng = np.random.default_rng([seed, 1])
+    _progress(f"{n:,} unclustered records: corpus and store")
+    corpus = make_unclustered(n, rng)
+    query_vectors = _normalised(rng.standard_normal((queries, DIMENSIONS), dtype=np.float32))
+    query_lists = [q.tolist() for q in query_vectors]
+    faiss.omp_set_num_threads(1)
+    index = faiss.IndexFlatIP(DIMENSIONS)
+    index.add(corpus.vectors)
+    bits = np.packbits(corpus.scopes == 0, bitorder="little")
+    scoped = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits)))
+    with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as directory:
+        memory = Membrane.open(directory, sync=False)
+        try:
+            ids: list[str] = []
+            for first in range(0, n, BATCH):
+                with memory.batch():
+                    for i in range(first, min(first + BATCH, n)):
+                        record = record_input(i, i, int(corpus.scopes[i]), None)
+                        ids.append(memory.create_record(record, embedding=corpus.vectors[i]).id)
+            _progress(f"{n:,} unclustered records: queries")
+            everyone, focused = TrustContext(), TrustContext(scopes=[FOCUS_SCOPE])
+
+            def retrieve(trust: TrustContext, exact: bool) -> Callable[[int], Any]:
+                return lambda q: memory.retrieve(
+                    trust=trust, limit=TOP, query_embedding=query_lists[q], exact=exact
+                )
+
+            methods: dict[str, Callable[[int], object]] = {
+                "faiss": lambda q: index.search(query_vectors[q : q + 1], TOP)[1][0],
+                "faiss_scope": lambda q: index.search(query_vectors[q : q + 1], TOP, params=scoped)[
+                    1
+                ][0],
+                "retrieve": retrieve(everyone, False),
+                "retrieve_exact": retrieve(everyone, True),
+                "retrieve_scope": retrieve(focused, False),
+            }
+            timings, results = time_queries(methods, queries)
+        finally:
+            memory.close()
+    row_of = {record_id: i for i, record_id in enumerate(ids)}
+    recall: dict[str, float] = {}
+    for name, exact_name in (
+        ("retrieve", "faiss"),
+        ("retrieve_exact", "faiss"),
+        ("retrieve_scope", "faiss_scope"),
+    ):
+        overlaps = [
+            len({row_of[r.id] for r in _records(result)} & {int(i) for i in np.asarray(exact)})
+            / TOP
+            for result, exact in zip(results[name], results[exact_name], strict=True)
+        ]
+        recall[name] = statistics.mean(overlaps)
+    return UnclusteredResult(n, timings, recall)
+
+
+def unclustered_table(results: list[UnclusteredResult]) -> list[str]:
+    lines = [
+        "### Unclustered vectors",
+        "",
+        "Vectors and queries drawn evenly over the sphere, no words in the queries (vector "
+        "evidence only); the share of FAISS's exact top 10 returned is the read's recall.",
+        "",
+        "| size | measurement | p50 | ÷ FAISS (p50) | exact top 10 returned |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for result in results:
+        t, r = result.timings, result.recall
+        for name, label, baseline in (
+            ("retrieve", "`retrieve` top-10, unscoped", "faiss"),
+            ("retrieve_exact", "`retrieve(exact=True)`, unscoped", "faiss"),
+            ("retrieve_scope", "`retrieve` top-10, 5 % scope (vs FAISS bitmap)", "faiss_scope"),
+        ):
+            lines.append(
+                f"| {result.n:,} | {label} | {_ms(t[name].p50)} | "
+                f"{t[name].p50 / t[baseline].p50:.2f}× | {r[name]:.0%} |"
+            )
+    return lines
+
+
 def measure_queries(
     memory: Membrane,
     corpus: Corpus,
@@ -718,7 +824,11 @@ def rebuild_report(results: list[SizeResult]) -> str:
 
 
 def report(
-    results: list[SizeResult], queries: int, total_seconds: float, loads: tuple[float, float]
+    results: list[SizeResult],
+    queries: int,
+    total_seconds: float,
+    loads: tuple[float, float],
+    unclustered: list[UnclusteredResult] | None = None,
 ) -> str:
     lines = [
         "## Retrieval: vector search, as-of, rebuild, memory",
@@ -735,6 +845,8 @@ def report(
         table, size_targets = size_table(result)
         lines += table + [""]
         targets += size_targets
+    if unclustered:
+        lines += unclustered_table(unclustered) + [""]
     if targets:
         lines += [
             "### Targets",
@@ -829,6 +941,11 @@ def main() -> None:
     parser.add_argument(
         "--rebuild-only", action="store_true", help="measure only rebuild and memory; print them"
     )
+    parser.add_argument(
+        "--unclustered-sizes",
+        default=None,
+        help="sizes of the unclustered pass (e); default: the sizes from 100,000 up",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
@@ -837,8 +954,13 @@ def main() -> None:
         print(rebuild_report([run_size(n, 0, args.seed, rebuild_only=True) for n in sizes]))
         return
     results = [run_size(n, args.queries, args.seed) for n in sizes]
+    if args.unclustered_sizes is None:
+        unclustered_sizes = [n for n in sizes if n >= 100_000]
+    else:
+        unclustered_sizes = [int(s) for s in args.unclustered_sizes.split(",") if s]
+    unclustered = [run_unclustered(n, args.queries, args.seed) for n in unclustered_sizes]
     loads = (load, os.getloadavg()[0])
-    text = report(results, args.queries, time.perf_counter() - start, loads)
+    text = report(results, args.queries, time.perf_counter() - start, loads, unclustered)
     print(text)
     if args.write:
         write_section(Path("docs/benchmarks.md"), SECTION, text)

@@ -8,6 +8,7 @@ named sub-database handles, subscription wake-ups and closing.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -16,13 +17,15 @@ import lmdb
 from eventsourcing.persistence import (
     DatabaseError,
     DataError,
-    IntegrityError,
     InterfaceError,
     InternalError,
     OperationalError,
     PersistenceError,
     ProgrammingError,
 )
+from eventsourcing.persistence import IntegrityError as ConflictingWrite
+
+from membrane_es.errors import IntegrityError, StorageFullError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,11 +48,37 @@ MAX_MAP_SIZE = 1 << 40
 POLL_INTERVAL = 0.025
 
 
-def translate_error(error: lmdb.Error) -> PersistenceError:
-    """Return the eventsourcing exception that corresponds to an LMDB error."""
+# LMDB reports a short write (a disk that filled up mid-commit) as EIO, not ENOSPC: an I/O
+# error on a store with less free space than this is taken for a full disk.
+FULL_BELOW_BYTES = 64 * 1024 * 1024
+
+
+def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
+    """Return the exception that corresponds to an LMDB error: eventsourcing's, except a full
+    disk (:class:`~membrane_es.errors.StorageFullError`) and a damaged file
+    (:class:`~membrane_es.errors.IntegrityError`), which callers must tell apart.
+
+    ``path`` (the store's directory) lets an I/O error on a nearly full disk count as full.
+    """
+    if isinstance(error, lmdb.DiskError) or _short_write(error, path):
+        full = StorageFullError(
+            errno.ENOSPC, f"no space left on the device holding the store: {error}"
+        )
+        full.__cause__ = error
+        return full
+    if isinstance(
+        error,
+        lmdb.CorruptedError
+        | lmdb.PageNotFoundError
+        | lmdb.VersionMismatchError
+        | lmdb.InvalidError,
+    ):
+        damaged = IntegrityError(f"the store file is damaged: {error}; run verify")
+        damaged.__cause__ = error
+        return damaged
     kind: type[PersistenceError]
     if isinstance(error, lmdb.KeyExistsError):
-        kind = IntegrityError
+        kind = ConflictingWrite
     elif isinstance(error, lmdb.BadValsizeError):
         kind = DataError
     elif isinstance(error, lmdb.NotFoundError | lmdb.IncompatibleError | lmdb.BadDbiError):
@@ -86,6 +115,16 @@ def translate_error(error: lmdb.Error) -> PersistenceError:
     translated = kind(str(error))
     translated.__cause__ = error
     return translated
+
+
+def _short_write(error: lmdb.Error, path: str | None) -> bool:
+    if path is None or os.strerror(errno.EIO) not in str(error):
+        return False
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
 
 
 class _Gate:
@@ -405,13 +444,13 @@ class LMDBStore:
             except lmdb.MapFullError as e:
                 if self._grow_map():
                     continue
-                outcomes = [(False, translate_error(e)) for _ in group]
+                outcomes = [(False, translate_error(e, self.path)) for _ in group]
             except lmdb.MapResizedError:
                 self._set_map_size(0)
                 continue
             except lmdb.Error as e:
                 # Nothing was committed, so every batch in the group fails.
-                outcomes = [(False, translate_error(e)) for _ in group]
+                outcomes = [(False, translate_error(e, self.path)) for _ in group]
             break
         committed: set[str] = set()
         with self._cond:

@@ -7,12 +7,20 @@ events         key: originator key ‖ u64(version + 2**63)
 notifications  key: u64(notification id)
                value: chain hash (32 bytes) ‖ events key
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
+               b"chain" → b"plain", or b"keyed" ‖ the key's fingerprint (16 bytes)
+               b"time" → i64(newest event time, µs since the epoch), when saves give times
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
 went in as, and a length for strings so that one originator's keys are
 contiguous. The chain hash of a notification is
-blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state).
+blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state), keyed with the chain key in a
+keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can recompute it).
+
+Every read checks what it returns against the chain: an event read by its originator is
+hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
+page of the log is hashed link by link. A mismatch, a missing row or a version gap raises
+:class:`~membrane_es.errors.IntegrityError` naming the notification.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -27,11 +36,14 @@ from uuid import UUID
 from eventsourcing.persistence import (
     DataError,
     IntegrityError,
-    InternalError,
     Notification,
     StoredEvent,
     Tracking,
 )
+
+from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import MembraneError
+from membrane_es.log_order import EventTimeBehind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,6 +61,14 @@ _VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
 HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
 HEAD_KEY = b"head"
+CHAIN_KEY = b"chain"
+TIME_KEY = b"time"
+_I64 = struct.Struct(">q")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PLAIN = b"plain"
+_KEYED = b"keyed"
+# How many log entries a read may scan to name the notification of a missing event row.
+_GAP_SCAN = 10_000
 
 
 def originator_key(originator_id: UUID | str) -> bytes:
@@ -90,15 +110,107 @@ def decode_row(value: bytes) -> tuple[int, str, bytes]:
     return notification_id, value[_ROW.size : end].decode("utf-8"), value[end:]
 
 
+class Chain:
+    """How one log links its notifications: plain blake2b-256, or keyed (a MAC) when the
+    store's chain has a key, which is kept outside the store."""
+
+    __slots__ = ("key", "mode")
+
+    def __init__(self, key: bytes | None = None) -> None:
+        if key is not None and not isinstance(key, bytes):
+            raise MembraneError("the chain key must be bytes")
+        if key is not None and not key:
+            raise MembraneError("the chain key must not be empty")
+        if key is not None and len(key) > hashlib.blake2b.MAX_KEY_SIZE:
+            key = hashlib.blake2b(key).digest()  # blake2b takes keys of at most 64 bytes
+        self.key = key or b""
+        self.mode = _PLAIN if key is None else _KEYED + self.fingerprint()
+
+    def fingerprint(self) -> bytes:
+        """What the store records of the key: enough to tell a wrong key, nothing more."""
+        return hashlib.blake2b(b"membrane-es chain key", key=self.key, digest_size=16).digest()
+
+    def link(
+        self, previous: bytes, notification_id: int, event_key: bytes, topic: bytes, state: bytes
+    ) -> bytes:
+        """Return the hash chaining one notification to the previous one."""
+        # Every field before the state is self-delimiting, so the input is unambiguous.
+        return hashlib.blake2b(
+            previous
+            + U64.pack(notification_id)
+            + event_key
+            + _U32.pack(len(topic))
+            + topic
+            + state,
+            digest_size=HASH_SIZE,
+            key=self.key,
+        ).digest()
+
+    def check_mode(self, recorded: bytes | None) -> None:
+        """Refuse a key the store's chain was not made with (or a missing one)."""
+        if recorded is None:
+            recorded = _PLAIN  # logs written before the mode was recorded are plain
+        if recorded == self.mode:
+            return
+        if recorded == _PLAIN:
+            raise MembraneError("this store's hash chain is not keyed: open it without a key")
+        if self.mode == _PLAIN:
+            raise MembraneError("this store's hash chain is keyed: open it with its chain key")
+        raise MembraneError("wrong chain key for this store")
+
+
+PLAIN_CHAIN = Chain()
+
+
 def chain_hash(
     previous: bytes, notification_id: int, event_key: bytes, topic: bytes, state: bytes
 ) -> bytes:
-    """Return the hash chaining one notification to the previous one."""
-    # Every field before the state is self-delimiting, so the input is unambiguous.
-    return hashlib.blake2b(
-        previous + U64.pack(notification_id) + event_key + _U32.pack(len(topic)) + topic + state,
-        digest_size=HASH_SIZE,
-    ).digest()
+    """Return the plain (unkeyed) hash chaining one notification to the previous one."""
+    return PLAIN_CHAIN.link(previous, notification_id, event_key, topic, state)
+
+
+def read_chain_mode(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
+    """The chain mode the log recorded (None: not recorded; a plain log)."""
+    return txn.get(CHAIN_KEY, db=meta_db)
+
+
+def stored_hash(txn: Txn | BufferTxn, log_db: lmdb._Database, notification_id: int) -> bytes:
+    """The chain hash notification ``notification_id`` holds (the genesis value for 0)."""
+    if notification_id == 0:
+        return GENESIS
+    entry = txn.get(U64.pack(notification_id), db=log_db)
+    if entry is None:
+        raise DamageError(
+            f"notification {notification_id} is missing from the log", notification_id
+        )
+    return bytes(entry[:HASH_SIZE])
+
+
+def _altered(notification_id: int) -> DamageError:
+    return DamageError(
+        f"notification {notification_id} does not match the hash chain (altered or reordered);"
+        " run verify()",
+        notification_id,
+    )
+
+
+def check_event(
+    txn: Txn,
+    log_db: lmdb._Database,
+    chain: Chain,
+    notification_id: int,
+    event_key: bytes,
+    topic: bytes,
+    state: bytes,
+) -> None:
+    """Raise :class:`~membrane_es.errors.IntegrityError` unless the event read by its
+    originator is the one its log entry chains."""
+    entry = txn.get(U64.pack(notification_id), db=log_db)
+    if entry is None or entry[HASH_SIZE:] != event_key:
+        raise _altered(notification_id)
+    previous = stored_hash(txn, log_db, notification_id - 1)
+    if chain.link(previous, notification_id, event_key, topic, state) != entry[:HASH_SIZE]:
+        raise _altered(notification_id)
 
 
 def read_head(txn: Txn, meta_db: lmdb._Database) -> tuple[int, bytes]:
@@ -129,14 +241,34 @@ def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEven
             raise IntegrityError(_conflict(event))
 
 
+def _micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 def append_events(
     txn: Txn,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     events: Sequence[StoredEvent],
+    chain: Chain = PLAIN_CHAIN,
+    times: tuple[datetime, datetime] | None = None,
 ) -> list[int]:
-    """Write events and append them to the hash-chained log; return their ids."""
+    """Write events and append them to the hash-chained log; return their ids.
+
+    ``times`` (the first and last event's): refused with :class:`EventTimeBehind` unless the
+    first is later than the newest event time already in the log (another process's clock
+    may be ahead), so event times follow log order across processes.
+    """
     events_db, log_db, meta_db = dbs
+    if times is not None:
+        newest = txn.get(TIME_KEY, db=meta_db)
+        if newest is not None:
+            (log_time,) = _I64.unpack(newest)
+            if _micros(times[0]) <= log_time:
+                raise EventTimeBehind(_EPOCH + timedelta(microseconds=log_time))
+        txn.put(TIME_KEY, _I64.pack(_micros(times[1])), db=meta_db)
     last, previous = read_head(txn, meta_db)
+    if last == 0 and events:
+        txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode
     notification_ids = []
     for event in events:
         # Ids come from the head inside the write transaction: LMDB has one
@@ -147,7 +279,7 @@ def append_events(
         row = _ROW.pack(last, len(topic)) + topic + event.state
         if not txn.put(key, row, overwrite=False, db=events_db):
             raise IntegrityError(_conflict(event))
-        previous = chain_hash(previous, last, key, topic, event.state)
+        previous = chain.link(previous, last, key, topic, event.state)
         if not txn.put(U64.pack(last), previous + key, append=True, db=log_db):
             raise IntegrityError(f"Notification id {last} already used")
         notification_ids.append(last)
@@ -181,8 +313,14 @@ def read_events(
     lte: int | None,
     desc: bool,
     limit: int | None,
+    log_db: lmdb._Database | None = None,
+    chain: Chain = PLAIN_CHAIN,
 ) -> list[StoredEvent]:
-    """Return one originator's events with gt < version <= lte, in version order."""
+    """Return one originator's events with gt < version <= lte, in version order.
+
+    With ``log_db`` (an application sequence), each event is checked against the chain, and
+    a version missing between two that were read raises, naming its notification.
+    """
     prefix = originator_key(originator_id)
     size = len(prefix) + 8
     results: list[StoredEvent] = []
@@ -201,17 +339,44 @@ def read_events(
         if not positioned:
             return results
         rows = cursor.iterprev()
+    expected = None if desc or gt is not None else 1  # versions start at 1, without gaps
+    last_id = 0
     for key, value in rows:
         if len(key) != size or not key.startswith(prefix):
             break
         version = version_of(key)
         if (lte is not None and version > lte) or (gt is not None and version <= gt):
             break
-        _, topic, state = decode_row(value)
+        notification_id, topic, state = decode_row(value)
+        if log_db is not None and notification_id:
+            if expected is not None and version != expected:
+                raise _gap(txn, log_db, prefix + version_suffix(expected), last_id)
+            check_event(txn, log_db, chain, notification_id, key, topic.encode(), state)
+            last_id = notification_id
+        if expected is not None:
+            expected = version + 1
         results.append(StoredEvent(originator_id, version, topic, state))
         if limit is not None and len(results) >= limit:
             break
     return results
+
+
+def _gap(txn: Txn, log_db: lmdb._Database, missing: bytes, after: int) -> DamageError:
+    """The error for an event row that is gone: its log entry (found by a bounded scan from
+    the notification before it) names its notification."""
+    cursor = txn.cursor(db=log_db)
+    if cursor.set_range(U64.pack(after + 1)):
+        for count, (key, value) in enumerate(cursor.iternext()):
+            if value[HASH_SIZE:] == missing:
+                (notification_id,) = U64.unpack(key)
+                return DamageError(
+                    f"notification {notification_id} refers to a missing event row; run verify()",
+                    notification_id,
+                )
+            if count >= _GAP_SCAN:
+                break
+    version = version_of(missing)
+    return DamageError(f"event version {version} is missing from the store; run verify()")
 
 
 def read_notifications(
@@ -222,23 +387,38 @@ def read_notifications(
     limit: int,
     stop: int | None,
     topics: frozenset[str],
+    chain: Chain = PLAIN_CHAIN,
 ) -> list[Notification]:
-    """Return up to limit notifications with first <= id <= stop, optionally of topics."""
+    """Return up to limit notifications with first <= id <= stop, optionally of topics,
+    each checked against the chain."""
     results: list[Notification] = []
     cursor = txn.cursor(db=log_db)
-    if not cursor.set_range(U64.pack(max(first, 1))):
+    first = max(first, 1)
+    if not cursor.set_range(U64.pack(first)):
         return results
+    previous = stored_hash(txn, log_db, first - 1)
+    expected = first
     for key, value in cursor.iternext():
         (notification_id,) = U64.unpack(key)
         if stop is not None and notification_id > stop:
             break
-        event_key = value[HASH_SIZE:]
+        if notification_id != expected:
+            raise DamageError(f"notification {expected} is missing from the log", expected)
+        expected += 1
+        stored, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
         row = txn.get(event_key, db=events_db)
         if row is None:
-            raise InternalError(
-                f"Notification {notification_id} refers to a missing event row; run verify()"
+            raise DamageError(
+                f"notification {notification_id} refers to a missing event row; run verify()",
+                notification_id,
             )
-        _, topic, state = decode_row(row)
+        recorded_id, topic, state = decode_row(row)
+        if (
+            recorded_id != notification_id
+            or chain.link(previous, notification_id, event_key, topic.encode(), state) != stored
+        ):
+            raise _altered(notification_id)
+        previous = stored
         if topics and topic not in topics:
             continue
         results.append(
@@ -288,13 +468,14 @@ def read_log_rows(
     first: int,
     limit: int,
     stop: int | None,
+    chain: Chain = PLAIN_CHAIN,
 ) -> LogRows:
-    """Return up to limit rows with first <= id <= stop, in log order, as columns.
+    """Return up to limit rows with first <= id <= stop, in log order, as columns, each
+    checked against the chain.
 
-    A row's id is the notification id its event row recorded (its log key, in a log that
-    verifies). Event rows sort by originator, not by log order, so they are looked up, all
-    of a page's in one call. In a transaction with buffers, rows are read in place and each
-    state copied out once.
+    Event rows sort by originator, not by log order, so they are looked up, all of a page's
+    in one call. In a transaction with buffers, rows are read in place and each state copied
+    out once.
     """
     rows = LogRows([], [], [], [])
     first = max(first, 1)
@@ -304,7 +485,9 @@ def read_log_rows(
     if limit <= 0 or not cursor.set_range(U64.pack(first)):
         return rows
     keys = rows.event_keys
+    hashes: list[bytes] = []
     for value in cursor.iternext(keys=False):
+        hashes.append(bytes(value[:HASH_SIZE]))
         keys.append(bytes(value[HASH_SIZE:]))
         if len(keys) >= limit:
             break
@@ -313,38 +496,67 @@ def read_log_rows(
         raise _missing_row(txn, events_db, log_db, first)
     ids, topics, states = rows.ids, rows.topics, rows.states
     unpack = _ROW.unpack_from
+    link = chain.link
+    previous = stored_hash(txn, log_db, first - 1)
+    expected = first
     # A page has few distinct topics: decode each once. Keys are bytes, looked up with the
     # row's memoryview (which hashes and compares as its bytes), so no copy per row.
     names: dict[bytes | memoryview, str] = {}
-    for _, row in found:
+    for index, (_, row) in enumerate(found):
         notification_id, topic_length = unpack(row)
         if stop is not None and notification_id > stop:
             del keys[len(ids) :]
             break
         end = _ROW.size + topic_length
-        raw = row[_ROW.size : end]
+        raw = bytes(row[_ROW.size : end])
+        state = bytes(row[end:])
+        # The row must be the one its log entry chains, at its place in the log.
+        if (
+            notification_id != expected
+            or link(previous, expected, keys[index], raw, state) != hashes[index]
+        ):
+            raise _altered(expected)
+        previous = hashes[index]
+        expected += 1
         topic = names.get(raw)
         if topic is None:
-            topic = names[bytes(raw)] = bytes(raw).decode("utf-8")
+            topic = names[raw] = raw.decode("utf-8")
         ids.append(notification_id)
         topics.append(topic)
-        states.append(bytes(row[end:]))
+        states.append(state)
     return rows
+
+
+def check_log_end(
+    txn: Txn | BufferTxn, meta_db: lmdb._Database, next_id: int, stop: int | None
+) -> None:
+    """A read that ran out of log entries at ``next_id`` must have reached the head (or
+    ``stop``): a log that ends before its head lost its tail."""
+    head_value = txn.get(HEAD_KEY, db=meta_db)
+    head = 0 if head_value is None else int(U64.unpack_from(head_value)[0])
+    end = head if stop is None else min(stop, head)
+    if next_id <= end:
+        raise DamageError(
+            f"notification {next_id} is missing from the log (it ends before its head, "
+            f"{head}); run verify()",
+            next_id,
+        )
 
 
 def _missing_row(
     txn: BufferTxn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
-) -> InternalError:
+) -> DamageError:
     """The error for the first notification from ``first`` on whose event row is missing."""
     cursor = txn.cursor(db=log_db)
     if cursor.set_range(U64.pack(max(first, 1))):
         for key, value in cursor.iternext():
             if txn.get(value[HASH_SIZE:], db=events_db) is None:
                 (notification_id,) = U64.unpack(key)
-                return InternalError(
-                    f"Notification {notification_id} refers to a missing event row; run verify()"
+                return DamageError(
+                    f"notification {notification_id} refers to a missing event row; run verify()",
+                    notification_id,
                 )
-    return InternalError("A notification refers to a missing event row; run verify()")
+    return DamageError("a notification refers to a missing event row; run verify()")
 
 
 # Verification ------------------------------------------------------------------------
@@ -357,16 +569,23 @@ class ChainFault(StrEnum):
     MISSING = "missing"
     REORDERED = "reordered"
     UNLOGGED = "unlogged"
+    CORRUPTED = "corrupted"  # the store file itself is unreadable there (LMDB damage)
 
 
 @dataclass(frozen=True)
 class ChainReport:
-    """The outcome of verifying a notification log: OK, or its first fault."""
+    """The outcome of verifying a notification log: OK, or its first fault.
+
+    ``head`` is the log's last chain hash (hex) when the walk reached it: recorded outside
+    the store, it lets a later check tell that the log was not cut back to an earlier prefix.
+    """
 
     checked: int
     fault: ChainFault | None = None
     notification_id: int | None = None
     detail: str = ""
+    keyed: bool = False
+    head: str = ""
 
     @property
     def ok(self) -> bool:
@@ -377,7 +596,8 @@ class ChainReport:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"OK: {self.checked} notifications verified"
+            keyed = " (keyed hash chain)" if self.keyed else ""
+            return f"OK: {self.checked} notifications verified{keyed}"
         where = "" if self.notification_id is None else f" at notification {self.notification_id}"
         return f"{self.fault}{where}: {self.detail}"
 
@@ -386,18 +606,41 @@ def verify_log(
     store: LMDBStore,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     chunk_size: int = 1000,
+    chain: Chain = PLAIN_CHAIN,
 ) -> ChainReport:
-    """Walk a notification log up to its head and report the first broken link, if any."""
+    """Walk a notification log up to its head and report the first broken link, if any;
+    a store file too damaged to read is reported, not raised."""
+    expected = [1]
+    try:
+        return _walk(store, dbs, chunk_size, chain, expected)
+    except DamageError as error:
+        where = error.notification_id or expected[0]
+        return ChainReport(where - 1, ChainFault.CORRUPTED, where, str(error))
+
+
+def _walk(
+    store: LMDBStore,
+    dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
+    chunk_size: int,
+    chain: Chain,
+    position: list[int],
+) -> ChainReport:
     events_db, log_db, meta_db = dbs
     with store.reading() as txn:
         head_id, head_hash = read_head(txn, meta_db)
+        mode = read_chain_mode(txn, meta_db)
+    keyed = chain.mode != _PLAIN
+    if head_id and (mode or _PLAIN) != chain.mode:
+        detail = "the chain's mode or key does not match the one given"
+        return ChainReport(0, ChainFault.ALTERED, None, detail, keyed)
     expected, previous = 1, GENESIS
 
     def fault(kind: ChainFault, detail: str) -> ChainReport:
-        return ChainReport(expected - 1, kind, expected, detail)
+        return ChainReport(expected - 1, kind, expected, detail, keyed)
 
     # One short read transaction per chunk, so a long walk doesn't pin old pages.
     while expected <= head_id:
+        position[0] = expected
         with store.reading() as txn:
             cursor = txn.cursor(db=log_db)
             if not cursor.set_range(U64.pack(expected)):
@@ -408,7 +651,7 @@ def verify_log(
                     break
                 if notification_id != expected:
                     return fault(ChainFault.MISSING, f"next row is {notification_id}")
-                stored_hash, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
+                stored, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
                 row = txn.get(event_key, db=events_db)
                 if row is None:
                     return fault(ChainFault.MISSING, "the event row it refers to is missing")
@@ -418,15 +661,15 @@ def verify_log(
                         ChainFault.REORDERED,
                         f"holds the event recorded as notification {recorded_id}",
                     )
-                topic_bytes = topic.encode("utf-8")
-                if chain_hash(previous, expected, event_key, topic_bytes, state) != stored_hash:
+                if chain.link(previous, expected, event_key, topic.encode(), state) != stored:
                     return fault(ChainFault.ALTERED, "content does not match the hash chain")
-                previous = stored_hash
+                previous = stored
                 expected += 1
+                position[0] = expected
                 if count >= chunk_size:
                     break
     if previous != head_hash:
-        return ChainReport(head_id, ChainFault.ALTERED, head_id, "log head does not match")
+        return ChainReport(head_id, ChainFault.ALTERED, head_id, "log head does not match", keyed)
     with store.reading() as txn:
         # Rows and log entries commit together, so in one snapshot they match.
         logged, _ = read_head(txn, meta_db)
@@ -437,5 +680,6 @@ def verify_log(
             ChainFault.UNLOGGED,
             None,
             f"{entries - logged} event rows are not in the notification log",
+            keyed,
         )
-    return ChainReport(head_id)
+    return ChainReport(head_id, keyed=keyed, head=previous.hex())

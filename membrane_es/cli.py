@@ -61,8 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("record_id")
     history.set_defaults(run=_history)
 
-    verify = verbs.add_parser("verify", help="check the log's hash chain")
+    verify = verbs.add_parser(
+        "verify",
+        help="check the log's hash chain (exit 2 naming the first bad notification)",
+    )
     verify.add_argument("path")
+    verify.add_argument("--chain-key-file", help="file holding the key of a keyed chain")
     verify.set_defaults(run=_verify)
 
     serve = verbs.add_parser(
@@ -101,10 +105,10 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    with Membrane.open(args.path) as memory:
-        report = memory.verify()
-        print(report)
-        return 0 if report.ok else 2
+    key = Path(args.chain_key_file).read_bytes() if args.chain_key_file else None
+    report = Membrane.verify_store(args.path, chain_key=key)
+    print(report)
+    return 0 if report.ok else 2
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -98,8 +98,27 @@ class PositionNotReachedError(MembraneError):
         )
 
 
-class IntegrityViolationError(MembraneError):
-    """The event log failed verification: an event was altered, removed or reordered."""
+class IntegrityError(MembraneError):
+    """The store is damaged: an event was altered, removed or reordered (it fails the hash
+    chain), or a store file is corrupt. ``notification_id`` names the first bad notification
+    when it is known. Reads that would return damaged data raise it rather than answer."""
+
+    def __init__(self, message: str, notification_id: int | None = None) -> None:
+        self.notification_id = notification_id
+        super().__init__(message)
+
+
+# The earlier name of the same error.
+IntegrityViolationError = IntegrityError
+
+
+class StorageFullError(MembraneError, OSError):
+    """The disk (or the store's size limit) is full: nothing of the failed write was stored.
+    Free space and retry; everything acknowledged before is kept."""
+
+
+class ReadOnlyError(MembraneError):
+    """The store was opened read-only (e.g. for forensics on a damaged log): writes refused."""
 
 
 # One row per error kind: (gRPC status code name, HTTP status). Servers read only this table.
@@ -114,7 +133,9 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     ForgottenError: ("FAILED_PRECONDITION", 409),
     ErasureUnsupportedError: ("FAILED_PRECONDITION", 409),
     PositionNotReachedError: ("DEADLINE_EXCEEDED", 504),
-    IntegrityViolationError: ("DATA_LOSS", 500),
+    IntegrityError: ("DATA_LOSS", 500),
+    StorageFullError: ("RESOURCE_EXHAUSTED", 507),
+    ReadOnlyError: ("FAILED_PRECONDITION", 409),
 }
 
 

@@ -27,15 +27,20 @@ Two stores:
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from eventsourcing.utils import strtobool
+
+from membrane_es.errors import MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
@@ -50,17 +55,28 @@ KEY_STORE_PATH = "KEY_STORE_PATH"  # setting: where an LMDB store's keys live, i
 
 def open_key_store(env: Mapping[str, str]) -> KeyStore:
     """The key store of the store these eventsourcing settings open: ``keys.sqlite`` in the
-    LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, or memory for
-    a store that lives in memory."""
-    module = env.get("PERSISTENCE_MODULE", "")
+    LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, a file beside
+    an eventsourcing SQLite database, or memory for a store that lives in memory."""
+    module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
+    sync = strtobool(env.get("LMDB_SYNC") or "yes")
     path = env.get(KEY_STORE_PATH) or ""
-    if not path and env.get("LMDB_PATH"):
-        path = str(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
     if path:
-        return SqliteKeyStore(Path(path), sync=env.get("LMDB_SYNC", "y").lower() in ("y", "yes"))
-    if module.endswith("postgres"):
+        return SqliteKeyStore(Path(path), sync=sync)
+    if env.get("LMDB_PATH"):
+        return SqliteKeyStore(Path(env["LMDB_PATH"]) / KEY_STORE_FILE, sync=sync)
+    if "postgres" in module:
         return PostgresKeyStore(dict(env))
-    return SqliteKeyStore(None)
+    if "sqlite" in module:
+        database = env.get("SQLITE_DBNAME") or ""
+        if database and ":memory:" not in database and "mode=memory" not in database:
+            return SqliteKeyStore(Path(f"{database}-keys.sqlite"))
+        return SqliteKeyStore(None)
+    if module.endswith("popo"):
+        return SqliteKeyStore(None)
+    raise MembraneError(
+        f"no key store for persistence module {module!r}: set {KEY_STORE_PATH} to a file "
+        "beside the log (records' content keys must outlive the process)"
+    )
 
 
 class KeyStore:
@@ -135,9 +151,13 @@ class KeyStore:
             unused = [key_id for key_id, _ in self._pool]
             self._pool.clear()
             self._cache.clear()
-            if unused:
-                self._delete(unused)
-            self._close()
+            try:
+                if unused:
+                    self._delete(unused)
+            except StorageFullError:
+                pass  # on a full disk they stay: a key that seals nothing is harmless
+            finally:
+                self._close()
 
     def _remember(self, key_id: bytes, key: bytes) -> None:
         cache = self._cache
@@ -159,6 +179,19 @@ class KeyStore:
 
     def _close(self) -> None:
         raise NotImplementedError
+
+
+@contextmanager
+def _disk_full_is_storage_full(path: Path | None) -> Iterator[None]:
+    """SQLite's "database or disk is full" as :class:`StorageFullError` (nothing written)."""
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+            raise
+        raise StorageFullError(
+            errno.ENOSPC, f"no space left for the key store {path}: {error}"
+        ) from error
 
 
 class SqliteKeyStore(KeyStore):
@@ -185,14 +218,15 @@ class SqliteKeyStore(KeyStore):
             )
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
-        with self._db_lock:
+        with self._db_lock, _disk_full_is_storage_full(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany("INSERT INTO data_keys (id, key) VALUES (?, ?)", keys)
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         with self._db_lock:
@@ -202,14 +236,15 @@ class SqliteKeyStore(KeyStore):
         return [(bytes(found), bytes(key)) for found, key in rows]
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
-        with self._db_lock:
+        with self._db_lock, _disk_full_is_storage_full(self.path):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany("DELETE FROM data_keys WHERE id = ?", [(k,) for k in key_ids])
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
             if self.path is not None:
                 # The deleted rows' pages were written zeroed to the write-ahead log; copy them
                 # over the database file and empty the log, which still held the keys as they
@@ -242,7 +277,7 @@ class PostgresKeyStore(KeyStore):
         from membrane_es.postgres_store import open_connection
 
         self._connection: Any = open_connection(settings)
-        self._table = sql.Identifier(settings["POSTGRES_SCHEMA"], self.TABLE)
+        self._table = sql.Identifier(settings.get("POSTGRES_SCHEMA") or "public", self.TABLE)
         self._sql = sql
         self._db_lock = threading.Lock()
         with self._db_lock:

@@ -16,6 +16,11 @@ looked up with the application-name prefix first (``MYAPP_LMDB_PATH``):
     Maximum number of named sub-databases (default 128).
 ``CREATE_TABLE``
     ``y`` (default) creates the sub-databases when recorders are made.
+``LMDB_CHAIN_KEY``
+    A key (hex) for the notification log's hash chain: each link is then a keyed
+    blake2b MAC, which nobody without the key can recompute. Keep it outside the store.
+    A log's first write fixes whether its chain is keyed (and by which key); opening it
+    with another key, or none, is an error.
 
 Application ``<name>`` gets the sub-databases ``<name>_events`` (aggregate
 sequences), ``<name>_notifications`` (the application sequence, hash chained),
@@ -50,19 +55,26 @@ from eventsourcing.utils import resolve_topic, strtobool
 
 from membrane_es._lmdb_env import DEFAULT_MAP_SIZE, DEFAULT_MAX_DBS, LMDBStore, open_store
 from membrane_es._lmdb_format import (
+    PLAIN_CHAIN,
     U64,
+    Chain,
     ChainFault,
     ChainReport,
     LogRows,
     append_events,
+    check_log_end,
     put_records,
     put_tracking,
+    read_chain_mode,
     read_events,
     read_head,
     read_log_rows,
     read_notifications,
+    stored_hash,
     verify_log,
 )
+from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.log_order import EVENT_TIMES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -76,6 +88,7 @@ if TYPE_CHECKING:
     _LogDbs: TypeAlias = tuple[lmdb._Database, lmdb._Database, lmdb._Database]
 
 __all__ = [
+    "Chain",
     "ChainFault",
     "ChainReport",
     "Factory",
@@ -176,10 +189,12 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
 
 
 class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
-    """Records aggregate sequences and the hash-chained application sequence."""
+    """Records aggregate sequences and the hash-chained application sequence; every read
+    is checked against the chain (see :mod:`membrane_es._lmdb_format`)."""
 
-    def __init__(self, store: LMDBStore, prefix: str) -> None:
+    def __init__(self, store: LMDBStore, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
         super().__init__(store, prefix)
+        self.chain = chain
         self.notifications_table = self.table_name("notifications")
         self.meta_table = self.table_name("meta")
         self.tables += [self.notifications_table, self.meta_table]
@@ -191,7 +206,29 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
             return []
         dbs = self._log_dbs()
         events = list(stored_events)
-        return self.store.write(lambda txn: append_events(txn, dbs, events), self.channel)
+        chain = self.chain
+        times = kwargs.get(EVENT_TIMES)
+        return self.store.write(
+            lambda txn: append_events(txn, dbs, events, chain, times), self.channel
+        )
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        events_db = self._db(self.events_table)
+        log_db = self._db(self.notifications_table)
+        if events_db is None or (limit is not None and limit <= 0):
+            return []
+        with self.store.reading() as txn:
+            return read_events(
+                txn, events_db, originator_id, gt, lte, desc, limit, log_db, self.chain
+            )
 
     def select_notifications(
         self,
@@ -208,8 +245,14 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
             return []
         first = 1 if start is None else start if inclusive_of_start else start + 1
         wanted = frozenset(topics)
+        meta_db = self._require(self.meta_table)
         with self.store.reading() as txn:
-            return read_notifications(txn, events_db, log_db, first, limit, stop, wanted)
+            found = read_notifications(
+                txn, events_db, log_db, first, limit, stop, wanted, self.chain
+            )
+            if len(found) < limit and not wanted:
+                check_log_end(txn, meta_db, found[-1].id + 1 if found else first, stop)
+            return found
 
     def read_log_rows(self, start: int, limit: int, stop: int | None = None) -> LogRows:
         """Return up to limit rows of the notification log with start <= id <= stop, in
@@ -218,8 +261,12 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         log_db = self._db(self.notifications_table)
         if events_db is None or log_db is None or limit <= 0:
             return LogRows([], [], [], [])
+        meta_db = self._require(self.meta_table)
         with self.store.reading_buffers() as txn:
-            return read_log_rows(txn, events_db, log_db, start, limit, stop)
+            rows = read_log_rows(txn, events_db, log_db, start, limit, stop, self.chain)
+            if len(rows) < limit:
+                check_log_end(txn, meta_db, rows.ids[-1] + 1 if rows else max(start, 1), stop)
+            return rows
 
     def max_notification_id(self) -> int | None:
         return self._head_id() or None
@@ -230,6 +277,24 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
     def verify(self, chunk_size: int = 1000) -> ChainReport:
         """Check the application sequence against its hash chain."""
         return verify_chain(self, chunk_size=chunk_size)
+
+    def check_chain(self) -> None:
+        """Refuse a chain key the log was not made with (or a missing one)."""
+        meta_db = self._db(self.meta_table)
+        if meta_db is None:
+            return
+        with self.store.reading() as txn:
+            head, _ = read_head(txn, meta_db)
+            mode = read_chain_mode(txn, meta_db)
+        if head:
+            self.chain.check_mode(mode)
+
+    def hash_at(self, notification_id: int) -> bytes:
+        """The chain hash notification ``notification_id`` holds (what a checkpoint taken
+        there is tied to); :class:`~membrane_es.errors.IntegrityError` if it is missing."""
+        log_db = self._require(self.notifications_table)
+        with self.store.reading() as txn:
+            return stored_hash(txn, log_db, notification_id)
 
     def _head_id(self) -> int:
         meta_db = self._db(self.meta_table)
@@ -331,8 +396,9 @@ class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
 class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, ProcessRecorder):
     """Records new events together with the tracking record of what caused them."""
 
-    def __init__(self, store: LMDBStore, prefix: str) -> None:
+    def __init__(self, store: LMDBStore, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
         super().__init__(store, prefix)
+        self.chain = chain
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> list[int]:
         tracking: Tracking | None = kwargs.get("tracking")
@@ -344,7 +410,9 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
 
         def work(txn: Txn) -> list[int]:
             put_tracking(txn, tracking_db, tracking)
-            return append_events(txn, dbs, events) if dbs is not None else []
+            if dbs is None:
+                return []
+            return append_events(txn, dbs, events, self.chain, kwargs.get(EVENT_TIMES))
 
         # An empty event list still records the tracking (a skipped event).
         return self.store.write(work, self.channel if events else None)
@@ -357,22 +425,29 @@ def verify_chain(recorder: LMDBApplicationRecorder, chunk_size: int = 1000) -> C
         recorder._db(recorder.notifications_table),
         recorder._db(recorder.meta_table),
     )
+    keyed = recorder.chain.mode != PLAIN_CHAIN.mode
     if None in dbs:
-        return ChainReport(checked=0)
-    return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size)
+        return ChainReport(checked=0, keyed=keyed)
+    return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size, recorder.chain)
 
 
-def verify_store(path: str, application_name: str) -> ChainReport:
-    """Verify the notification log of the named application in the LMDB directory at path."""
-    store = open_store(path)
+def verify_store(path: str, application_name: str, chain_key: bytes | None = None) -> ChainReport:
+    """Verify the notification log of the named application in the LMDB directory at path.
+
+    A store file too damaged to open or read is reported (fault ``corrupted``), not raised.
+    """
     try:
-        recorder = LMDBApplicationRecorder(store, application_name.lower())
-    finally:
-        store.release()
-    try:
-        return recorder.verify()
-    finally:
-        recorder.close()
+        store = open_store(path)
+        try:
+            recorder = LMDBApplicationRecorder(store, application_name.lower(), Chain(chain_key))
+        finally:
+            store.release()
+        try:
+            return recorder.verify()
+        finally:
+            recorder.close()
+    except DamageError as error:
+        return ChainReport(0, ChainFault.CORRUPTED, error.notification_id, str(error))
 
 
 class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
@@ -382,6 +457,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
     LMDB_MAP_SIZE = "LMDB_MAP_SIZE"
     LMDB_SYNC = "LMDB_SYNC"
     LMDB_MAX_DBS = "LMDB_MAX_DBS"
+    LMDB_CHAIN_KEY = "LMDB_CHAIN_KEY"
     CREATE_TABLE = "CREATE_TABLE"
 
     aggregate_recorder_class: type[LMDBAggregateRecorder] = LMDBAggregateRecorder
@@ -399,6 +475,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         self.map_size = self._env_int(self.LMDB_MAP_SIZE, DEFAULT_MAP_SIZE)
         self.max_dbs = self._env_int(self.LMDB_MAX_DBS, DEFAULT_MAX_DBS)
         self.sync = strtobool(self.env.get(self.LMDB_SYNC) or "yes")
+        self.chain = Chain(self._chain_key())
         self._store: LMDBStore | None = None
         self._release: weakref.finalize[Any, Any] | None = None
         self._recorders: weakref.WeakSet[LMDBRecorder] = weakref.WeakSet()
@@ -411,6 +488,16 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
             return int(value)
         except ValueError:
             msg = f"LMDB environment value for key '{key}' is not an integer: {value!r}"
+            raise OSError(msg) from None
+
+    def _chain_key(self) -> bytes | None:
+        value = self.env.get(self.LMDB_CHAIN_KEY)
+        if not value:
+            return None
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            msg = f"LMDB environment value for key '{self.LMDB_CHAIN_KEY}' is not hex"
             raise OSError(msg) from None
 
     @property
@@ -435,7 +522,9 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         topic = self.env.get(self.APPLICATION_RECORDER_TOPIC)
         cls = resolve_topic(topic) if topic else type(self).application_recorder_class
         assert issubclass(cls, LMDBApplicationRecorder), cls
-        return self._prepare(cls(self.store, prefix))
+        recorder = self._prepare(cls(self.store, prefix, self.chain))
+        recorder.check_chain()
+        return recorder
 
     def tracking_recorder(
         self, tracking_recorder_class: type[TLMDBTrackingRecorder] | None = None
@@ -455,7 +544,9 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         topic = self.env.get(self.PROCESS_RECORDER_TOPIC)
         cls = resolve_topic(topic) if topic else type(self).process_recorder_class
         assert issubclass(cls, LMDBProcessRecorder), cls
-        return self._prepare(cls(self.store, prefix))
+        recorder = self._prepare(cls(self.store, prefix, self.chain))
+        recorder.check_chain()
+        return recorder
 
     def _prepare(self, recorder: R) -> R:
         self._recorders.add(recorder)

@@ -105,9 +105,52 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "WHERE notification_id > %s AND notification_id <= %s "
             "ORDER BY notification_id LIMIT %s"
         ).format(schema=schema, events=events, chain=chain)
+        self._select_unchained = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{events} WHERE notification_id > %s "
+            "ORDER BY notification_id LIMIT %s"
+        ).format(schema=schema, events=events)
         self._count_after = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
         ).format(schema=schema, events=events)
+
+    def create_table(self) -> None:
+        super().create_table()
+        self._chain_unchained_log()
+
+    def _chain_unchained_log(self) -> None:
+        """A log written before it had a chain (by eventsourcing's own recorder) gets one, in
+        log order, once: under the writers' lock, so no write slips in meanwhile. Its events
+        keep the times they have; the check of new ones starts from the next write."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if self._read_head(curs)[0] or not self._has_events(curs):
+                return  # chained already, or nothing to chain (the usual cases)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)
+            if self._read_head(curs)[0] or not self._has_events(curs):
+                return  # another process chained it first, or there is nothing to chain
+            previous, after = GENESIS, 0
+            while True:
+                curs.execute(self._select_unchained, (after, VERIFY_CHUNK))
+                rows = curs.fetchall()
+                if not rows:
+                    break
+                ids, hashes = [], []
+                for row in rows:
+                    previous = _hash(previous, row["notification_id"], _stored(row))
+                    ids.append(row["notification_id"])
+                    hashes.append(previous)
+                curs.execute(self._insert_chain, (ids, hashes))
+                after = ids[-1]
+            curs.execute(self._upsert_head, (after, previous, None))
+
+    def _has_events(self, curs: Cursor[DictRow]) -> bool:
+        curs.execute(self._select_unchained, (0, 1))
+        return curs.fetchone() is not None
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
@@ -168,13 +211,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 if row["state"] is None:
                     detail = "the event row it refers to is missing"
                     return ChainReport(checked, ChainFault.MISSING, notification_id, detail)
-                event = StoredEvent(
-                    originator_id=row["originator_id"],
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
-                expected = _hash(previous, notification_id, event)
+                expected = _hash(previous, notification_id, _stored(row))
                 if expected != bytes(row["hash"]):
                     detail = "content does not match the hash chain"
                     return ChainReport(checked, ChainFault.ALTERED, notification_id, detail)
@@ -191,6 +228,15 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             detail = f"{unlogged} event rows are not in the hash chain"
             return ChainReport(checked, ChainFault.UNLOGGED, None, detail)
         return ChainReport(checked)
+
+
+def _stored(row: DictRow) -> StoredEvent:
+    return StoredEvent(
+        originator_id=row["originator_id"],
+        originator_version=row["originator_version"],
+        topic=row["topic"],
+        state=bytes(row["state"]),
+    )
 
 
 def _hash(previous: bytes, notification_id: int, event: StoredEvent) -> bytes:

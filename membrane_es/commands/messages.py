@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.validation import VectorInput
 
 RecordInput = MemoryRecord | dict[str, Any]
 
@@ -30,7 +31,7 @@ class CreateRecord(Command, frozen=True, kw_only=True):
     actor: str = "system"
     rationale: str = "Initial creation"
     # The record's own vector, if the caller has one (checked against the store's dimensions).
-    embedding: list[float] | None = None
+    embedding: VectorInput | None = None
 
 
 class Supersede(Command, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ from membrane_es.commands.interpreter import Interpreter
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.validation import VectorInput
 
 
 class UnitOfWork(Protocol):
@@ -32,7 +33,7 @@ class UnitOfWork(Protocol):
         """Append all pending events of these aggregates in one atomic write."""
         ...
 
-    def embed(self, record: RecordData, given: Sequence[float] | None = None) -> Embedding | None:
+    def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
         """The vector to store with a new record: ``given`` (checked), else the engine's
         embedder's, else none."""
         ...

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import numpy as np
 
 from membrane_es.embedding.protocol import Embedder, Matrix, normalise
 from membrane_es.embedding.text import search_text
 from membrane_es.errors import ValidationError
 from membrane_es.schema.records import Embedding, MemoryRecord
+from membrane_es.schema.validation import VectorInput, check_vector
 
 CALLER_MODEL = "caller-supplied"
 
@@ -41,22 +39,20 @@ def erased(embedding: Embedding | None) -> Embedding | None:
 def record_embedding(
     record: MemoryRecord,
     embedder: Embedder | None,
-    given: Sequence[float] | None = None,
+    given: VectorInput | None = None,
     *,
     field: str = "embedding",
 ) -> Embedding | None:
     """The vector to store with a new record: the caller's (checked, normalised), else the
     embedder's reading of the record's search text, else none."""
     if given is not None:
-        values = list(given)
-        if embedder is not None and len(values) != embedder.dimensions:
+        vector = check_vector(field, given)
+        if embedder is not None and len(vector) != embedder.dimensions:
             raise ValidationError(
-                field, f"expected {embedder.dimensions} dimensions, got {len(values)}"
+                field, f"expected {embedder.dimensions} dimensions, got {len(vector)}"
             )
-        if not values or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
-            raise ValidationError(field, "must be a non-empty list of finite numbers")
         model = embedder.model if embedder is not None else CALLER_MODEL
-        return pack(model, normalise(np.asarray([values], dtype=np.float32))[0])
+        return pack(model, normalise(vector))
     if embedder is None:
         return None
     return pack(embedder.model, embedder.embed([search_text(record)])[0])

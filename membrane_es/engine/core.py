@@ -25,6 +25,7 @@ from membrane_es.errors import (
     ConflictError,
     MembraneError,
     PositionNotReachedError,
+    ReadOnlyError,
     ValidationError,
 )
 from membrane_es.projections.read_model import ReadModel
@@ -37,6 +38,9 @@ from membrane_es.schema.records import TrustContext
 # processes that collided do not collide again in lock step).
 CONFLICT_ATTEMPTS = 8
 CONFLICT_BACKOFF_SECONDS = 0.002
+# A write refused because the log already holds a later time is retried at once, up to this
+# many times (each refusal means another process's write got through meanwhile).
+OVERTAKEN_ATTEMPTS = 64
 # How long a read waits for the views to reach a ``min_position`` unless told; and, on a
 # store without a follower (LMDB shared by processes), how often it looks at the log again.
 DEFAULT_POSITION_WAIT_SECONDS = 5.0
@@ -60,6 +64,7 @@ class EngineCore:
     _write_lock: threading.RLock
     _batch: threading.local
     _closed: bool
+    _read_only: bool
     _follower: LogFollower | None
     _advanced: threading.Condition  # notified whenever the views' position moves
     _positions: threading.local  # per thread: the log position of its last write
@@ -147,10 +152,12 @@ class EngineCore:
     def handle(self, command: Command) -> Any:
         """Run one command; inside :meth:`batch` its events join the batch's single write."""
         handler = COMMAND_HANDLERS[type(command)]
+        self._check_writable()
         batch: EventStoreUnitOfWork | None = getattr(self._batch, "uow", None)
         if batch is not None:
             return handler(command, batch)
-        for attempt in range(CONFLICT_ATTEMPTS):
+        lost, overtaken = 0, 0
+        while True:
             with self._write_lock:
                 uow = self._unit_of_work()
                 try:
@@ -158,18 +165,29 @@ class EngineCore:
                     self._followed(uow)  # callers read their own writes
                     return result
                 except EventTimeBehind as error:
-                    # Another process's clock is ahead: ours passes the log's newest time,
-                    # and the command runs again at once (no one to back off from).
+                    # Another process wrote a later time meanwhile (its clock is ahead): ours
+                    # passes the log's newest time and the command runs again at once. Each
+                    # such refusal means another write got through, so this ends.
                     self._clock.observe(error.log_time)
-                    continue
+                    overtaken += 1
+                    if overtaken < OVERTAKEN_ATTEMPTS:
+                        continue
+                    raise ConflictError(
+                        f"{type(command).__name__} was overtaken {overtaken} times by writers "
+                        "with later clocks"
+                    ) from None
                 except IntegrityError:
                     # Another writer (another process) saved first: reload and try again.
-                    if attempt == CONFLICT_ATTEMPTS - 1:
-                        break
-            time.sleep(random.uniform(0, CONFLICT_BACKOFF_SECONDS * 2**attempt))
-        raise ConflictError(
-            f"{type(command).__name__} lost {CONFLICT_ATTEMPTS} races with concurrent writers"
-        )
+                    lost += 1
+                    if lost == CONFLICT_ATTEMPTS:
+                        raise ConflictError(
+                            f"{type(command).__name__} lost {lost} races with concurrent writers"
+                        ) from None
+            time.sleep(random.uniform(0, CONFLICT_BACKOFF_SECONDS * 2 ** (lost - 1)))
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError("the store was opened read-only: writes are refused")
 
     def _unit_of_work(self) -> EventStoreUnitOfWork:
         return EventStoreUnitOfWork(
@@ -185,6 +203,7 @@ class EngineCore:
         """
         if getattr(self._batch, "uow", None) is not None:
             raise MembraneError("batches do not nest")
+        self._check_writable()
         with self._write_lock:
             uow = self._unit_of_work()
             uow.deferred = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -13,15 +14,17 @@ from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
+from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
 )
 from membrane_es.engine.follower import LogFollower
-from membrane_es.errors import MembraneError
+from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError, ValidationError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
+    creating_tables,
     ensure_schema,
     postgres_settings,
     store_identity,
@@ -31,6 +34,8 @@ from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.validation import check_unit_interval
+
+log = logging.getLogger("membrane_es")
 
 # How often a PostgreSQL process saves its read views (when they moved), in seconds.
 DEFAULT_CHECKPOINT_INTERVAL = 60.0
@@ -49,23 +54,82 @@ class Lifecycle(EngineCore):
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
+        *,
+        read_only: bool = False,
+        verify_on_open: bool = False,
     ) -> None:
         self._selection_threshold = check_unit_interval("selection_threshold", selection_threshold)
         self._default_sensitivity = _check_default_sensitivity(default_sensitivity)
         self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
-        choice = embedder
+        self._embedder_choice = embedder  # resolved once the views say what the store holds
+        self._embedder = None
         self._views_dir = views_dir
         self._consolidation: PeriodicTask | None = None
-        self._views = (views_dir and ReadModel.load(views_dir)) or ReadModel()
+        self._read_only = read_only
+        self.damage: IntegrityError | None = None
+        self._write_lock = threading.RLock()
+        self._batch = threading.local()
+        self._closed = False
+        self._follower: LogFollower | None = None
+        self._checkpoint_task: PeriodicTask | None = None
+        self._advanced = threading.Condition()
+        self._positions = threading.local()
+        recorder = app.recorder
+        self._checkpoints = None
+        if views_dir is not None:
+            chain_key = getattr(getattr(recorder, "chain", None), "key", b"")
+            self._checkpoints = Checkpoints(
+                views_dir, getattr(recorder, "hash_at", None), chain_key
+            )
+        self._views = ReadModel()
+        try:
+            self._open_views(verify_on_open)
+        except IntegrityError as damage:
+            if not read_only:
+                self._abandon()
+                raise
+            # Forensics: the views hold what could be replayed before the damage.
+            self.damage = damage
+        except BaseException:
+            self._abandon()
+            raise
+        self._checkpointed = self._views.position
+
+    def _abandon(self) -> None:
+        """Release what a failed open holds (the store may then be opened again)."""
+        self._closed = True
+        try:
+            self._views.close()
+        finally:
+            self._app.close()
+
+    def _open_views(self, verify_on_open: bool) -> None:
+        """Load the sealed checkpoint and replay what follows it (each event checked against
+        the chain); with ``verify_on_open``, first walk the whole chain. A damaged log raises
+        :class:`~membrane_es.errors.IntegrityError` naming the first bad notification."""
+        app = self._app
+        verify = getattr(app.recorder, "verify", None)
+        if verify_on_open and verify is not None:
+            report = verify()
+            if not report.ok:
+                raise IntegrityError(
+                    f"the log fails verification: {report}", report.notification_id
+                )
+        loaded = self._checkpoints.load() if self._checkpoints is not None else None
         max_id = app.recorder.max_notification_id() or 0
-        if self._views.position > max_id:
+        if loaded is not None and loaded.position > max_id:
             # The checkpoint is ahead of this log (a different or restored store): start over.
-            self._views = ReadModel()
+            loaded.close()
+            loaded = None
+        if loaded is not None:
+            self._views.close()
+            self._views = loaded
         self._views.catch_up(app)
         index = self._views.embeddings
-        self._embedder = embedder = resolve(choice, index.model if index.dimensions else "")
+        stored = index.model if index.dimensions else ""
+        self._embedder = embedder = resolve(self._embedder_choice, stored)
         if embedder is not None and index.dimensions and index.model != embedder.model:
             raise MembraneError(
                 f"this store's vectors were made by {index.model!r}; "
@@ -74,14 +138,6 @@ class Lifecycle(EngineCore):
         last = app.last_event_time()
         if last is not None:
             self._clock.observe(last)
-        self._write_lock = threading.RLock()
-        self._batch = threading.local()
-        self._follower: LogFollower | None = None
-        self._checkpoints: PeriodicTask | None = None
-        self._checkpointed = self._views.position
-        self._advanced = threading.Condition()
-        self._positions = threading.local()
-        self._closed = False
 
     # --- construction -------------------------------------------------------------------
 
@@ -97,6 +153,9 @@ class Lifecycle(EngineCore):
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
+        chain_key: bytes | None = None,
+        read_only: bool = False,
+        verify_on_open: bool = False,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
@@ -107,15 +166,31 @@ class Lifecycle(EngineCore):
             record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the
             offline all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in
             the ``membrane_es`` log), else none; None: no embedder (words and salience only).
+        :param chain_key: key of the log's hash chain (keep it outside the store): each link
+            is then a MAC nobody without the key can recompute. A store's first write fixes
+            whether its chain is keyed; opening it with another key, or none, is an error.
+        :param read_only: open for forensics: a damaged log opens (``damage`` says where;
+            the views hold what comes before it), reads of damaged records raise
+            :class:`~membrane_es.errors.IntegrityError`, writes raise
+            :class:`~membrane_es.errors.ReadOnlyError`.
+        :param verify_on_open: walk the whole hash chain before opening (linear in the log;
+            by default an open checks what it replays: every event after the views'
+            checkpoint, and the checkpoint's tie to the log).
+
+        Opening a store whose log fails the chain check raises
+        :class:`~membrane_es.errors.IntegrityError` naming the first bad notification.
         """
         check_unit_interval("selection_threshold", selection_threshold)  # before opening
         _check_default_sensitivity(default_sensitivity)
+        if chain_key is not None and (not isinstance(chain_key, bytes) or not chain_key):
+            raise ValidationError("chain_key", "chain_key must be non-empty bytes")
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
             "LMDB_PATH": str(directory),
             "LMDB_SYNC": "y" if sync else "n",
+            **({"LMDB_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
             **(env or {}),
         }
         return cls(
@@ -126,6 +201,8 @@ class Lifecycle(EngineCore):
             selection_threshold=selection_threshold,
             interpreter=interpreter,
             default_sensitivity=default_sensitivity,
+            read_only=read_only,
+            verify_on_open=verify_on_open,
         )
 
     @classmethod
@@ -171,7 +248,8 @@ class Lifecycle(EngineCore):
         settings = {**postgres_settings(dsn, schema), **(env or {})}
         with connect(settings) as connection:
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
-            app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
+            with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
+                app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
             try:
                 identity = store_identity(connection, settings, f"{app.name.lower()}_events")
             except BaseException:
@@ -230,31 +308,45 @@ class Lifecycle(EngineCore):
 
     def _checkpoint_every(self, interval: float) -> None:
         task = PeriodicTask("membrane-checkpoint", interval, self._checkpoint_if_moved)
-        self._checkpoints = task
+        self._checkpoint_task = task
         task.start()
 
     def _checkpoint_if_moved(self) -> None:
-        if self._views_dir is not None and self._views.position != self._checkpointed:
+        if self._checkpoints is not None and self._views.position != self._checkpointed:
             position = self._views.position
-            self._views.save(self._views_dir)
+            self._checkpoints.save(self._views)
             self._checkpointed = position
 
     def close(self) -> None:
-        """Checkpoint the read side (durable stores) and release the store."""
-        if not self._closed:
-            self._closed = True
+        """Checkpoint the read side (durable stores) and release the store.
+
+        The store is released whatever happens: a checkpoint that cannot be written (a full
+        disk) is logged and skipped, the last good one staying in place, and the next open
+        catches up from it.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
             if self._consolidation is not None:
                 self._consolidation.stop()
-            if self._checkpoints is not None:
-                self._checkpoints.stop()
+            if self._checkpoint_task is not None:
+                self._checkpoint_task.stop()
             if self._follower is not None:
                 self._follower.stop()
                 self._follower = None
-            if self._views_dir is not None:
-                self._views.catch_up(self._app)
-                self._views.save(self._views_dir)
-            self._views.close()
-            self._app.close()
+            if self._checkpoints is not None and not self._read_only:
+                try:
+                    self._views.catch_up(self._app)
+                    self._checkpoints.save(self._views)
+                except (OSError, MembraneError) as error:
+                    # The last good checkpoint stays; the next open catches up from it.
+                    log.warning("read views not checkpointed at close: %s", error)
+        finally:
+            try:
+                self._views.close()
+            finally:
+                self._app.close()
 
     def rebuild_views(self) -> None:
         """Replace the read side by one rebuilt from the whole log."""
@@ -266,10 +358,15 @@ class Lifecycle(EngineCore):
         old.close()
 
     def checkpoint(self) -> None:
-        """Save the read side now (durable stores); a restart replays only what follows."""
-        if self._views_dir is not None:
+        """Save the read side now (durable stores); a restart replays only what follows.
+
+        Raises :class:`~membrane_es.errors.StorageFullError` when the disk is full (the last
+        checkpoint then stays as it was)."""
+        if self._read_only:
+            raise ReadOnlyError("the store was opened read-only: no checkpoint is written")
+        if self._checkpoints is not None:
             self._views.catch_up(self._app)
-            self._views.save(self._views_dir)
+            self._checkpoints.save(self._views)
 
     def __enter__(self) -> Self:
         return self

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from membrane_es.application import APPLICATION_NAME
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
 from membrane_es.errors import MembraneError
+from membrane_es.lmdb_store import ChainReport, verify_store
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import graph as graph_queries
 from membrane_es.queries import records as record_queries
@@ -18,7 +22,7 @@ from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
-from membrane_es.schema.validation import check_moment
+from membrane_es.schema.validation import VectorInput, check_moment
 
 
 class Reads(EngineCore):
@@ -58,7 +62,8 @@ class Reads(EngineCore):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         include_retracted: bool = False,
-        query_embedding: Sequence[float] | None = None,
+        query_embedding: VectorInput | None = None,
+        exact: bool = False,
         min_position: int | None = None,
         explain: bool = False,
         created_after: datetime | None = None,
@@ -91,6 +96,9 @@ class Reads(EngineCore):
             with an :class:`~membrane_es.schema.results.Explanation` per record: its vector and
             lexical scores, relevance, salience at the moment answered for, score and trust
             decision (an audit of the ranking, now or ``as_of`` T).
+        :param exact: score every vector the read may see. Otherwise a read with a limit over
+            16,384 vectors or more scores only the nearest by their sign codes, when the codes
+            vouch for them (on vectors without clusters they cannot, and the read is exact).
         :param min_position: answer only once the views include the log up to this position
             (a write's :attr:`last_position`, perhaps made by another process); waits up to
             a few seconds, then :class:`~membrane_es.errors.PositionNotReachedError`.
@@ -109,6 +117,7 @@ class Reads(EngineCore):
             explain=explain,
             created_after=created_after,
             created_before=created_before,
+            exact=exact,
         )
         return retrieve_queries.retrieve(query, self._sources())
 
@@ -125,7 +134,8 @@ class Reads(EngineCore):
         max_hops: int = graph_queries.DEFAULT_MAX_HOPS,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
-        query_embedding: Sequence[float] | None = None,
+        query_embedding: VectorInput | None = None,
+        exact: bool = False,
         min_position: int | None = None,
         explain: bool = False,
         created_after: datetime | None = None,
@@ -140,8 +150,8 @@ class Reads(EngineCore):
         hop, then salience.
 
         Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
-        0 to the default and −1 to "roots only" for ``max_hops``. ``min_position``: as for
-        :meth:`retrieve`. ``explain``: an
+        0 to the default and −1 to "roots only" for ``max_hops``. ``min_position`` and
+        ``exact``: as for :meth:`retrieve`. ``explain``: an
         :class:`~membrane_es.schema.results.ExplainedRetrieveGraphResult`, explaining each
         root as :meth:`retrieve` does, with the boost its ties to what the descriptor names
         added. ``created_after`` / ``created_before``: an event-time window on the roots.
@@ -162,6 +172,7 @@ class Reads(EngineCore):
             explain=explain,
             created_after=created_after,
             created_before=created_before,
+            exact=exact,
         )
         return graph_queries.retrieve_graph(query, self._sources())
 
@@ -228,3 +239,18 @@ class Reads(EngineCore):
                 "only LMDB and PostgreSQL stores can be verified"
             )
         return verify()
+
+    @staticmethod
+    def verify_store(
+        path: str | os.PathLike[str], *, chain_key: bytes | None = None
+    ) -> ChainReport:
+        """Walk the hash chain of the LMDB store in ``path`` without opening its views.
+
+        Never raises for damage: an altered, missing or reordered event, and a store file
+        too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
+        the first bad notification when known). ``membrane-es verify`` prints this report.
+        """
+        directory = Path(path)
+        if not (directory / "data.mdb").is_file():
+            raise MembraneError(f"verify: no LMDB store in {directory}")
+        return verify_store(str(directory), APPLICATION_NAME, chain_key)

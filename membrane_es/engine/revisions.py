@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from membrane_es.commands import messages
 from membrane_es.commands.messages import RecordInput
 from membrane_es.engine.core import (
     EngineCore,
 )
 from membrane_es.schema.records import MemoryRecord
-from membrane_es.schema.validation import check_vector
+from membrane_es.schema.validation import VectorInput, check_vector
 
 
 class Revisions(EngineCore):
@@ -24,7 +22,7 @@ class Revisions(EngineCore):
         *,
         actor: str = "system",
         rationale: str = "Initial creation",
-        embedding: Sequence[float] | None = None,
+        embedding: VectorInput | None = None,
     ) -> MemoryRecord:
         """Store a record as given (the reference's direct create); returns it as stored.
 

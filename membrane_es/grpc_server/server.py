@@ -25,11 +25,13 @@ from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.access import DEFAULT_TENANT, KeyRing
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
+from membrane_es.grpc_server.extensions import MembraneEsService
 from membrane_es.grpc_server.interceptors import GuardInterceptor
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
 from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
 
 SERVICE_NAME = "membrane.v1.MembraneService"
@@ -74,8 +76,10 @@ class Daemon:
             edge_limit=config.graph_default_edge_limit,
             max_hops=config.graph_default_max_hops,
         )
-        pb_grpc.add_MembraneServiceServicer_to_server(
-            MembraneService(self.tenants, defaults), self._server
+        membrane = MembraneService(self.tenants, defaults)
+        pb_grpc.add_MembraneServiceServicer_to_server(membrane, self._server)
+        es_pb_grpc.add_MembraneEsServiceServicer_to_server(
+            MembraneEsService(membrane), self._server
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)

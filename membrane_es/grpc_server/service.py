@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 import msgspec
@@ -58,12 +58,30 @@ EXPLANATION_METADATA = "x-membrane-explanation"
 POSITION_WAIT_SECONDS = DEFAULT_POSITION_WAIT_SECONDS
 # The RPCs that write, and so answer with a position.
 WRITE_RPCS = frozenset(
-    {"CaptureMemory", "Supersede", "Fork", "Merge", "Retract", "Contest", "Reinforce", "Penalize"}
+    {
+        "CaptureMemory",
+        "Supersede",
+        "Fork",
+        "Merge",
+        "Retract",
+        "Contest",
+        "Reinforce",
+        "Penalize",
+        "Forget",  # membrane_es.v1
+    }
 )
 
+
+class EngineSource(Protocol):
+    """A service that finds the caller's engine (for the position a write answers with)."""
+
+    def _engine(self, caller: Caller) -> Membrane: ...
+
+
+ServiceT = TypeVar("ServiceT", bound=EngineSource)
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
-Handler = Callable[["MembraneService", RequestT, grpc.ServicerContext], ResponseT]
+Handler = Callable[[ServiceT, RequestT, grpc.ServicerContext], ResponseT]
 
 
 class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,15 +93,15 @@ class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
     max_hops: int = 1
 
 
-def _rpc(handler: Handler[RequestT, ResponseT]) -> Handler[RequestT, ResponseT]:
+def rpc(
+    handler: Handler[ServiceT, RequestT, ResponseT],
+) -> Handler[ServiceT, RequestT, ResponseT]:
     """Maps every error a handler raises to its status (§8.6) and aborts the call with it."""
 
     writes = handler.__name__ in WRITE_RPCS
 
     @functools.wraps(handler)
-    def handle(
-        service: MembraneService, request: RequestT, context: grpc.ServicerContext
-    ) -> ResponseT:
+    def handle(service: ServiceT, request: RequestT, context: grpc.ServicerContext) -> ResponseT:
         try:
             response = handler(service, request, context)
             if writes:
@@ -113,7 +131,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
 
     # --- capture ----------------------------------------------------------------------------
 
-    @_rpc
+    @rpc
     def CaptureMemory(
         self, request: pb.CaptureMemoryRequest, context: grpc.ServicerContext
     ) -> pb.CaptureMemoryResponse:
@@ -142,7 +160,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
 
     # --- reads ------------------------------------------------------------------------------
 
-    @_rpc
+    @rpc
     def RetrieveGraph(
         self, request: pb.RetrieveGraphRequest, context: grpc.ServicerContext
     ) -> pb.RetrieveGraphResponse:
@@ -170,7 +188,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             context.set_trailing_metadata(((EXPLANATION_METADATA, explained),))
         return convert.graph_to_wire(result)
 
-    @_rpc
+    @rpc
     def RetrieveByID(
         self, request: pb.RetrieveByIDRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
@@ -185,7 +203,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         )
         return pb.MemoryRecordResponse(record=convert.record_to_wire(record))
 
-    @_rpc
+    @rpc
     def GetMetrics(
         self, request: pb.GetMetricsRequest, context: grpc.ServicerContext
     ) -> pb.MetricsResponse:
@@ -197,7 +215,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
 
     # --- revisions --------------------------------------------------------------------------
 
-    @_rpc
+    @rpc
     def Supersede(
         self, request: pb.SupersedeRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
@@ -208,7 +226,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         created = engine.supersede(request.old_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
-    @_rpc
+    @rpc
     def Fork(
         self, request: pb.ForkRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
@@ -219,7 +237,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         created = engine.fork(request.source_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
-    @_rpc
+    @rpc
     def Merge(
         self, request: pb.MergeRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
@@ -231,14 +249,14 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         created = self._revisable(ids, record).merge(ids, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
-    @_rpc
+    @rpc
     def Retract(
         self, request: pb.RetractRequest, context: grpc.ServicerContext
     ) -> pb.RetractResponse:
         self._revisable([request.id]).retract(request.id, request.actor, request.rationale)
         return pb.RetractResponse()
 
-    @_rpc
+    @rpc
     def Contest(
         self, request: pb.ContestRequest, context: grpc.ServicerContext
     ) -> pb.ContestResponse:
@@ -248,7 +266,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         )
         return pb.ContestResponse()
 
-    @_rpc
+    @rpc
     def Reinforce(
         self, request: pb.ReinforceRequest, context: grpc.ServicerContext
     ) -> pb.ReinforceResponse:
@@ -256,7 +274,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self._revisable([request.id]).reinforce(request.id, request.actor, request.rationale)
         return pb.ReinforceResponse()
 
-    @_rpc
+    @rpc
     def Penalize(
         self, request: pb.PenalizeRequest, context: grpc.ServicerContext
     ) -> pb.PenalizeResponse:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,8 +176,12 @@ class ReadModel:
 
     # --- checkpoints ------------------------------------------------------------------------
 
-    def save(self, directory: Path) -> None:
-        """Write every view and the position they reflect (atomically replacing the last)."""
+    def save(self, directory: Path, seal: Callable[[Path, int], None] | None = None) -> None:
+        """Write every view and the position they reflect (atomically replacing the last).
+
+        ``seal(staging, position)`` runs once every file is written, before the new
+        checkpoint replaces the last one: what it adds (a digest) is part of the checkpoint.
+        """
         with self.lock:
             directory.mkdir(parents=True, exist_ok=True)
             staging = directory / "staging"
@@ -218,6 +222,8 @@ class ReadModel:
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             self.text.save(staging / "text.sqlite")
+            if seal is not None:
+                seal(staging, self.position)
             current = directory / "current"
             old = directory / "old"
             if current.exists():

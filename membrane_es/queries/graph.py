@@ -27,7 +27,7 @@ means the default, 1, and −1 means roots only; limits of 0 mean their defaults
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -64,7 +64,7 @@ from membrane_es.schema.results import (
     GraphNode,
     RetrieveGraphResult,
 )
-from membrane_es.schema.validation import check_flag, check_limit, check_trust
+from membrane_es.schema.validation import VectorInput, check_flag, check_limit, check_trust
 
 DEFAULT_ROOT_LIMIT = 10
 DEFAULT_NODE_LIMIT = 25
@@ -86,7 +86,8 @@ class RetrieveGraph(msgspec.Struct, kw_only=True, frozen=True):
     max_hops: int = DEFAULT_MAX_HOPS
     as_of: datetime | None = None
     valid_at: datetime | None = None
-    query_embedding: Sequence[float] | None = None
+    query_embedding: VectorInput | None = None
+    exact: bool = False
     explain: bool = False
     created_after: datetime | None = None
     created_before: datetime | None = None
@@ -117,6 +118,7 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         valid_at=query.valid_at,
         include_retracted=False,
         query_embedding=query.query_embedding,
+        exact=check_flag("exact", query.exact),
         explain=check_flag("explain", query.explain),
         created_after=query.created_after,
         created_before=query.created_before,

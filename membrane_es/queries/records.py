@@ -7,6 +7,7 @@ By-id reads never redact: a record the caller may not read in full is denied.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -22,6 +23,8 @@ from membrane_es.schema.validation import check_id, check_moment, check_trust
 
 class EventReader(Protocol):
     def load(self, record_id: str) -> RecordAggregate: ...
+
+    def load_many(self, record_ids: Sequence[str]) -> list[RecordAggregate]: ...
 
     def load_as_of(self, record_id: str, moment: datetime) -> RecordAggregate: ...
 

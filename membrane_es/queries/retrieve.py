@@ -20,7 +20,7 @@ selected record first whenever the descriptor is non-empty) — it is reported i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -32,7 +32,6 @@ import numpy.typing as npt
 
 from membrane_es.embedding.protocol import Embedder, normalise
 from membrane_es.errors import ValidationError
-from membrane_es.projections.embeddings import CodeScan
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
@@ -55,6 +54,7 @@ from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.results import ExplainedRetrieveResult, RetrieveResult, SelectionResult
 from membrane_es.schema.validation import (
+    VectorInput,
     check_amount,
     check_flag,
     check_limit,
@@ -97,7 +97,8 @@ class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     as_of: datetime | None = None
     valid_at: datetime | None = None
     include_retracted: bool = False
-    query_embedding: Sequence[float] | None = None
+    query_embedding: VectorInput | None = None
+    exact: bool = False
     explain: bool = False
     created_after: datetime | None = None
     created_before: datetime | None = None
@@ -125,6 +126,7 @@ class Plan:
     limit: int
     as_of: datetime | None
     query_vector: Array | None
+    exact: bool = False  # score every vector, never a shortlist
     explain: bool = False
 
 
@@ -156,6 +158,7 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         created_before=query.created_before,
         include_retracted=check_flag("include_retracted", query.include_retracted),
         query_embedding=query.query_embedding,
+        exact=check_flag("exact", query.exact),
         explain=check_flag("explain", query.explain),
     )
     return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
@@ -198,6 +201,7 @@ def hydrator_for(sources: Sources, snapshot: Snapshot, ranking: Ranking) -> Hydr
     """A hydrator that knows the salience of every record the ranking may return."""
     hydrator = Hydrator(sources.reader, snapshot)
     hydrator.know(ranking.ranked.rows, ranking.ranked.salience)
+    hydrator.prepare(ranking.ranked.rows)
     if ranking.selectable is not None:
         hydrator.know(ranking.selectable.rows, ranking.selectable.salience)
     return hydrator
@@ -214,7 +218,8 @@ def make_plan(
     as_of: datetime | None,
     valid_at: datetime | None,
     include_retracted: bool,
-    query_embedding: Sequence[float] | None,
+    query_embedding: VectorInput | None,
+    exact: bool = False,
     explain: bool = False,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
@@ -233,14 +238,14 @@ def make_plan(
     )
     moment = None if as_of is None else check_moment("as_of", as_of)
     vector = _query_vector(descriptor, query_embedding, sources)
-    return Plan(descriptor, trust, filters, limit, moment, vector, explain)
+    return Plan(descriptor, trust, filters, limit, moment, vector, exact, explain)
 
 
 def _micros_of(field: str, moment: datetime | None) -> int | None:
     return None if moment is None else micros(check_moment(field, moment))
 
 
-def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sources) -> Array | None:
+def _query_vector(descriptor: str, given: VectorInput | None, sources: Sources) -> Array | None:
     """The caller's vector (checked against the store's width), else the embedder's reading
     of a non-blank descriptor, else none."""
     index, embedder = sources.views.embeddings, sources.embedder
@@ -261,30 +266,43 @@ def _query_vector(descriptor: str, given: Sequence[float] | None, sources: Sourc
 
 def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -> Ranking:
     """Find the candidates, order them and cut to the plan's limit; run the selector."""
-    scan = _code_scan(snapshot, plan)
-    if scan is not None:
-        ranking = _rank_by_evidence(snapshot, plan, threshold, scan)
+    found = _shortlist(snapshot, plan)
+    if found is not None:
+        ranking = _rank_by_evidence(snapshot, plan, threshold, found)
         if ranking is not None:
             return ranking
-    return _rank_every_candidate(snapshot, plan, threshold, scan)
+    return _rank_every_candidate(snapshot, plan, threshold, found)
 
 
-def _code_scan(snapshot: Snapshot, plan: Plan) -> CodeScan | None:
-    """The read's pass over the sign codes when it shortlists its vectors; None otherwise."""
-    if not _has_vector(snapshot, plan):
+def _shortlist(snapshot: Snapshot, plan: Plan) -> vectors.Shortlist | None:
+    """The rows whose vectors the read scores, when it shortlists them; None when it scores
+    every vector (or has none to score)."""
+    if plan.exact or not _has_vector(snapshot, plan):
         return None
     assert plan.query_vector is not None
     index, scopes = snapshot.views.embeddings, _vector_scopes(snapshot, plan)
     if not vectors.approximate(index, scopes, snapshot.size, plan.limit):
         return None
-    return index.scan_codes(plan.query_vector, scopes, snapshot.size)
+    scan = index.scan_codes(plan.query_vector, scopes, snapshot.size)
+    return vectors.nearest(
+        index, plan.query_vector, scan, partial(_admitted, snapshot, plan), plan.limit
+    )
+
+
+def _admitted(snapshot: Snapshot, plan: Plan, rows: Array) -> Array:
+    """Mask of ``rows`` (in any order) that pass every filter of the read."""
+    ascending = np.argsort(rows, kind="stable")
+    kept = admit(snapshot, rows[ascending], plan.trust, plan.filters).rows
+    mask = np.zeros(len(rows), dtype=bool)
+    mask[ascending] = vectors.held(kept, rows[ascending])
+    return mask
 
 
 def _rank_every_candidate(
-    snapshot: Snapshot, plan: Plan, threshold: float, scan: CodeScan | None = None
+    snapshot: Snapshot, plan: Plan, threshold: float, shortlisted: vectors.Shortlist | None
 ) -> Ranking:
-    """Admit every row the trust lets the caller see, score each, and order them (``scan``:
-    the read's code scan, when it shortlists)."""
+    """Admit every row the trust lets the caller see, score each, and order them
+    (``shortlisted``: the rows whose vectors are scored, when the read shortlists)."""
     found = find(snapshot, plan.trust, plan.filters)
     lexical = _lexical(snapshot, plan, found)
     selectable = _selectable(snapshot, found.rows)
@@ -292,22 +310,22 @@ def _rank_every_candidate(
     similarity = None
     if _has_vector(snapshot, plan):
         assert plan.query_vector is not None
-        similarity = vectors.similarity(
-            snapshot.views.embeddings,
-            plan.query_vector,
-            _vector_scopes(snapshot, plan),
-            snapshot.size,
-            found.rows,
-            limit=plan.limit,
-            scope_of=snapshot.table.content["scope"],
-            also=also,
-            scan=scan,
-        )
+        index = snapshot.views.embeddings
+        if shortlisted is None:
+            scopes = _vector_scopes(snapshot, plan)
+            similarity = vectors.exact_similarity(
+                index, plan.query_vector, scopes, snapshot.size, found.rows
+            )
+        else:
+            scope_of = snapshot.table.content["scope"]
+            similarity = vectors.scored(
+                index, plan.query_vector, shortlisted, found.rows, also, scope_of
+            )
     return _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
 
 
 def _rank_by_evidence(
-    snapshot: Snapshot, plan: Plan, threshold: float, scan: CodeScan
+    snapshot: Snapshot, plan: Plan, threshold: float, shortlisted: vectors.Shortlist
 ) -> Ranking | None:
     """The same ranking as :func:`_rank_every_candidate` for a read that shortlists its
     vectors, from the rows with evidence alone; None when it cannot be sure of that.
@@ -320,16 +338,6 @@ def _rank_by_evidence(
     assert plan.query_vector is not None
     index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
     within = universe(snapshot, plan.trust)
-
-    def admitted(rows: Array) -> Array:
-        """Mask of ``rows`` (in any order) that pass every filter of the read."""
-        ascending = np.argsort(rows, kind="stable")
-        kept = admit(snapshot, rows[ascending], plan.trust, plan.filters).rows
-        mask = np.zeros(len(rows), dtype=bool)
-        mask[ascending] = vectors.held(kept, rows[ascending])
-        return mask
-
-    picks = vectors.shortlist(scan, admitted, plan.limit)
     matched = None
     if plan.descriptor.strip():
         matched = matches(snapshot.views.text, plan.descriptor, size, within)
@@ -338,7 +346,7 @@ def _rank_by_evidence(
         selectable_rows = np.flatnonzero(np.isin(types[:size], type_codes(SELECTABLE)))
     else:
         selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
-    rows = np.union1d(scan.rows[picks], selectable_rows)
+    rows = np.union1d(shortlisted.scan.rows[shortlisted.picks], selectable_rows)
     if matched is not None:
         rows = np.union1d(rows, matched[0])
     found = admit(snapshot, rows, plan.trust, plan.filters)
@@ -349,7 +357,7 @@ def _rank_by_evidence(
     selectable = _selectable(snapshot, found.rows)
     also = _also_scored(found.rows, lexical, selectable)
     similarity = vectors.scored(
-        index, plan.query_vector, scan, picks, found.rows, also, table.content["scope"]
+        index, plan.query_vector, shortlisted, found.rows, also, table.content["scope"]
     )
     ranking = _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
     if ranking.scores is None or len(ranking.ranked) < plan.limit:

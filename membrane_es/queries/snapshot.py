@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.records import RecordTable, State
 from membrane_es.projections.timecodes import micros
@@ -128,11 +129,22 @@ class Hydrator:
     snapshot: Snapshot
     _full: dict[int, MemoryRecord] = field(default_factory=dict)
     _salience: dict[int, float] = field(default_factory=dict)
+    _loaded: dict[int, RecordAggregate] = field(default_factory=dict)
 
     def know(self, rows: Array, salience: Array) -> None:
         """Salience the query already computed for these rows (from this snapshot), so
         hydrating them does not compute it again, one row at a time."""
         self._salience.update(zip(rows.tolist(), salience.tolist(), strict=True))
+
+    def prepare(self, rows: Array) -> None:
+        """Load these rows' aggregates together, ahead of hydrating them (a live read: the
+        event store's log head is then read once, not once a record)."""
+        if self.snapshot.historical:
+            return
+        wanted = [row for row in rows.tolist() if row not in self._full]
+        ids = self.snapshot.table.ids
+        loaded = self.reader.load_many([ids[row] for row in wanted])
+        self._loaded.update(zip(wanted, loaded, strict=True))
 
     def full(self, row: int) -> MemoryRecord:
         """The whole record (before any redaction), as of the snapshot's moment."""
@@ -143,7 +155,8 @@ class Hydrator:
             if snapshot.historical:
                 aggregate = self.reader.load_as_of(record_id, snapshot.moment)
             else:
-                aggregate = self.reader.load(record_id)
+                preloaded = self._loaded.pop(row, None)
+                aggregate = self.reader.load(record_id) if preloaded is None else preloaded
             salience = self._salience.get(row)
             if salience is None:
                 salience = float(snapshot.salience(np.array([row]))[0])

@@ -1,7 +1,7 @@
 """Vector evidence for a ranked read: each candidate's cosine similarity to the query vector.
 
-A read that returns everything it finds (no limit), or searches fewer than
-:data:`APPROXIMATE_MIN_ROWS` vectors, scores every vector of the scopes it may see: exact.
+A read that returns everything it finds (no limit), asks for ``exact``, or searches fewer
+than :data:`APPROXIMATE_MIN_ROWS` vectors, scores every vector of the scopes it may see.
 
 A read with a limit over more vectors finds its nearest ones in two steps, as vector
 databases do: the Hamming distance between each row's sign code and the query's (a 32nd of
@@ -10,8 +10,15 @@ closest to the query — at least :data:`SHORTLIST_PER_RESULT` per result asked 
 1/:data:`SHORTLIST_SHARE` of the candidates — and only the shortlist, plus the candidates the
 caller names (those with other evidence, whose blend needs their similarity), get an exact
 score. Candidates outside both have no vector evidence, as records without a vector have none.
-On the clustered benchmark corpus 96–97 % of the records returned are the exact answer's
-(docs/benchmarks.md).
+
+The shortlist is kept only when the codes vouch for it (:func:`nearest`). A sign bit differs
+between two vectors at angle θ with probability θ/π (for directions spread evenly), so the
+distance of a row as near the query as the ``limit``-th best shortlisted one is about
+binomial; when the shortlist reaches :data:`VOUCH_SIGMAS` standard deviations beyond that
+distance's mean, a row of the exact top ``limit`` is left out with a chance under 1 %. Where
+it does not — vectors without clusters, whose nearest neighbours are barely nearer than the
+rest — the shortlist is widened to that distance, and where that would score more than
+1/:data:`WIDEN_SHARE` of the rows, the read scores every vector instead: exact.
 
 Either way the answer depends only on what the snapshot holds — its rows, their codes and
 vectors, and which of them the query admits — and ties on distance are broken by row, so a
@@ -20,8 +27,9 @@ read ``as_of`` a moment returns what the same read returned then.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,60 +42,85 @@ Array = npt.NDArray[Any]
 APPROXIMATE_MIN_ROWS = CODED_MIN_ROWS  # from here on the index keeps every row's code
 SHORTLIST_PER_RESULT = 64  # exact scores for at least this many rows per result asked for
 SHORTLIST_SHARE = 100  # ... and for at least this share (1/n) of the vectors searched
+VOUCH_SIGMAS = 2.5  # a shortlist is kept when it reaches this far past a top row's distance
+WIDEN_SHARE = 16  # a shortlist widened past 1/n of the rows searched gives way to exact scores
 
 Admitted = Callable[[Array], Array]  # mask of the given rows (ascending) a query admits
 
 
 def approximate(index: EmbeddingIndex, scopes: list[int] | None, size: int, limit: int) -> bool:
-    """Whether a read with this limit over these scopes' rows under ``size`` shortlists."""
+    """Whether a read with this limit over these scopes' rows under ``size`` may shortlist."""
     if limit <= 0 or not index.coded:  # codes are kept before a store reaches the threshold
         return False
     return sum(count for _, _, count in index.chosen(scopes, size)) >= APPROXIMATE_MIN_ROWS
 
 
-def similarity(
-    index: EmbeddingIndex,
-    query: Array,
-    scopes: list[int] | None,
-    size: int,
-    candidates: Array,
-    *,
-    limit: int = 0,
-    scope_of: Array,
-    also: Array | None = None,
-    scan: CodeScan | None = None,
+@dataclass(frozen=True)
+class Shortlist:
+    """A read's pass over the sign codes, the places in it of the rows it scores (ascending)
+    and their exact similarities."""
+
+    scan: CodeScan
+    picks: Array
+    cosine: Array
+
+
+def exact_similarity(
+    index: EmbeddingIndex, query: Array, scopes: list[int] | None, size: int, candidates: Array
 ) -> Array:
     """Cosine similarity of each candidate (``candidates``: every row under ``size`` in
-    ``scopes`` — every scope when None — that the query admits, ascending) to ``query``;
-    NaN where there is none.
+    ``scopes`` — every scope when None — that the query admits, ascending) to ``query``,
+    from every vector; NaN where there is none."""
+    rows, cosine = index.similarities(query, scopes, below=size)
+    return aligned(rows, cosine, candidates, size)
 
-    When :func:`approximate`, only the shortlist and the rows of ``also`` (a subset of the
-    candidates) are scored; ``scope_of`` is the table's scope column; ``scan``, the read's
-    code scan if it already made one."""
-    if scan is None:
-        if not approximate(index, scopes, size, limit):
-            rows, cosine = index.similarities(query, scopes, below=size)
-            return aligned(rows, cosine, candidates, size)
-        scan = index.scan_codes(query, scopes, size)
-    picks = shortlist(scan, partial(held, candidates), limit)
-    return scored(index, query, scan, picks, candidates, also, scope_of)
+
+def nearest(
+    index: EmbeddingIndex, query: Array, scan: CodeScan, admitted: Admitted, limit: int
+) -> Shortlist | None:
+    """The admitted rows nearest the query by their codes, with exact similarities; None
+    when the codes cannot vouch for a shortlist of a size worth scoring (the read is then
+    exact; see the module doc)."""
+    picks = shortlist(scan, admitted, limit)
+    cosine = index.scores_at(query, scan, picks)
+    if len(picks) < _wanted(scan, limit):  # every admitted row: nothing left out
+        return Shortlist(scan, picks, cosine)
+    kth = float(np.partition(cosine, len(cosine) - limit)[len(cosine) - limit])
+    reach = plausible_distance(kth, index.dimensions)
+    # Every admitted row nearer than the farthest pick is a pick (ties at it may not be).
+    if reach < int(scan.distances[picks].max()):
+        return Shortlist(scan, picks, cosine)
+    widened = np.flatnonzero(scan.distances <= reach)
+    if len(widened) * WIDEN_SHARE > len(scan.rows):
+        return None
+    widened = widened[admitted(scan.rows[widened])]
+    return Shortlist(scan, widened, index.scores_at(query, scan, widened))
+
+
+def plausible_distance(cosine: float, bits: int) -> int:
+    """The largest code distance (of ``bits`` sign bits) that a vector at this cosine from
+    the query plausibly has: :data:`VOUCH_SIGMAS` standard deviations past the mean."""
+    share = math.acos(min(1.0, max(-1.0, cosine))) / math.pi  # of bits that differ
+    return math.floor(bits * share + VOUCH_SIGMAS * math.sqrt(bits * share * (1 - share)))
 
 
 def scored(
     index: EmbeddingIndex,
     query: Array,
-    scan: CodeScan,
-    picks: Array,
+    found: Shortlist,
     candidates: Array,
     also: Array | None,
     scope_of: Array,
 ) -> Array:
-    """Exact similarity of the shortlist (``picks``, places in ``scan``) and of the rows of
-    ``also``, aligned to ``candidates`` (ascending, holding both); NaN elsewhere."""
+    """Exact similarity of the shortlist and of the rows of ``also``, aligned to
+    ``candidates`` (ascending, holding both); NaN elsewhere."""
+    scan, picks, cosine = found.scan, found.picks, found.cosine
     if also is not None and len(also):
         places = scan.places(also, scope_of[also])
-        picks = np.union1d(picks, places[places >= 0])
-    cosine = index.scores_at(query, scan, picks)
+        extra = np.setdiff1d(places[places >= 0], picks)
+        if len(extra):
+            picks = np.concatenate([picks, extra])
+            cosine = np.concatenate([cosine, index.scores_at(query, scan, extra)])
     out = np.full(len(candidates), np.nan, dtype=np.float64)
     out[np.searchsorted(candidates, scan.rows[picks])] = cosine
     return out
@@ -96,7 +129,7 @@ def scored(
 def shortlist(scan: CodeScan, admitted: Admitted, limit: int) -> Array:
     """Places in ``scan`` (ascending) of the admitted rows whose sign codes are nearest the
     query's: the ``wanted`` smallest (distance, row), one set whatever order rows came in."""
-    wanted = max(SHORTLIST_PER_RESULT * limit, len(scan.rows) // SHORTLIST_SHARE)
+    wanted = _wanted(scan, limit)
     # Widen a distance cut-off until enough admitted rows fall under it (distances take
     # few values, so counting them is cheap), then break ties at the cut-off by row.
     cumulative = np.cumsum(np.bincount(scan.distances))
@@ -112,6 +145,10 @@ def shortlist(scan: CodeScan, admitted: Admitted, limit: int) -> Array:
         return near
     keys = (scan.distances[near].astype(np.int64) << 32) | scan.rows[near]
     return np.sort(near[np.argpartition(keys, wanted - 1)[:wanted]])
+
+
+def _wanted(scan: CodeScan, limit: int) -> int:
+    return max(SHORTLIST_PER_RESULT * limit, len(scan.rows) // SHORTLIST_SHARE)
 
 
 def held(candidates: Array, rows: Array) -> Array:

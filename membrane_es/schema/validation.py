@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType, RevisionStatus, Sensitivity
 from membrane_es.schema.payloads import PAYLOAD_TYPES, SemanticPayload
 from membrane_es.schema.records import DecayProfile, MemoryRecord, TrustContext
 from membrane_es.schema.timestamps import utc
+
+Vector = npt.NDArray[np.float32]
+VectorInput = Sequence[float] | Vector  # a caller's vector: a list of numbers or an array
 
 MAX_STRING_BYTES = 100_000
 MAX_TAGS = 100
@@ -210,23 +215,32 @@ def check_memory_types(field: str, values: Iterable[str] | None) -> list[MemoryT
     return types
 
 
-_PLAIN_NUMBERS = frozenset({float, int})
+def check_vector(field: str, values: Iterable[float] | Vector) -> Vector:
+    """A non-empty sequence of finite numbers (an embedding), as a private float32 array.
 
-
-def check_vector(field: str, values: Iterable[float]) -> list[float]:
-    """A non-empty list of finite numbers (an embedding)."""
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise ValidationError(field, f"{field} must be a list of numbers")
-    vector = list(values)
-    kinds = set(map(type, vector))
-    if vector and kinds <= _PLAIN_NUMBERS and all(map(math.isfinite, vector)):
-        # The usual case, a list of Python floats (or ints), checked without a Python loop.
-        return vector if kinds == {float} else list(map(float, vector))
-    if not vector or not all(
-        not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in vector
-    ):
+    Checked with numpy, not value by value: a 384-dimension list costs microseconds. Booleans
+    are not numbers here, and a value too large for float32 is not finite."""
+    if isinstance(values, np.ndarray):
+        array = values
+    else:
+        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+            raise ValidationError(field, f"{field} must be a list of numbers")
+        items = values if isinstance(values, list | tuple) else list(values)
+        if bool in set(map(type, items)):
+            raise ValidationError(field, f"{field} must be a non-empty list of finite numbers")
+        try:
+            array = np.asarray(items)
+        except (TypeError, ValueError, OverflowError):
+            raise ValidationError(
+                field, f"{field} must be a non-empty list of finite numbers"
+            ) from None
+    if array.ndim != 1 or not array.size or array.dtype.kind not in "fiu":
         raise ValidationError(field, f"{field} must be a non-empty list of finite numbers")
-    return [float(v) for v in vector]
+    with np.errstate(over="ignore"):
+        vector: Vector = np.array(array, dtype=np.float32)
+    if not np.isfinite(vector).all():
+        raise ValidationError(field, f"{field} must be a non-empty list of finite numbers")
+    return vector
 
 
 def as_list(field: str, values: Iterable[Any] | None) -> list[Any]:

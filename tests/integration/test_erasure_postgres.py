@@ -55,6 +55,7 @@ def test_forget_on_postgres(postgres_dsn: str, tmp_path: Path, engines: list[Mem
     assert [h.rationale for h in reader.history(secret, trust=FULL_TRUST)][0] == ""
     assert SECRET not in str(reader.retrieve(SECRET, trust=FULL_TRUST).records)
     assert reader.retrieve_by_id(kept, trust=FULL_TRUST).payload is not None
+    assert writer.verify().ok  # the log only grew
     writer.close()
     reopened = Membrane.open_postgres(postgres_dsn)  # no checkpoint: views from the log
     engines.append(reopened)

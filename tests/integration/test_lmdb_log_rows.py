@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from uuid import uuid4
 
 import pytest
-from eventsourcing.persistence import InternalError
 
+from membrane_es.errors import IntegrityError
 from tests.integration.test_lmdb_store import events, log_key, make_recorder, raw
 
 if TYPE_CHECKING:
@@ -115,5 +115,6 @@ def test_a_missing_event_row_is_reported(logged: LMDBApplicationRecorder) -> Non
         txn.delete(event_key, db=raw(logged, "events"))
 
     assert len(logged.read_log_rows(1, 5)) == 5
-    with pytest.raises(InternalError, match="Notification 6 "):
+    with pytest.raises(IntegrityError, match="notification 6 ") as raised:
         logged.read_log_rows(2, 10)
+    assert raised.value.notification_id == 6

@@ -16,6 +16,7 @@ import pytest
 from eventsourcing.cipher import AESCipher
 
 from membrane_es import ConflictError, Membrane
+from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, ValidationError
 from membrane_es.lmdb_store import ChainFault
@@ -116,8 +117,15 @@ def test_event_times_follow_log_order_under_skewed_clocks(open_store: OpenStore)
 
     # both writers racing, each on records of its own and one shared record
     outcomes: list[str] = []
+    failures: list[BaseException] = []
 
     def write(engine: Membrane, time: ManualTime, name: str) -> None:
+        try:
+            write_all(engine, time, name)
+        except BaseException as error:
+            failures.append(error)
+
+    def write_all(engine: Membrane, time: ManualTime, name: str) -> None:
         for index in range(10):
             time.advance(seconds=1)
             engine.create_record(semantic(id=f"{name}-{index}"))
@@ -135,6 +143,7 @@ def test_event_times_follow_log_order_under_skewed_clocks(open_store: OpenStore)
         thread.start()
     for thread in threads:
         thread.join()
+    assert failures == []
     times = _log_times(ahead)
     assert len(times) == 4 + 20 + outcomes.count("won")
     assert times == sorted(times) and len(set(times)) == len(times)
@@ -227,3 +236,23 @@ def test_a_batch_that_loses_a_race_writes_nothing(open_store: OpenStore, postgre
     assert count == 2
     assert not first.application.exists("only-with-the-batch")
     assert first.verify().ok
+
+
+def test_a_log_written_before_the_chain_is_chained_at_open(
+    open_store: OpenStore, postgres_dsn: str
+) -> None:
+    from membrane_es.postgres_store import postgres_settings
+
+    # written by eventsourcing's own recorder, as stores were before the chain existed
+    settings = {**postgres_settings(postgres_dsn), "APPLICATION_RECORDER_TOPIC": ""}
+    legacy = Membrane(MemoryApplication(settings))
+    first = legacy.create_record(semantic(id="old-1")).id
+    legacy.reinforce(first, "agent", "useful")
+    legacy.close()
+
+    memory = open_store()
+    report = memory.verify()
+    assert report.ok and report.checked == 2
+    memory.create_record(semantic(id="new-1"))
+    assert memory.verify().checked == 3
+    assert open_store().verify().ok  # chained once only

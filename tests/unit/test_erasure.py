@@ -246,3 +246,13 @@ def test_in_memory_forget_equals_a_replay(memory: Membrane) -> None:
 
     assert live == replayed
     assert isinstance(memory.application.load(record_id), RecordAggregate)
+
+
+@pytest.mark.parametrize("value", [3.4028236e38, -(2**130)])
+def test_a_given_vector_beyond_float32_is_refused(memory: Membrane, value: float) -> None:
+    """Vectors are stored as float32 (sealed with the content): a value that would overflow
+    to infinity is bad input naming the field, and nothing is written."""
+    with pytest.raises(ValidationError) as raised:
+        memory.create_record(semantic(), embedding=[value, 1.0])
+    assert raised.value.field == "embedding"
+    assert log_size(memory) == 0

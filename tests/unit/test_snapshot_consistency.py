@@ -42,6 +42,9 @@ class _WritingReader:
             write()
         return self.memory.application.load(record_id)
 
+    def load_many(self, record_ids: list[str]) -> list[Any]:
+        return [self.load(record_id) for record_id in record_ids]
+
     def load_as_of(self, record_id: str, moment: datetime) -> Any:
         return self.memory.application.load_as_of(record_id, moment)
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
+from membrane_es.errors import ValidationError
 from membrane_es.projections import embeddings
 from membrane_es.projections.embeddings import (
     CHUNK_ROWS,
@@ -155,9 +156,11 @@ def test_shortlisted_scores_are_the_bits_of_a_full_scan(coded_from_ten: None) ->
     also = np.array([4, 1000, 2046], dtype=np.int64)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 10)
-        got = vectors.similarity(
-            index, query, None, len(matrix), candidates, limit=3, scope_of=scope_of, also=also
-        )
+        patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep the shortlist as it is
+        scan = index.scan_codes(query, None, len(matrix))
+        found = vectors.nearest(index, query, scan, partial(vectors.held, candidates), 3)
+        assert found is not None
+        got = vectors.scored(index, query, found, candidates, also, scope_of)
     rows, exact = index.similarities(query, None)
     full = vectors.aligned(rows, exact, candidates, len(matrix))
     scored = ~np.isnan(got)
@@ -174,14 +177,62 @@ def test_shortlisted_scores_are_the_bits_of_a_full_scan(coded_from_ten: None) ->
 
 
 def test_without_a_limit_or_below_the_threshold_every_row_is_scored() -> None:
-    index, matrix, scope_of = _coded_index(200, scopes=2)
+    index, matrix, _ = _coded_index(200, scopes=2)
     query = _vectors(1, seed=5)[0]
     candidates = np.arange(200, dtype=np.int64)
     for limit in (0, 5):
-        got = vectors.similarity(
-            index, query, None, 200, candidates, limit=limit, scope_of=scope_of
+        assert not vectors.approximate(index, None, 200, limit)
+    got = vectors.exact_similarity(index, query, None, 200, candidates)
+    assert not np.isnan(got).any()
+
+
+def _clustered(count: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors around 8 centres, and queries near the same centres."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((8, DIMENSIONS), dtype=np.float32) * 2
+    raw = centres[rng.integers(0, 8, count + queries)] + rng.standard_normal(
+        (count + queries, DIMENSIONS), dtype=np.float32
+    )
+    out: np.ndarray = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
+    return out[:count], out[count:]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_kept_shortlist_holds_the_exact_top_rows(seed: int) -> None:
+    """On clustered vectors the codes vouch for the shortlist (as is, or widened), and it
+    holds the exact top rows; on vectors spread evenly they cannot, and the read is exact."""
+    count, limit = 4000, 5
+    for clustered in (True, False):
+        matrix, queries = (
+            _clustered(count, 10, seed) if clustered else (_vectors(count, seed), _vectors(10, 99))
         )
-        assert not np.isnan(got).any()
+        index = EmbeddingIndex()
+        index.add_many([(row, 0, "m", matrix[row].tobytes()) for row in range(count)])
+        for block in index.blocks.values():
+            block.keep_codes()
+        admitted = partial(vectors.held, np.arange(count, dtype=np.int64))
+        kept = 0
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(vectors, "SHORTLIST_PER_RESULT", 100)  # a cluster's size, as at scale
+            for query in queries:
+                found = vectors.nearest(
+                    index, query, index.scan_codes(query, None, count), admitted, limit
+                )
+                if found is None:
+                    continue
+                kept += 1
+                exact_top = np.argsort(-(matrix @ query), kind="stable")[:limit]
+                assert set(exact_top.tolist()) <= set(found.scan.rows[found.picks].tolist())
+        assert kept >= 5 if clustered else kept == 0
+
+
+@pytest.mark.parametrize("cosine", [-0.5, 0.0, 0.3, 0.9, 1.0])
+def test_a_plausible_distance_lies_past_the_expected_one(cosine: float) -> None:
+    bits = 384
+    expected = bits * np.arccos(cosine) / np.pi
+    reach = vectors.plausible_distance(cosine, bits)
+    assert expected <= reach <= expected + vectors.VOUCH_SIGMAS * np.sqrt(bits) / 2 + 1
+    assert vectors.plausible_distance(min(1.0, cosine + 0.05), bits) <= reach
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -196,6 +247,7 @@ def test_as_of_gives_the_answers_given_then_with_shortlists(
         patch.setattr(embeddings, "CODED_MIN_ROWS", 6)
         patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 6)
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 1)
+        patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep every shortlist
         check_answers_as_of(start, history)
 
 
@@ -210,6 +262,7 @@ def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed
         patch.setattr(embeddings, "CODED_MIN_ROWS", 8)
         patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 8)
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 2)
+        patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep every shortlist
         patch.setattr(retrieve, "LEXICAL_SCORED", 3)
         memory = Membrane.in_memory(clock=MonotonicClock(source=time), embedder=embedder)
         with memory:
@@ -236,14 +289,14 @@ def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed
                         include_retracted=rng.random() < 0.2,
                         query_embedding=None,
                     )
-                    scan = retrieve._code_scan(snapshot, plan)
-                    if scan is None:  # too few vectors in these scopes at that moment
+                    found = retrieve._shortlist(snapshot, plan)
+                    if found is None:  # too few vectors in these scopes at that moment
                         continue
-                    quick = retrieve._rank_by_evidence(snapshot, plan, 0.7, scan)
+                    quick = retrieve._rank_by_evidence(snapshot, plan, 0.7, found)
                     if quick is None:
                         continue
                     answered += 1
-                    full = retrieve._rank_every_candidate(snapshot, plan, 0.7)
+                    full = retrieve._rank_every_candidate(snapshot, plan, 0.7, found)
                     _assert_same_ranking(quick, full)
     assert answered >= 10
 
@@ -265,3 +318,33 @@ def _assert_same_ranking(left: retrieve.Ranking, right: retrieve.Ranking) -> Non
         assert left.selectable is right.selectable
     else:
         np.testing.assert_array_equal(left.selectable.rows, right.selectable.rows)
+
+
+def test_a_read_that_asks_for_exact_scores_every_vector(time: ManualTime) -> None:
+    embedder = HashingEmbedder(32)
+    memory = Membrane.in_memory(clock=MonotonicClock(source=time), embedder=embedder)
+    with memory:
+        random_history(memory, random.Random(2), 150)
+        descriptor = " ".join(WORDS[:3])
+        everyone = TrustContext(max_sensitivity="high")
+        exact = memory.retrieve(descriptor, trust=everyone, limit=5)  # too few rows to shortlist
+        index = memory.views.embeddings
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(vectors, "APPROXIMATE_MIN_ROWS", 8)
+            patch.setattr(vectors, "SHORTLIST_PER_RESULT", 1)
+            patch.setattr(vectors, "SHORTLIST_SHARE", 10**6)
+            patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep every shortlist
+            for block in index.blocks.values():
+                block.keep_codes()
+            patch.setattr(index, "coded", True)
+            asked = memory.retrieve(descriptor, trust=everyone, limit=5, exact=True)
+            graph = memory.retrieve_graph(descriptor, trust=everyone, root_limit=5, exact=True)
+        assert [r.id for r in asked.records] == [r.id for r in exact.records]
+        unshortlisted = memory.retrieve_graph(descriptor, trust=everyone, root_limit=5)
+        assert [(n.record.id, n.root, n.hop) for n in graph.nodes] == [
+            (n.record.id, n.root, n.hop) for n in unshortlisted.nodes
+        ]
+        with pytest.raises(ValidationError, match="exact"):
+            memory.retrieve(descriptor, limit=5, exact="yes")  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="exact"):
+            memory.retrieve_graph(descriptor, exact=1)  # type: ignore[arg-type]

@@ -118,3 +118,17 @@ def test_the_committed_stubs_are_generated_from_the_proto(tmp_path: Path) -> Non
         fresh = (tmp_path / name).read_text()
         committed = (codegen.WIRE_DIR / name).read_text()
         assert fresh == committed, f"{name} is stale: run python -m membrane_es.grpc_server.codegen"
+
+
+def test_our_own_rpcs_live_in_their_own_package() -> None:
+    """membrane.v1 is Membrane's alone: every RPC beyond it is in membrane_es.v1."""
+    from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2 as es_pb
+
+    assert es_pb.DESCRIPTOR.name == "membrane_es/v1/membrane_es.proto"
+    assert es_pb.DESCRIPTOR.package == "membrane_es.v1"
+    service = es_pb.DESCRIPTOR.services_by_name["MembraneEsService"]
+    assert {m.name: (m.input_type.name, m.output_type.name) for m in service.methods} == {
+        "Forget": ("ForgetRequest", "ForgetResponse"),
+    }
+    assert [d.name for d in pb.DESCRIPTOR.dependencies] == ["google/protobuf/struct.proto"]
+    assert any(name.startswith("membrane_es/v1/") for name in codegen.GENERATED)

@@ -1,0 +1,1 @@
+"""Generated membrane_es.v1 stubs."""

@@ -1,0 +1,84 @@
+"""The key store: keys issued from a durable pool, found again (by another process too),
+destroyed for good, and a store for every kind of log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from membrane_es import MembraneError
+from membrane_es.keystore import (
+    KEY_STORE_FILE,
+    KEY_STORE_PATH,
+    POOL_SIZE,
+    SqliteKeyStore,
+    open_key_store,
+)
+
+
+def _files_hold(directory: Path, needle: bytes) -> bool:
+    return any(needle in p.read_bytes() for p in directory.iterdir() if p.is_file())
+
+
+def test_keys_are_durable_found_by_another_store_and_destroyed_for_good(tmp_path: Path) -> None:
+    path = tmp_path / KEY_STORE_FILE
+    keys = SqliteKeyStore(path)
+    issued = [keys.issue() for _ in range(3)]
+    other = SqliteKeyStore(path)  # another process on the same file
+    assert [other.get(key_id) for key_id, _ in issued] == [key for _, key in issued]
+    assert _files_hold(tmp_path, issued[0][1])
+
+    keys.destroy([issued[0][0], issued[0][0], b"never-issued"])
+
+    assert keys.get(issued[0][0]) is None
+    assert keys.cipher(issued[0][0]) is None
+    assert SqliteKeyStore(path).get(issued[0][0]) is None
+    assert keys.get(issued[1][0]) == issued[1][1]
+    other.close()
+    keys.close()
+    assert not _files_hold(tmp_path, issued[0][1])
+    assert _files_hold(tmp_path, issued[1][1])
+
+
+def test_ids_follow_issue_order_and_unused_pool_keys_go_on_close(tmp_path: Path) -> None:
+    path = tmp_path / KEY_STORE_FILE
+    keys = SqliteKeyStore(path)
+    ids = [keys.issue()[0] for _ in range(POOL_SIZE + 2)]  # two pools made
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    keys.close()
+    reopened = SqliteKeyStore(path)
+    (count,) = reopened._db.execute("SELECT count(*) FROM data_keys").fetchone()
+    assert count == len(ids)
+    # a cold read of one key reads the ones issued after it too
+    assert reopened.get(ids[0]) is not None
+    assert ids[10] in reopened._cache
+    reopened.close()
+
+
+def test_each_kind_of_log_gets_a_key_store_that_outlives_the_process(tmp_path: Path) -> None:
+    store = str(tmp_path)
+    lmdb = open_key_store({"PERSISTENCE_MODULE": "membrane_es.lmdb_store", "LMDB_PATH": store})
+    assert isinstance(lmdb, SqliteKeyStore) and lmdb.path == tmp_path / KEY_STORE_FILE
+    lmdb.close()
+    elsewhere = tmp_path / "keys-elsewhere.sqlite"
+    moved = open_key_store(
+        {
+            "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+            "LMDB_PATH": "x",
+            KEY_STORE_PATH: str(elsewhere),
+        }
+    )
+    assert isinstance(moved, SqliteKeyStore) and moved.path == elsewhere
+    moved.close()
+    database = tmp_path / "events.db"
+    sqlite = open_key_store(
+        {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(database)}
+    )
+    assert isinstance(sqlite, SqliteKeyStore) and sqlite.path == tmp_path / "events.db-keys.sqlite"
+    sqlite.close()
+    memory = open_key_store({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    assert isinstance(memory, SqliteKeyStore) and memory.path is None
+    memory.close()
+    with pytest.raises(MembraneError, match=KEY_STORE_PATH):
+        open_key_store({"PERSISTENCE_MODULE": "somewhere.else"})
