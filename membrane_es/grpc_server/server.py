@@ -20,7 +20,7 @@ from typing import TypedDict
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from membrane_es.embedding.default import AUTOMATIC, BundledMiniLM, extra_installed, resolve
+from membrane_es.embedding.default import AUTOMATIC, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.access import DEFAULT_TENANT, KeyRing
@@ -177,7 +177,7 @@ def _schedule(engine: Membrane, interval: float) -> None:
 
 def _embedder(config: DaemonConfig) -> Embedder | None:
     name = config.embedding_model
-    if not name:
+    if name in ("", "default"):
         return resolve(AUTOMATIC)
     if name == "none":
         return None
@@ -187,8 +187,8 @@ def _embedder(config: DaemonConfig) -> Embedder | None:
         return HashingEmbedder()
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 
-    if name in ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-        return BundledMiniLM() if extra_installed() else SentenceTransformerEmbedder()
+    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return SentenceTransformerEmbedder()  # asked for by name: an error without the extra
     return SentenceTransformerEmbedder(name)
 
 

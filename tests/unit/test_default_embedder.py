@@ -80,7 +80,6 @@ def test_none_and_a_named_embedder_are_kept(monkeypatch: pytest.MonkeyPatch) -> 
         ("", True, default.BundledMiniLM),
         ("none", True, type(None)),
         ("default", True, default.BundledMiniLM),
-        ("all-MiniLM-L6-v2", True, default.BundledMiniLM),
         ("hashing", True, HashingEmbedder),
     ],
 )
