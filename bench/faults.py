@@ -24,7 +24,8 @@ opens the store and checks:
   counted against what it must write: no part of a multi-record operation is visible);
 * nothing else is in the log;
 * the views, after catching up from their checkpoint, equal views rebuilt from the log;
-* ``verify()`` passes.
+* ``verify()`` passes;
+* closing the store writes a checkpoint at the head (what a killed save left does not stop it).
 """
 
 from __future__ import annotations
@@ -339,6 +340,9 @@ def check(store: Path) -> dict[str, int]:
             rebuilt.close()
         report = memory.verify()
         assert report.ok, str(report)
+    # Closing checkpointed the views at the head (whatever a killed save left behind).
+    seal = json.loads((store / "views" / "current" / "seal").read_bytes())
+    assert seal["position"] == head, f"checkpoint at {seal['position']}, log at {head}"
     return {"operations": acked, "events": head, "records": len(made)}
 
 

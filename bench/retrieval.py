@@ -883,11 +883,17 @@ READING = [
     " with the query's (a 32nd of the memory traffic), gives exact scores to the nearest"
     " admitted rows (64 per result, at least 1 % of the rows searched) and to the best word"
     " matches, and — when the 10th result scores above what salience alone can reach — admits"
-    " and scores only those rows, never the rest of the store. The share of FAISS's exact top"
-    " 10 it returns is in the notes under each table (the engine's ranking also weighs"
-    " salience and words, so even an exact search would not return FAISS's 10 every time;"
-    " with exact vector scores it was 96–98 %). 10k, and a scope's 5 % up to 100k, are below"
-    " the threshold: exact.",
+    " and scores only those rows, never the rest of the store. The shortlist is kept only"
+    " when the codes vouch for it: a row as near the query as the 10th best shortlisted one"
+    " would lie within 2.5 standard deviations of its expected code distance, and the"
+    " shortlist reaches past that (else it is widened to it, or the read scores every vector"
+    " when that would be more than a 16th of them: on the unclustered vectors, always;"
+    " `bench.shortlist` counts how often each happens). The share of FAISS's exact top 10 it"
+    " returns is in the notes under each table (the engine's ranking also weighs salience and"
+    " words, so even an exact search would not return FAISS's 10 every time). 10k, and a"
+    " scope's 5 % up to 100k, are below the threshold: exact.",
+    "- **Unclustered vectors**: a second store of evenly spread vectors, read with vectors"
+    " only; `retrieve(exact=True)` scores every vector whatever the codes say.",
     "- **FAISS bitmap ÷ scoped retrieve** (higher is better): with trust limited to one scope"
     " holding 5 % of the records, the engine reads only that scope's rows (and the unscoped"
     " ones, none here): the scope's sign codes, its shortlist, its word matches — while FAISS"

@@ -14,13 +14,15 @@ leaves neither behind):
   then retries with its clock moved past the log's time, so event times never go backwards
   along the log, and ``as_of(T)`` always sees a prefix of it.
 
-The chain hash is the LMDB store's (:func:`membrane_es._lmdb_format.chain_hash`) over the
-same fields; PostgreSQL's ids may have gaps (a rolled-back insert consumes them), so each
-hash links to the previous notification that exists. :meth:`ChainedApplicationRecorder.verify`
+The chain hash is the LMDB store's (:class:`membrane_es._lmdb_format.Chain`: plain, or keyed
+with ``POSTGRES_CHAIN_KEY``) over the same fields; PostgreSQL's ids may have gaps (a
+rolled-back insert consumes them), so each hash links to the previous notification that
+exists. :meth:`ChainedApplicationRecorder.verify`
 walks the chain and reports the first altered, missing or unlogged event.
 
-Selected with ``APPLICATION_RECORDER_TOPIC`` on eventsourcing's PostgreSQL module, as
-:func:`membrane_es.postgres_store.postgres_settings` does.
+Selected with ``PERSISTENCE_MODULE=membrane_es.postgres_log:ChainedPostgresFactory`` (the
+settings of :func:`membrane_es.postgres_store.postgres_settings`); every other setting is
+eventsourcing's PostgreSQL module's.
 """
 
 from __future__ import annotations
@@ -34,19 +36,24 @@ from eventsourcing.persistence import (
     OperationalError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresFactory,
+)
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
 from membrane_es._lmdb_format import (
     GENESIS,
+    Chain,
     ChainFault,
     ChainReport,
-    chain_hash,
     originator_key,
     version_suffix,
 )
 from membrane_es.application import EVENT_TIMES, EventTimeBehind
+from membrane_es.errors import IntegrityError, MembraneError
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -60,21 +67,28 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL application recorder, plus the hash chain and the check
     that event times follow log order."""
 
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+    def __init__(
+        self,
+        datastore: PostgresDatastore,
+        *,
+        events_table_name: str = "stored_events",
+        chain: Chain | None = None,
+    ):
         super().__init__(datastore, events_table_name=events_table_name)
+        self.chain = chain or Chain()
         prefix = events_table_name.removesuffix("_events")
         self.chain_table_name = f"{prefix}_chain"
         self.head_table_name = f"{prefix}_log_head"
         for name in (self.chain_table_name, self.head_table_name):
             self.check_identifier_length(name)
         schema = Identifier(self.datastore.schema)
-        chain = Identifier(self.chain_table_name)
+        chain_table = Identifier(self.chain_table_name)
         head = Identifier(self.head_table_name)
         self.sql_create_statements += [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {schema}.{chain} ("
                 "notification_id bigint PRIMARY KEY, hash bytea NOT NULL)"
-            ).format(schema=schema, chain=chain),
+            ).format(schema=schema, chain=chain_table),
             # One row: the chain's head, and the newest event time in the log.
             SQL(
                 "CREATE TABLE IF NOT EXISTS {schema}.{head} ("
@@ -82,19 +96,27 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 "notification_id bigint NOT NULL, hash bytea NOT NULL, "
                 "event_time timestamptz)"
             ).format(schema=schema, head=head),
+            # How the chain links (plain, or keyed and the key's fingerprint), as on LMDB.
+            SQL("ALTER TABLE {schema}.{head} ADD COLUMN IF NOT EXISTS chain_mode bytea").format(
+                schema=schema, head=head
+            ),
         ]
         self._select_head = SQL(
-            "SELECT notification_id, hash, event_time FROM {schema}.{head}"
+            "SELECT notification_id, hash, event_time, chain_mode FROM {schema}.{head}"
         ).format(schema=schema, head=head)
+        self._select_hash = SQL(
+            "SELECT hash FROM {schema}.{chain} WHERE notification_id = %s"
+        ).format(schema=schema, chain=chain_table)
         self._insert_chain = SQL(
             "INSERT INTO {schema}.{chain} (notification_id, hash) "
             "SELECT * FROM unnest(%s::bigint[], %s::bytea[])"
-        ).format(schema=schema, chain=chain)
+        ).format(schema=schema, chain=chain_table)
         self._upsert_head = SQL(
-            "INSERT INTO {schema}.{head} (one, notification_id, hash, event_time) "
-            "VALUES (true, %s, %s, %s) ON CONFLICT (one) DO UPDATE SET "
+            "INSERT INTO {schema}.{head} (one, notification_id, hash, event_time, chain_mode) "
+            "VALUES (true, %s, %s, %s, %s) ON CONFLICT (one) DO UPDATE SET "
             "notification_id = EXCLUDED.notification_id, hash = EXCLUDED.hash, "
-            "event_time = COALESCE(EXCLUDED.event_time, {head}.event_time)"
+            "event_time = COALESCE(EXCLUDED.event_time, {head}.event_time), "
+            "chain_mode = EXCLUDED.chain_mode"
         ).format(schema=schema, head=head)
         events = Identifier(self.events_table_name)
         # Events and chain rows side by side, so a row missing on either side shows.
@@ -104,7 +126,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "FULL JOIN {schema}.{chain} c USING (notification_id) "
             "WHERE notification_id > %s AND notification_id <= %s "
             "ORDER BY notification_id LIMIT %s"
-        ).format(schema=schema, events=events, chain=chain)
+        ).format(schema=schema, events=events, chain=chain_table)
         self._select_unchained = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{events} WHERE notification_id > %s "
@@ -117,6 +139,31 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
     def create_table(self) -> None:
         super().create_table()
         self._chain_unchained_log()
+        self.check_chain_mode()
+
+    def check_chain_mode(self) -> None:
+        """Refuse a chain key the log was not chained with (or a missing one)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_head)
+            row = curs.fetchone()
+        if row is not None:
+            mode = row["chain_mode"]
+            self.chain.check_mode(None if mode is None else bytes(mode))
+
+    def hash_at(self, notification_id: int) -> bytes:
+        """The chain hash notification ``notification_id`` holds (the genesis value for 0),
+        which a read-view checkpoint taken there is tied to;
+        :class:`~membrane_es.errors.IntegrityError` if the chain has no such link."""
+        if notification_id == 0:
+            return GENESIS
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_hash, (notification_id,))
+            row = curs.fetchone()
+        if row is None:
+            raise IntegrityError(
+                f"notification {notification_id} is missing from the hash chain", notification_id
+            )
+        return bytes(row["hash"])
 
     def _chain_unchained_log(self) -> None:
         """A log written before it had a chain (by eventsourcing's own recorder) gets one, in
@@ -141,12 +188,12 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                     break
                 ids, hashes = [], []
                 for row in rows:
-                    previous = _hash(previous, row["notification_id"], _stored(row))
+                    previous = self._link(previous, row["notification_id"], _stored(row))
                     ids.append(row["notification_id"])
                     hashes.append(previous)
                 curs.execute(self._insert_chain, (ids, hashes))
                 after = ids[-1]
-            curs.execute(self._upsert_head, (after, previous, None))
+            curs.execute(self._upsert_head, (after, previous, None, self.chain.mode))
 
     def _has_events(self, curs: Cursor[DictRow]) -> bool:
         curs.execute(self._select_unchained, (0, 1))
@@ -163,7 +210,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             conn.cursor() as curs,
         ):
             self._lock_table(curs)  # from here to commit, this is the only writer
-            last_id, previous, log_time = self._read_head(curs)
+            _, previous, log_time = self._read_head(curs)
             if times is not None and log_time is not None and times[0] <= log_time:
                 raise EventTimeBehind(log_time)  # rolls the transaction back
             self._notify_channel(curs)
@@ -172,12 +219,17 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             assert ids is not None
             hashes = []
             for notification_id, event in zip(ids, stored_events, strict=True):
-                previous = _hash(previous, notification_id, event)
+                previous = self._link(previous, notification_id, event)
                 hashes.append(previous)
             curs.execute(self._insert_chain, (list(ids), hashes))
             new_time = None if times is None else times[1]
-            curs.execute(self._upsert_head, (ids[-1], previous, new_time))
+            curs.execute(self._upsert_head, (ids[-1], previous, new_time, self.chain.mode))
         return ids
+
+    def _link(self, previous: bytes, notification_id: int, event: StoredEvent) -> bytes:
+        key = originator_key(event.originator_id) + version_suffix(event.originator_version)
+        topic = event.topic.encode("utf-8")
+        return self.chain.link(previous, notification_id, key, topic, event.state)
 
     def _read_head(self, curs: Cursor[DictRow]) -> tuple[int, bytes, datetime | None]:
         curs.execute(self._select_head, prepare=True)
@@ -211,7 +263,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 if row["state"] is None:
                     detail = "the event row it refers to is missing"
                     return ChainReport(checked, ChainFault.MISSING, notification_id, detail)
-                expected = _hash(previous, notification_id, _stored(row))
+                expected = self._link(previous, notification_id, _stored(row))
                 if expected != bytes(row["hash"]):
                     detail = "content does not match the hash chain"
                     return ChainReport(checked, ChainFault.ALTERED, notification_id, detail)
@@ -239,6 +291,27 @@ def _stored(row: DictRow) -> StoredEvent:
     )
 
 
-def _hash(previous: bytes, notification_id: int, event: StoredEvent) -> bytes:
-    key = originator_key(event.originator_id) + version_suffix(event.originator_version)
-    return chain_hash(previous, notification_id, key, event.topic.encode("utf-8"), event.state)
+class ChainedPostgresFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory, making :class:`ChainedApplicationRecorder`s; the
+    setting ``POSTGRES_CHAIN_KEY`` (hex) keys the chain (a MAC, as an LMDB store's with a
+    chain key: nobody without the key can recompute it)."""
+
+    POSTGRES_CHAIN_KEY = "POSTGRES_CHAIN_KEY"
+
+    def application_recorder(self) -> ChainedApplicationRecorder:
+        prefix = self.env.name.lower() or "stored"
+        recorder = ChainedApplicationRecorder(
+            self.datastore, events_table_name=f"{prefix}_events", chain=Chain(self._chain_key())
+        )
+        if self.env_create_table():
+            recorder.create_table()
+        return recorder
+
+    def _chain_key(self) -> bytes | None:
+        value = self.env.get(self.POSTGRES_CHAIN_KEY)
+        if not value:
+            return None
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            raise MembraneError(f"{self.POSTGRES_CHAIN_KEY} is not hex") from None

@@ -23,9 +23,9 @@ from membrane_es.errors import MembraneError
 if TYPE_CHECKING:
     import psycopg
 
-PERSISTENCE_MODULE = "eventsourcing.postgres"
-# eventsourcing's recorder plus the hash chain and event times in log order (postgres_log).
-APPLICATION_RECORDER_TOPIC = "membrane_es.postgres_log:ChainedApplicationRecorder"
+# eventsourcing's PostgreSQL module, its recorder given the hash chain and event times in log
+# order (postgres_log).
+PERSISTENCE_MODULE = "membrane_es.postgres_log:ChainedPostgresFactory"
 DEFAULT_SCHEMA = "public"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 
@@ -73,7 +73,6 @@ def postgres_settings(dsn: str, schema: str = DEFAULT_SCHEMA) -> dict[str, str]:
     defaults = {o.keyword.decode(): (o.val or b"").decode() for o in options}
     settings = {
         "PERSISTENCE_MODULE": PERSISTENCE_MODULE,
-        "APPLICATION_RECORDER_TOPIC": APPLICATION_RECORDER_TOPIC,
         "CREATE_TABLE": "y",
         "POSTGRES_SCHEMA": check_schema(schema),
         **_POOL,

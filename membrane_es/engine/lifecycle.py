@@ -20,7 +20,7 @@ from membrane_es.engine.core import (
     _check_default_sensitivity,
 )
 from membrane_es.engine.follower import LogFollower
-from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError, ValidationError
+from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -33,7 +33,13 @@ from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.validation import check_unit_interval
+from membrane_es.schema.validation import (
+    check_chain_key,
+    check_flag,
+    check_path,
+    check_settings,
+    check_unit_interval,
+)
 
 log = logging.getLogger("membrane_es")
 
@@ -182,16 +188,19 @@ class Lifecycle(EngineCore):
         """
         check_unit_interval("selection_threshold", selection_threshold)  # before opening
         _check_default_sensitivity(default_sensitivity)
-        if chain_key is not None and (not isinstance(chain_key, bytes) or not chain_key):
-            raise ValidationError("chain_key", "chain_key must be non-empty bytes")
-        directory = Path(path)
+        check_chain_key(chain_key)
+        directory = check_path("path", path)
+        extra = check_settings("env", env)
+        for name, flag in (("sync", sync), ("read_only", read_only)):
+            check_flag(name, flag)
+        check_flag("verify_on_open", verify_on_open)
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
             "LMDB_PATH": str(directory),
             "LMDB_SYNC": "y" if sync else "n",
             **({"LMDB_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
-            **(env or {}),
+            **extra,
         }
         return cls(
             MemoryApplication(settings),
@@ -220,6 +229,7 @@ class Lifecycle(EngineCore):
         default_sensitivity: str = Sensitivity.LOW.value,
         follow: bool = True,
         checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
+        chain_key: bytes | None = None,
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
         (needs the ``postgres`` extra). The schema and its tables are created if missing.
@@ -240,12 +250,19 @@ class Lifecycle(EngineCore):
         :param checkpoint_interval: with ``views_dir``, save the views every so many seconds
             when they moved (None: only at close), so a process that is killed resumes from
             a recent checkpoint rather than replaying the log from the start.
+        :param chain_key: key of the log's hash chain, as for :meth:`open`; every process
+            writing the log must be given the same one.
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
         check_unit_interval("selection_threshold", selection_threshold)
         _check_default_sensitivity(default_sensitivity)
-        settings = {**postgres_settings(dsn, schema), **(env or {})}
+        check_chain_key(chain_key)
+        settings = {
+            **postgres_settings(dsn, schema),
+            **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
+            **(env or {}),
+        }
         with connect(settings) as connection:
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
             with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
@@ -291,7 +308,7 @@ class Lifecycle(EngineCore):
         """A store that lives in this process only (eventsourcing's in-memory recorders)."""
         check_unit_interval("selection_threshold", selection_threshold)
         _check_default_sensitivity(default_sensitivity)
-        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(env or {})}
+        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **check_settings("env", env)}
         return cls(
             MemoryApplication(settings),
             clock,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from membrane_es.application import APPLICATION_NAME
@@ -22,7 +21,12 @@ from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries.records import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
-from membrane_es.schema.validation import VectorInput, check_moment
+from membrane_es.schema.validation import (
+    VectorInput,
+    check_chain_key,
+    check_moment,
+    check_path,
+)
 
 
 class Reads(EngineCore):
@@ -250,7 +254,8 @@ class Reads(EngineCore):
         too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
         the first bad notification when known). ``membrane-es verify`` prints this report.
         """
-        directory = Path(path)
+        directory = check_path("path", path)
+        check_chain_key(chain_key)
         if not (directory / "data.mdb").is_file():
             raise MembraneError(f"verify: no LMDB store in {directory}")
         return verify_store(str(directory), APPLICATION_NAME, chain_key)

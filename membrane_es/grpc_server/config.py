@@ -29,6 +29,9 @@ from typing import Any
 import msgspec
 import yaml
 
+from membrane_es.queries import graph
+from membrane_es.schema.enums import Sensitivity
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {
     "ns": 1e-9,
@@ -72,10 +75,10 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tls_key_file: str = ""
     api_key: str = ""
     rate_limit_per_second: int = 100
-    graph_default_root_limit: int = 10
-    graph_default_node_limit: int = 25
-    graph_default_edge_limit: int = 100
-    graph_default_max_hops: int = 1
+    graph_default_root_limit: int = graph.DEFAULT_ROOT_LIMIT
+    graph_default_node_limit: int = graph.DEFAULT_NODE_LIMIT
+    graph_default_edge_limit: int = graph.DEFAULT_EDGE_LIMIT
+    graph_default_max_hops: int = graph.DEFAULT_MAX_HOPS
     # membrane_es additions
     api_keys_file: str = ""
 
@@ -102,7 +105,7 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(f'membrane: unsupported backend "{self.backend}"')
         if self.backend == "postgres" and not self.dsn():
             raise ConfigError("membrane: postgres_dsn is required when backend=postgres")
-        if self.default_sensitivity not in ("public", "low", "medium", "high", "hyper"):
+        if self.default_sensitivity not in {level.value for level in Sensitivity}:
             raise ConfigError(f'membrane: invalid default sensitivity "{self.default_sensitivity}"')
         if not 0.0 <= self.selection_confidence_threshold <= 1.0:
             raise ConfigError("selection_confidence_threshold must be in [0, 1]")

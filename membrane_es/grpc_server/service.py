@@ -47,6 +47,7 @@ from membrane_es.grpc_server.checks import WireError
 from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
+from membrane_es.queries import graph
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import ExplainedRetrieveGraphResult
 
@@ -87,10 +88,10 @@ Handler = Callable[[ServiceT, RequestT, grpc.ServicerContext], ResponseT]
 class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
     """What a zero limit (or ``max_hops`` 0) on the wire asks for (config §7.1)."""
 
-    root_limit: int = 10
-    node_limit: int = 25
-    edge_limit: int = 100
-    max_hops: int = 1
+    root_limit: int = graph.DEFAULT_ROOT_LIMIT
+    node_limit: int = graph.DEFAULT_NODE_LIMIT
+    edge_limit: int = graph.DEFAULT_EDGE_LIMIT
+    max_hops: int = graph.DEFAULT_MAX_HOPS
 
 
 def rpc(

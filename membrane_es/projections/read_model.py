@@ -75,6 +75,9 @@ class ReadModel:
         and its lengths noted, before this returns."""
         applied = 0
         with self.lock:
+            head = source.recorder.max_notification_id() or 0
+            if head <= self.position:
+                return 0  # nothing new (after each write of this process): no page to read
             reader = LogReader(source)
             worker: ThreadPoolExecutor | None = None
             indexed: list[Future[None]] = []
@@ -84,7 +87,7 @@ class ReadModel:
                 indexed.append(worker.submit(self.text.insert_many, documents))
 
             first_row = self.table.size  # rows the worker indexes are this one and after
-            backlog = (source.recorder.max_notification_id() or 0) - self.position
+            backlog = head - self.position
             use_worker = backlog >= TEXT_WORKER_MIN_BACKLOG
             try:
                 with _collector_paused():
@@ -185,7 +188,11 @@ class ReadModel:
         with self.lock:
             directory.mkdir(parents=True, exist_ok=True)
             staging = directory / "staging"
-            staging.mkdir(exist_ok=True)
+            # What a save killed midway left behind (a half-written staging directory, the
+            # previous checkpoint not yet removed) must not stop this one.
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(directory / "old", ignore_errors=True)
+            staging.mkdir()
             table = self.table
             n = table.size
             timeline = table.timeline
@@ -229,10 +236,7 @@ class ReadModel:
             if current.exists():
                 current.rename(old)
             staging.rename(current)
-            if old.exists():
-                for file in old.iterdir():
-                    file.unlink()
-                old.rmdir()
+            shutil.rmtree(old, ignore_errors=True)
 
     @staticmethod
     def discard(directory: Path) -> None:

@@ -7,10 +7,12 @@ anything is written.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -241,6 +243,30 @@ def check_vector(field: str, values: Iterable[float] | Vector) -> Vector:
     if not np.isfinite(vector).all():
         raise ValidationError(field, f"{field} must be a non-empty list of finite numbers")
     return vector
+
+
+def check_path(field: str, value: str | os.PathLike[str]) -> Path:
+    """A filesystem path given as text or a path object, storable as UTF-8."""
+    if isinstance(value, bytes) or not isinstance(value, str | os.PathLike):
+        raise ValidationError(field, f"{field} must be a path, not {type(value).__name__}")
+    path = Path(value)
+    check_text(field, str(path), required=True)
+    return path
+
+
+def check_chain_key(chain_key: bytes | None) -> None:
+    """A chain key is non-empty bytes (or None: a plain chain)."""
+    if chain_key is not None and (not isinstance(chain_key, bytes) or not chain_key):
+        raise ValidationError("chain_key", "chain_key must be non-empty bytes")
+
+
+def check_settings(field: str, value: Mapping[str, str] | None) -> dict[str, str]:
+    """Extra eventsourcing settings: a mapping of text to text (None: none)."""
+    settings = as_dict(field, value)
+    for key, item in settings.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise ValidationError(f"{field}.{key}", "settings must map text to text")
+    return settings
 
 
 def as_list(field: str, values: Iterable[Any] | None) -> list[Any]:

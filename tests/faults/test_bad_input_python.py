@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -541,3 +542,68 @@ def test_reported_bad_inputs_name_their_field(
             call(memory, record_id)
         assert raised.value.field == field
         assert memory.application.recorder.max_notification_id() == before
+
+
+# Opening a store: every argument of open / in_memory / verify_store made bad in turn.
+OPENERS: dict[str, tuple[Callable[[Path, dict[str, Any]], Any], dict[str, Any]]] = {
+    "open": (
+        lambda d, a: Membrane.open(
+            a["path"] if a["path"] != "<dir>" else d / "store",
+            sync=a["sync"],
+            env=a["env"],
+            selection_threshold=a["selection_threshold"],
+            default_sensitivity=a["default_sensitivity"],
+            chain_key=a["chain_key"],
+            read_only=a["read_only"],
+            verify_on_open=a["verify_on_open"],
+        ),
+        {
+            "path": "<dir>",
+            "sync": True,
+            "env": None,
+            "selection_threshold": 0.7,
+            "default_sensitivity": "low",
+            "chain_key": None,
+            "read_only": False,
+            "verify_on_open": False,
+        },
+    ),
+    "in_memory": (
+        lambda d, a: Membrane.in_memory(
+            env=a["env"],
+            selection_threshold=a["selection_threshold"],
+            default_sensitivity=a["default_sensitivity"],
+        ),
+        {"env": None, "selection_threshold": 0.7, "default_sensitivity": "low"},
+    ),
+    "verify_store": (
+        lambda d, a: Membrane.verify_store(
+            a["path"] if a["path"] != "<dir>" else d / "store", chain_key=a["chain_key"]
+        ),
+        {"path": "<dir>", "chain_key": None},
+    ),
+}
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_one_bad_argument_when_opening(tmp_path: Path, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(OPENERS)), label="opener")
+    call, valid = OPENERS[name]
+    args = dict(valid)
+    param = data.draw(st.sampled_from(sorted(args)), label="parameter")
+    args[param] = data.draw(BAD.filter(lambda v: not isinstance(v, str)), label="value")
+    try:
+        opened = call(tmp_path, args)
+    except MembraneError as error:
+        if isinstance(error, ValidationError):
+            assert error.field, error
+        return
+    except FORBIDDEN as error:  # pragma: no cover - the failure being tested for
+        raise AssertionError(f"{name}({args!r}) raised {type(error).__name__}: {error}") from error
+    if isinstance(opened, Membrane):
+        opened.close()

@@ -258,3 +258,20 @@ def test_a_corrupt_lmdb_page_gives_a_report_and_exit_2(tmp_path: Path) -> None:
 def test_verify_of_a_missing_store_is_an_error_not_a_new_store(tmp_path: Path) -> None:
     assert main(["verify", str(tmp_path / "nowhere")]) == 1
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_checkpoint_save_killed_midway_does_not_block_the_next(tmp_path: Path) -> None:
+    """A kill after the last checkpoint was moved aside (or while staging) leaves ``old`` and
+    ``staging`` behind: the next checkpoint is still written, and used."""
+    _make_store(tmp_path)
+    views = tmp_path / "views"
+    shutil.copytree(views / "current", views / "old")
+    (views / "staging").mkdir()
+    (views / "staging" / "arrays.npz").write_bytes(b"half written")
+    with Membrane.open(tmp_path) as memory:
+        memory.create_record(_record("d"))
+        memory.checkpoint()
+        position = memory.views.position
+    assert not (views / "old").exists() and not (views / "staging").exists()
+    with Membrane.open(tmp_path) as memory:
+        assert memory.views.position == position

@@ -67,7 +67,8 @@ def write(memory: Membrane, rng: random.Random, ops: int) -> None:
             print("halfway", flush=True)
         # targets: the shared records and whatever this process's views hold (the other
         # writer's records among them)
-        known = [r.id for r in memory.retrieve(trust=FULL, limit=40).records] + SHARED
+        seen = [r.id for r in memory.retrieve(trust=FULL, limit=40).records]
+        known = list(dict.fromkeys(seen + SHARED))
         action = rng.random()
         try:
             if action < 0.25:
@@ -122,12 +123,15 @@ def answers(memory: Membrane, moments: list[datetime | None]) -> dict[str, Any]:
     return out
 
 
-def follow(memory: Membrane) -> None:
+def follow(memory: Membrane, views: Path) -> None:
     for line in sys.stdin:
         command = json.loads(line)
         if command.get("checkpoint"):
             memory.checkpoint()
-            print(f"checkpointed {memory.position}", flush=True)
+            saved = ReadModel.load(views)  # what is on disk (the views move on meanwhile)
+            assert saved is not None
+            print(f"checkpointed {saved.position}", flush=True)
+            saved.close()
             continue
         memory.wait_for_position(command["position"], timeout=60)
         moments = [None, *(datetime.fromisoformat(m) for m in command["moments"])]
@@ -144,7 +148,7 @@ def main(argv: list[str]) -> None:
         saved = ReadModel.load(Path(views))
         with open_engine(dsn, views, checkpoint_interval=0.2) as memory:
             print(f"ready {0 if saved is None else saved.position}", flush=True)
-            follow(memory)
+            follow(memory, Path(views))
     else:
         raise SystemExit(f"unknown role {role!r}")
 

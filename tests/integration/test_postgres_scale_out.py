@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from eventsourcing.cipher import AESCipher
 
-from membrane_es import ConflictError, Membrane
+from membrane_es import ConflictError, Membrane, MembraneError
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, ValidationError
@@ -244,7 +244,7 @@ def test_a_log_written_before_the_chain_is_chained_at_open(
     from membrane_es.postgres_store import postgres_settings
 
     # written by eventsourcing's own recorder, as stores were before the chain existed
-    settings = {**postgres_settings(postgres_dsn), "APPLICATION_RECORDER_TOPIC": ""}
+    settings = {**postgres_settings(postgres_dsn), "PERSISTENCE_MODULE": "eventsourcing.postgres"}
     legacy = Membrane(MemoryApplication(settings))
     first = legacy.create_record(semantic(id="old-1")).id
     legacy.reinforce(first, "agent", "useful")
@@ -256,3 +256,16 @@ def test_a_log_written_before_the_chain_is_chained_at_open(
     memory.create_record(semantic(id="new-1"))
     assert memory.verify().checked == 3
     assert open_store().verify().ok  # chained once only
+
+
+def test_a_keyed_chain_needs_its_key(open_store: OpenStore, postgres_dsn: str) -> None:
+    key = b"chain key kept outside the store"
+    memory = open_store(chain_key=key)
+    memory.create_record(semantic())
+    assert open_store(chain_key=key).verify().ok
+    for wrong in ({}, {"chain_key": b"another key"}):
+        with pytest.raises(MembraneError, match="chain"):
+            open_store(**wrong)
+    # a chain recomputed without the key does not pass
+    _sql(postgres_dsn, "UPDATE public.memory_events SET state = state || '\\x00'::bytea")
+    assert not memory.verify().ok
