@@ -93,8 +93,9 @@ class Reads(EngineCore):
             as captured or given) is at or after it (``as_of`` is the other time axis: when
             the store learned of it).
         :param created_before: ... and before it.
-        :param include_retracted: also return retracted records and records decayed to
-            nothing (both excluded from active reads, kept in history).
+        :param include_retracted: also return retracted records, records penalised to nothing
+            and records past their ``max_age_seconds`` (excluded from active reads, kept in
+            history). A record that merely faded is always returned, ranked lower.
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
         :param explain: return an :class:`~membrane_es.schema.results.ExplainedRetrieveResult`,
             with an :class:`~membrane_es.schema.results.Explanation` per record: its vector and

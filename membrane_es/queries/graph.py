@@ -7,9 +7,10 @@
    record stood at the snapshot's moment, up to ``max_hops`` hops (0: roots only). A relation
    is followed only to a record that existed then, that the caller may see (in full, or
    redacted one level up: the edge to a redacted node is kept) and that active reads show
-   (not retracted, not decayed to nothing, valid at ``valid_at`` when given). Memory types
-   and ``min_salience`` choose roots only. At most ``node_limit`` nodes and ``edge_limit``
-   edges; each (source, predicate, target) once; an edge always joins two returned nodes.
+   (not retracted, penalised to nothing or expired; valid at ``valid_at`` when given).
+   Memory types and ``min_salience`` choose roots only. At most ``node_limit`` nodes and
+   ``edge_limit`` edges; each (source, predicate, target) once; an edge always joins two
+   returned nodes.
 3. **Order**: roots first, in rank order (as ``root_ids``); then the other nodes by hop,
    then salience (ties: newer, then id). The selection is the layered retrieval's.
 
