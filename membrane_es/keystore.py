@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from eventsourcing.utils import strtobool
 
 from membrane_es.errors import MembraneError, StorageFullError
 
@@ -58,12 +57,11 @@ def open_key_store(env: Mapping[str, str]) -> KeyStore:
     LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, a file beside
     an eventsourcing SQLite database, or memory for a store that lives in memory."""
     module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
-    sync = strtobool(env.get("LMDB_SYNC") or "yes")
     path = env.get(KEY_STORE_PATH) or ""
     if path:
-        return SqliteKeyStore(Path(path), sync=sync)
+        return SqliteKeyStore(Path(path))
     if env.get("LMDB_PATH"):
-        return SqliteKeyStore(Path(env["LMDB_PATH"]) / KEY_STORE_FILE, sync=sync)
+        return SqliteKeyStore(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
     if "postgres" in module:
         return PostgresKeyStore(dict(env))
     if "sqlite" in module:
@@ -154,8 +152,10 @@ class KeyStore:
             try:
                 if unused:
                     self._delete(unused)
-            except StorageFullError:
-                pass  # on a full disk they stay: a key that seals nothing is harmless
+            except (StorageFullError, sqlite3.OperationalError):
+                # On a full disk, or with readers holding the key store's log, they stay:
+                # a key that seals nothing is harmless.
+                pass
             finally:
                 self._close()
 
@@ -197,7 +197,7 @@ def _disk_full_is_storage_full(path: Path | None) -> Iterator[None]:
 class SqliteKeyStore(KeyStore):
     """Keys in a SQLite file (or in memory when ``path`` is None)."""
 
-    def __init__(self, path: Path | None = None, *, sync: bool = True) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         super().__init__()
         self.path = path
         self._db = sqlite3.connect(
@@ -211,7 +211,9 @@ class SqliteKeyStore(KeyStore):
             self._db.execute("PRAGMA secure_delete = ON")
             if path is not None:
                 self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.execute(f"PRAGMA synchronous = {'FULL' if sync else 'NORMAL'}")
+                # Always synced, even for a store opened with ``sync=False``: a key must reach
+                # the disk before any event sealed under it can (one sync per pool of keys).
+                self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS data_keys (id BLOB PRIMARY KEY, key BLOB NOT NULL)"
                 " WITHOUT ROWID"

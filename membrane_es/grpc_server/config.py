@@ -81,6 +81,8 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     graph_default_max_hops: int = graph.DEFAULT_MAX_HOPS
     # membrane_es additions
     api_keys_file: str = ""
+    # a file holding the log's hash-chain key (kept outside the store): a keyed chain
+    chain_key_file: str = ""
 
     def consolidation_seconds(self) -> float:
         return parse_duration("consolidation_interval", self.consolidation_interval)
@@ -89,12 +91,25 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return parse_duration("decay_interval", self.decay_interval)
 
     def engine_env(self) -> dict[str, str]:
-        """eventsourcing settings for the store: the cipher when a key is configured."""
+        """eventsourcing settings for the store: the cipher when a key is configured, the
+        chain key when a chain key file is."""
+        settings = self._chain_settings()
         key = self.encryption_key or os.environ.get("MEMBRANE_ENCRYPTION_KEY", "")
         if not key:
-            return {}
+            return settings
         derived = base64.b64encode(hashlib.sha256(key.encode()).digest()).decode()
-        return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived}
+        return {"CIPHER_TOPIC": "eventsourcing.cipher:AESCipher", "CIPHER_KEY": derived, **settings}
+
+    def _chain_settings(self) -> dict[str, str]:
+        if not self.chain_key_file:
+            return {}
+        try:
+            key = Path(self.chain_key_file).read_bytes()
+        except OSError as error:
+            raise ConfigError(f"membrane: read chain_key_file: {error}") from None
+        if not key:
+            raise ConfigError("membrane: chain_key_file is empty")
+        return {"LMDB_CHAIN_KEY": key.hex(), "POSTGRES_CHAIN_KEY": key.hex()}
 
     def dsn(self) -> str:
         """The PostgreSQL DSN: ``postgres_dsn``, else env ``MEMBRANE_POSTGRES_DSN`` (spec §7.1)."""

@@ -46,6 +46,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-keys", "--keys", metavar="PATH", help="API keys file: tenants and trust ceilings"
     )
+    parser.add_argument(
+        "-chain-key-file",
+        "--chain-key-file",
+        dest="chain_key_file",
+        metavar="PATH",
+        help="file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
+    )
 
 
 def config_from_flags(
@@ -60,6 +67,9 @@ def config_from_flags(
     )
     if args.keys:
         config = msgspec.structs.replace(config, api_keys_file=args.keys)
+    chain_key_file = getattr(args, "chain_key_file", None)  # namespaces built without it
+    if chain_key_file:
+        config = msgspec.structs.replace(config, chain_key_file=chain_key_file)
     config.validate()
     return config
 

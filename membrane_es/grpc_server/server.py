@@ -35,6 +35,7 @@ from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as 
 from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
 
 SERVICE_NAME = "membrane.v1.MembraneService"
+EXTENSIONS_NAME = "membrane_es.v1.MembraneEsService"
 MAX_RECEIVE_BYTES = 11_534_336
 GRACE_SECONDS = 5.0
 WORKERS = 16
@@ -98,7 +99,7 @@ class Daemon:
 
     def start(self) -> Daemon:
         self._server.start()
-        for service in ("", SERVICE_NAME):
+        for service in ("", SERVICE_NAME, EXTENSIONS_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("membrane_es serving on port %d", self.port)
         return self
@@ -108,7 +109,7 @@ class Daemon:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for service in ("", SERVICE_NAME):
+        for service in ("", SERVICE_NAME, EXTENSIONS_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         self._server.stop(grace).wait()
         self.tenants.close()

@@ -25,13 +25,14 @@ METHODS = {method.name: method for method in SERVICE.methods}
 
 
 @contextmanager
-def running_daemon(path: Path) -> Iterator[Daemon]:
+def running_daemon(path: Path, **overrides: Any) -> Iterator[Daemon]:
     settings = {
         "db_path": str(path),
         "listen_addr": "127.0.0.1:0",
         "api_key": API_KEY,
         "consolidation_interval": "0",
         "rate_limit_per_second": 0,  # the properties call far faster than a client would
+        **overrides,
     }
     daemon = Daemon(msgspec.convert(settings, DaemonConfig)).start()
     try:

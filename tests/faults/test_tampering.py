@@ -20,6 +20,7 @@ import pytest
 from membrane_es import IntegrityError, Membrane, MembraneError, ReadOnlyError, TrustContext
 from membrane_es._lmdb_format import PLAIN_CHAIN, Chain
 from membrane_es.cli import main
+from tests.faults.grpc_support import running_daemon
 from tests.faults.tamper_support import (
     change_a_byte,
     delete_event,
@@ -275,3 +276,15 @@ def test_a_checkpoint_save_killed_midway_does_not_block_the_next(tmp_path: Path)
     assert not (views / "old").exists() and not (views / "staging").exists()
     with Membrane.open(tmp_path) as memory:
         assert memory.views.position == position
+
+
+def test_the_daemon_keeps_a_keyed_chain(tmp_path: Path) -> None:
+    key_file = tmp_path / "chain.key"
+    key_file.write_bytes(KEY)
+    store = tmp_path / "store"
+    with running_daemon(store, chain_key_file=str(key_file)) as daemon:
+        daemon.tenants.get("").create_record(_record("a"))
+    report = Membrane.verify_store(store, chain_key=KEY)
+    assert report.ok and report.keyed
+    with pytest.raises(MembraneError, match="keyed"):
+        Membrane.open(store)

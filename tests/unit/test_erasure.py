@@ -256,3 +256,23 @@ def test_a_given_vector_beyond_float32_is_refused(memory: Membrane, value: float
         memory.create_record(semantic(), embedding=[value, 1.0])
     assert raised.value.field == "embedding"
     assert log_size(memory) == 0
+
+
+def test_snapshotting_is_refused_it_would_keep_content_unsealed() -> None:
+    with pytest.raises(MembraneError, match="snapshot"):
+        Membrane.in_memory(env={"IS_SNAPSHOTTING_ENABLED": "y"})
+
+
+def test_retrieval_as_of_before_the_erasure_shows_no_content(
+    embedded: Membrane, time: ManualTime
+) -> None:
+    record_id = _secret_fact(embedded)
+    before = time.advance(hours=1)
+    found = embedded.retrieve(SECRET, trust=FULL_TRUST, as_of=before).records
+    assert _mentions_secret([r.payload for r in found if r.id == record_id])
+
+    embedded.forget(record_id, "dpo", "erasure request")
+
+    for query in (embedded.retrieve, embedded.retrieve_graph):
+        answer = query(SECRET, trust=FULL_TRUST, as_of=before)
+        assert not _mentions_secret(answer)

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
@@ -81,3 +82,11 @@ def test_forget_errors_and_access(stubs: tuple[pb_grpc.MembraneServiceStub, Any]
     )
     assert code_of(lambda: extensions.Forget(request))[0] == grpc.StatusCode.UNAUTHENTICATED
     assert extensions.Forget(request, metadata=AUTH).forgotten_ids[0] == record_id
+
+
+def test_the_extension_service_reports_its_health(daemon: Daemon) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="membrane_es.v1.MembraneEsService")
+        answer = health.Check(request, metadata=AUTH)
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING
