@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = verbs.add_parser(
         "serve",
-        help="run the gRPC daemon (membrane.v1; same flags and config as membraned)",
+        help="run the gRPC daemon (membrane.v1; same flags and config as membraned),"
+        " and with --http the HTTP entries API",
     )
     membraned.add_flags(serve)
     serve.set_defaults(run=_serve)
@@ -84,7 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
     except membraned.ConfigError as error:
         print(f"error: configure: {error}", file=sys.stderr)
         return 1
-    return membraned.run(config)
+    return membraned.run(config, http=args.http, grpc=not args.no_grpc)
 
 
 def _show(args: argparse.Namespace) -> int:

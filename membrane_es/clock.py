@@ -34,6 +34,14 @@ class MonotonicClock:
             self._last = moment
             return moment
 
+    def peek(self) -> datetime:
+        """What :meth:`now` would say, without handing the moment out."""
+        with self._lock:
+            moment = self._source()
+            if self._last is not None and moment <= self._last:
+                return self._last
+            return moment
+
     def observe(self, moment: datetime) -> None:
         """Never hand out a time at or before ``moment`` (e.g. the last committed event)."""
         with self._lock:

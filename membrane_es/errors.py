@@ -60,6 +60,24 @@ class AlreadyExistsError(MembraneError):
         super().__init__(f"record already exists: {record_id}")
 
 
+class EntryNotFoundError(NotFoundError):
+    """No active entry with that id (the entries API's 404: absent, deleted, or invalidated)."""
+
+    def __init__(self, entry_id: int, message: str = "entry not found") -> None:
+        self.entry_id = entry_id
+        LookupError.__init__(self, message)
+        self.record_id = str(entry_id)
+
+
+class DuplicateRelationError(AlreadyExistsError):
+    """That (source, target, relation) already exists; ``existing_id`` names it."""
+
+    def __init__(self, existing_id: int) -> None:
+        self.existing_id = existing_id
+        self.record_id = str(existing_id)
+        Exception.__init__(self, "relation already exists")
+
+
 class ConflictError(MembraneError):
     """A concurrent revision of the same record won; retrying found no way through."""
 

@@ -43,6 +43,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "membrane_es.queries": ("membrane_es.commands", "membrane_es.engine"),
     "membrane_es.codec": ("membrane_es.aggregates", "membrane_es.engine"),
     "membrane_es.lmdb_store": ("membrane_es.aggregates", "membrane_es.engine"),
+    # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
+    "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
 EDGES = ("membrane_es.cli", "membrane_es.grpc_server", "membrane_es.http_api")
 

@@ -12,14 +12,15 @@ ports by changing how the client is made::
         memory.capture_memory({"project": "Orchid"}, source_kind="event")  # raw content in
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
-bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads` and
-:mod:`.consolidation` and :mod:`.erasure`.
+bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads`,
+:mod:`.consolidation`, :mod:`.erasure` and :mod:`.entries` (the seed-003 entries API).
 """
 
 from __future__ import annotations
 
 from membrane_es.engine.consolidation import Consolidation
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, Timestamp
+from membrane_es.engine.entries import Entries
 from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.ingestion import Ingestion
 from membrane_es.engine.lifecycle import Lifecycle
@@ -29,7 +30,7 @@ from membrane_es.engine.revisions import Revisions
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Lifecycle, Revisions, Ingestion, Reads, Consolidation, Erasure):
+class Membrane(Lifecycle, Entries, Revisions, Ingestion, Reads, Consolidation, Erasure):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

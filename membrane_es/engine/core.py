@@ -85,6 +85,9 @@ class EngineCore:
             self._views.catch_up(self._app)
         return self._views
 
+    def _close_parts(self) -> None:
+        """Release what a part of the facade holds of its own (the store closes after)."""
+
     @property
     def last_position(self) -> int | None:
         """The log position of the last write made through this engine by the calling thread

@@ -362,6 +362,7 @@ class Lifecycle(EngineCore):
         finally:
             try:
                 self._views.close()
+                self._close_parts()
             finally:
                 self._app.close()
 

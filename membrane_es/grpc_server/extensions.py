@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import grpc
 
+from membrane_es.access import Caller
 from membrane_es.engine import Membrane
-from membrane_es.grpc_server.access import Caller
 from membrane_es.grpc_server.service import MembraneService, rpc
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2 as pb
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as pb_grpc

@@ -5,7 +5,7 @@ key is accepted, so an unauthenticated caller cannot make the server parse anyth
 Bytes that are not a valid request (malformed, or nested deeper than protobuf allows) are
 INVALID_ARGUMENT. Unary only, as the reference: the health
 service's streaming ``Watch`` is not guarded, its unary ``Check`` is. The authenticated
-caller is handed to the handler through :data:`~membrane_es.grpc_server.access.CURRENT_CALLER`.
+caller is handed to the handler through :data:`~membrane_es.access.CURRENT_CALLER`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from membrane_es.grpc_server.access import CURRENT_CALLER, KeyRing, first_value
+from membrane_es.access import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 
 UnaryBehaviour = Callable[[Any, grpc.ServicerContext], Any]

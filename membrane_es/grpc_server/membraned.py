@@ -16,12 +16,17 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from membrane_es import __version__
 from membrane_es.errors import MembraneError
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, apply_overrides, load_config
+from membrane_es.signals import wait_for_stop_signal
+
+if TYPE_CHECKING:
+    from membrane_es.http_api import HttpServer
 
 PROGRAM = "membraned"
 
@@ -45,6 +50,19 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-addr", "--addr", metavar="ADDR", help="listen address, e.g. :9090")
     parser.add_argument(
         "-keys", "--keys", metavar="PATH", help="API keys file: tenants and trust ceilings"
+    )
+    parser.add_argument(
+        "-http",
+        "--http",
+        metavar="ADDR",
+        help="also serve the HTTP entries API (/v1/memory/...) here, e.g. 127.0.0.1:8080",
+    )
+    parser.add_argument(
+        "-no-grpc",
+        "--no-grpc",
+        dest="no_grpc",
+        action="store_true",
+        help="serve only the HTTP entries API (needs -http)",
     )
     parser.add_argument(
         "-chain-key-file",
@@ -74,23 +92,55 @@ def config_from_flags(
     return config
 
 
-def run(config: DaemonConfig) -> int:
-    """Builds the daemon, serves until SIGINT/SIGTERM, exits 0; setup errors exit 1."""
-    from membrane_es.grpc_server.server import Daemon
+def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int:
+    """Builds the daemon (gRPC, and the HTTP entries API on ``http``; or that alone), serves
+    until SIGINT/SIGTERM, exits 0; setup errors exit 1."""
+    from membrane_es.grpc_server.server import Daemon, open_stores
+    from membrane_es.http_api import HttpServer, create_app
 
     logging.basicConfig(
         level=os.environ.get("MEMBRANE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not grpc and not http:
+        print(f"failed to run {PROGRAM}: -no-grpc needs -http", file=sys.stderr)
+        return 1
     try:
-        daemon = Daemon(config)
-    except (ConfigError, MembraneError, OSError) as error:
+        if not grpc:
+            tenants, keys = open_stores(config)
+        else:
+            daemon = Daemon(config)
+            tenants, keys = daemon.tenants, daemon.keys
+        try:
+            web = None if http is None else HttpServer(create_app(tenants, keys), http)
+        except (OSError, ValueError):
+            tenants.close()
+            raise
+    except (ConfigError, MembraneError, OSError, ValueError) as error:
         print(f"failed to run {PROGRAM}: initialize membrane: {error}", file=sys.stderr)
         return 1
+    if not grpc:
+        assert web is not None
+        try:
+            web.start()
+            _announce(web, http)
+            wait_for_stop_signal()
+        finally:
+            web.stop()  # requests in flight finish, then the stores close
+            tenants.close()
+        return 0
     daemon.start()
+    if web is not None:
+        daemon.also_stop(web.stop)  # HTTP finishes its requests before the stores close
+        web.start()
+        _announce(web, http)
     print(f"{PROGRAM} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
     daemon.serve_until_signalled()
     return 0
+
+
+def _announce(web: HttpServer, address: str | None) -> None:
+    print(f"{PROGRAM} HTTP entries API on {address} (port {web.port})", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"failed to run {PROGRAM}: configure: {error}", file=sys.stderr)
         return 1
-    return run(config)
+    return run(config, http=args.http, grpc=not args.no_grpc)
 
 
 if __name__ == "__main__":

@@ -10,29 +10,29 @@ so the next start resumes where this one stopped.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from types import FrameType
 from typing import TypedDict
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from membrane_es.access import DEFAULT_TENANT, KeyRing
 from membrane_es.embedding.default import AUTOMATIC, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
-from membrane_es.grpc_server.access import DEFAULT_TENANT, KeyRing
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
 from membrane_es.grpc_server.extensions import MembraneEsService
 from membrane_es.grpc_server.interceptors import GuardInterceptor
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
-from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
+from membrane_es.signals import wait_for_stop_signal
+from membrane_es.tenants import Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
 EXTENSIONS_NAME = "membrane_es.v1.MembraneEsService"
@@ -47,24 +47,9 @@ class Daemon:
     """A running daemon. ``port`` is the bound port (useful with ``127.0.0.1:0``)."""
 
     def __init__(self, config: DaemonConfig) -> None:
-        config.validate()
         self.config = config
-        keys = KeyRing.load(config.api_key, config.api_keys_file or None)
-        embedder = _embedder(config)
-        if config.ingest_llm_enabled or config.llm_endpoint or config.embedding_endpoint:
-            log.warning(
-                "hosted LLM and embedding endpoints are not used by membrane_es; "
-                "capture uses its rule-based interpretation, embeddings come from embedding_model"
-            )
-        self.tenants = Tenants(
-            config.db_path, lambda tenant, path: _open_engine(config, tenant, path, embedder)
-        )
-        interval = config.consolidation_seconds()
-        if interval > 0:
-            self.tenants.on_open(lambda engine: _schedule(engine, interval))
-        for tenant in sorted(keys.tenants):  # open stores now: a bad path fails at startup
-            self.tenants.get(tenant)
-        self.tenants.get("")
+        self.tenants, self.keys = open_stores(config)
+        keys = self.keys
 
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="membrane-rpc"),
@@ -96,6 +81,11 @@ class Daemon:
                 f"create grpc server: listen on {config.listen_addr}: {error}"
             ) from None
         self._stopped = threading.Event()
+        self._also_stop: list[Callable[[], None]] = []
+
+    def also_stop(self, stop: Callable[[], None]) -> None:
+        """Run ``stop`` (another server over these stores) before the stores close."""
+        self._also_stop.append(stop)
 
     def start(self) -> Daemon:
         self._server.start()
@@ -112,23 +102,15 @@ class Daemon:
         for service in ("", SERVICE_NAME, EXTENSIONS_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         self._server.stop(grace).wait()
+        for stop in self._also_stop:
+            stop()
         self.tenants.close()
 
     def serve_until_signalled(self) -> None:
         """Blocks until SIGINT or SIGTERM, then stops (main thread only)."""
-        received = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("received signal %d, shutting down", signum)
-            received.set()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while not received.wait(0.5):
-                pass
+            wait_for_stop_signal()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             self.stop()
 
     def __enter__(self) -> Daemon:
@@ -136,6 +118,33 @@ class Daemon:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
+    """Every tenant's store as the configuration says (the default tenant's and those the
+    keys name are opened now, so a bad path fails at startup), and the keys."""
+    config.validate()
+    keys = KeyRing.load(config.api_key, config.api_keys_file or None)
+    embedder = _embedder(config)
+    if config.ingest_llm_enabled or config.llm_endpoint or config.embedding_endpoint:
+        log.warning(
+            "hosted LLM and embedding endpoints are not used by membrane_es; "
+            "capture uses its rule-based interpretation, embeddings come from embedding_model"
+        )
+    tenants = Tenants(
+        config.db_path, lambda tenant, path: _open_engine(config, tenant, path, embedder)
+    )
+    interval = config.consolidation_seconds()
+    if interval > 0:
+        tenants.on_open(lambda engine: _schedule(engine, interval))
+    try:
+        for tenant in sorted(keys.tenants):
+            tenants.get(tenant)
+        tenants.get("")
+    except BaseException:
+        tenants.close()
+        raise
+    return tenants, keys
 
 
 class _EngineOptions(TypedDict):

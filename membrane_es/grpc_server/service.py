@@ -33,6 +33,7 @@ from typing import Protocol, TypeVar
 import grpc
 import msgspec
 
+from membrane_es.access import CURRENT_CALLER, Caller, first_value
 from membrane_es.engine import Membrane
 from membrane_es.engine.core import DEFAULT_POSITION_WAIT_SECONDS
 from membrane_es.errors import (
@@ -42,14 +43,13 @@ from membrane_es.errors import (
     status_of,
 )
 from membrane_es.grpc_server import checks, convert
-from membrane_es.grpc_server.access import CURRENT_CALLER, Caller, first_value
 from membrane_es.grpc_server.checks import WireError
-from membrane_es.grpc_server.tenants import Tenants
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.queries import graph
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import ExplainedRetrieveGraphResult
+from membrane_es.tenants import Tenants
 
 AS_OF_METADATA = "x-membrane-as-of"
 POSITION_METADATA = "x-membrane-position"

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from membrane_es.access import DEFAULT_TENANT
 from membrane_es.engine import Membrane
-from membrane_es.grpc_server.access import DEFAULT_TENANT
 
 IN_MEMORY = ":memory:"
 

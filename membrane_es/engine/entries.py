@@ -1,0 +1,312 @@
+"""The facade's entries API (seed 003): Arbiter-style memory entries over the same records.
+
+An entry is a memory record (the mapping is in :mod:`membrane_es.schema.entries`): creating
+one creates a semantic record, revising one supersedes its record, invalidating one retracts
+it. So ``history``, ``verify``, audit and ``as_of`` apply to entries as to every record, and
+a record written any other way (capture, gRPC) is an entry too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from membrane_es.engine.erasure import Erasure
+from membrane_es.engine.reads import Reads
+from membrane_es.engine.revisions import Revisions
+from membrane_es.errors import (
+    DuplicateRelationError,
+    EntryNotFoundError,
+    ForgottenError,
+    ValidationError,
+)
+from membrane_es.projections.entries import EntryIndex
+from membrane_es.queries import entries as queries
+from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
+from membrane_es.schema.entries import (
+    ARTIFACT_REF,
+    DELETED,
+    Entry,
+    EntryPatch,
+    EntryRelation,
+    NewEntry,
+    conversation_scope,
+    epoch,
+)
+from membrane_es.schema.enums import MemoryType, ProvenanceKind, Sensitivity
+from membrane_es.schema.payloads import SemanticPayload, Validity
+from membrane_es.schema.records import (
+    MemoryRecord,
+    Provenance,
+    ProvenanceSource,
+    TrustContext,
+)
+
+ENTRY_ACTOR = "entries-api"
+_FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
+_MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Arbiter reads it)
+_INDEX_LOCK = threading.Lock()
+
+
+class Entries(Revisions, Reads, Erasure):
+    """Create, revise, invalidate, delete, relate and read entries."""
+
+    @property
+    def entries_view(self) -> EntryIndex:
+        """The entries view, caught up with the log."""
+        index: EntryIndex | None = self.__dict__.get("_entry_index")
+        if index is None:
+            with _INDEX_LOCK:
+                index = self.__dict__.get("_entry_index")
+                if index is None:
+                    index = EntryIndex()
+                    self.__dict__["_entry_index"] = index
+        index.catch_up(self._app)
+        return index
+
+    def _close_parts(self) -> None:
+        super()._close_parts()
+        index: EntryIndex | None = self.__dict__.pop("_entry_index", None)
+        if index is not None:
+            with index.lock:
+                index.close()
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def list_entries(
+        self,
+        query: EntryQuery | None = None,
+        *,
+        trust: TrustContext | None = None,
+        tenant: int | str = 0,
+        advisor: SearchAdvisor | None = None,
+    ) -> EntryPage:
+        """Browse (no ``q``) or search entries; see :mod:`membrane_es.queries.entries`."""
+        index = self.entries_view
+        with index.lock:
+            return queries.list_entries(
+                index, query or EntryQuery(), trust, tenant, epoch(self._clock.peek()), advisor
+            )
+
+    def get_entry(
+        self, entry_id: int, *, trust: TrustContext | None = None, tenant: int | str = 0
+    ) -> Entry:
+        """One active entry; :class:`EntryNotFoundError` if absent, deleted or invalidated."""
+        index = self.entries_view
+        with index.lock:
+            entry = queries.get_entry(index, entry_id, trust, tenant)
+        if entry is None:
+            raise EntryNotFoundError(entry_id)
+        return entry
+
+    def entry_relations(
+        self,
+        *,
+        trust: TrustContext | None = None,
+        tenant: int | str = 0,
+        source_id: int | None = None,
+        target_id: int | None = None,
+        relation: str = "",
+        among: Sequence[int] | None = None,
+        limit: int = 1000,
+    ) -> list[EntryRelation]:
+        index = self.entries_view
+        with index.lock:
+            return queries.relations(
+                index,
+                tenant,
+                trust,
+                source_id=source_id,
+                target_id=target_id,
+                relation=relation,
+                among=among,
+                limit=limit,
+            )
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def create_entry(
+        self,
+        entry: NewEntry,
+        *,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
+        tenant: int | str = 0,
+    ) -> Entry:
+        """Write a new entry; with ``supersedes_ids``, invalidate those entries and relate
+        the new one to each by ``supersedes``, all in one atomic write."""
+        record = entry_record(entry)
+        with self._write_lock:
+            olds = [
+                self._current_record(entry_id, trust, field="supersedes_ids")
+                for entry_id in dict.fromkeys(entry.supersedes_ids)
+            ]
+            with self.batch():
+                created = self.create_record(record, actor=actor, rationale="entry created")
+                for old in olds:
+                    self.retract(old, actor, f"superseded by entry record {created.id}")
+                    self.add_relation(created.id, "supersedes", old, actor=actor)
+        return self._entry_of_record(created.id, trust, tenant)
+
+    def revise_entry(
+        self,
+        entry_id: int,
+        patch: EntryPatch,
+        *,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
+        tenant: int | str = 0,
+    ) -> Entry:
+        """A new revision of an active entry (Membrane's supersede: nothing is overwritten)."""
+        with self._write_lock:
+            record_id = self._current_record(entry_id, trust)
+            current = self.get_entry(entry_id, trust=trust, tenant=tenant)
+            old = self.retrieve_by_id(record_id, trust=_FULL_TRUST)
+            revised = NewEntry(
+                type=_pick(patch.type, current.type),
+                title=_pick(patch.title, current.title),
+                content=_pick(patch.content, current.content),
+                source=_pick(patch.source, current.source),
+                tags=_pick(patch.tags, current.tags),
+                artifact_id=_pick(patch.artifact_id, current.artifact_id),
+                conversation_id=current.conversation_id,
+            )
+            record = msgspec.structs.replace(
+                entry_record(revised), sensitivity=old.sensitivity, scope=old.scope
+            )
+            new = self.supersede(record_id, record, actor, "entry revised")
+        return self._entry_of_record(new.id, trust, tenant)
+
+    def invalidate_entry(
+        self, entry_id: int, *, actor: str = ENTRY_ACTOR, trust: TrustContext | None = None
+    ) -> None:
+        """End an active entry's validity now (Membrane's retract); a second call finds no
+        active entry and raises :class:`EntryNotFoundError`."""
+        with self._write_lock:
+            record_id = self._current_record(entry_id, trust)
+            self.retract(record_id, actor, "entry invalidated")
+
+    def delete_entry(
+        self,
+        entry_id: int,
+        *,
+        erase: bool = False,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
+    ) -> None:
+        """Hide an entry from every entries read, past ones included (a retraction with the
+        rationale :data:`~membrane_es.schema.entries.DELETED`). Its events stay in the log:
+        ``history`` and the record reads still show them.
+
+        With ``erase``, every revision's content is forgotten instead (see
+        :meth:`~membrane_es.engine.erasure.Erasure.forget`): the log keeps only that the
+        entry existed and was erased, by whom and when."""
+        with self._write_lock:
+            index = self.entries_view
+            with index.lock:
+                found = queries.latest_revision(index, entry_id, trust)
+                revisions = queries.revision_records(index, entry_id)
+            if found is None:
+                raise EntryNotFoundError(entry_id)
+            if not erase:
+                self.retract(found, actor, DELETED)
+                return
+            for record_id in revisions:
+                try:
+                    self.forget(record_id, actor, DELETED)
+                except ForgottenError:
+                    pass  # taken with an earlier revision's erasure
+
+    def relate_entries(
+        self,
+        source_id: int,
+        target_id: int,
+        relation: str,
+        *,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
+        tenant: int | str = 0,
+    ) -> EntryRelation:
+        """A directed relation between two entries of this store (no self loops; one per
+        (source, target, relation): a repeat raises :class:`DuplicateRelationError`)."""
+        if source_id == target_id:
+            raise ValidationError("target_id", "self-loops not allowed")
+        with self._write_lock:
+            index = self.entries_view
+            with index.lock:
+                source = queries.latest_revision(index, source_id, trust)
+                target = queries.latest_revision(index, target_id, trust)
+            if source is None:
+                raise ValidationError("source_id", f"entry {source_id} not found")
+            if target is None:
+                raise ValidationError("target_id", f"entry {target_id} not found")
+            existing = self.entry_relations(
+                trust=trust, source_id=source_id, target_id=target_id, relation=relation
+            )
+            if existing:
+                raise DuplicateRelationError(existing[0].id)
+            self.add_relation(source, relation, target, actor=actor)
+            (made,) = self.entry_relations(
+                trust=trust,
+                tenant=tenant,
+                source_id=source_id,
+                target_id=target_id,
+                relation=relation,
+            )
+        return made
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _current_record(self, entry_id: int, trust: TrustContext | None, field: str = "") -> str:
+        index = self.entries_view
+        with index.lock:
+            row = queries.current_revision(index, entry_id, trust)
+        if row is None:
+            if field:
+                raise ValidationError(field, f"entry {entry_id} not found or not active")
+            raise EntryNotFoundError(entry_id)
+        return str(row[2])
+
+    def _entry_of_record(self, record_id: str, trust: TrustContext | None, tenant: Any) -> Entry:
+        index = self.entries_view
+        with index.lock:
+            entry_id = queries.entry_of_record(index, record_id)
+        return self.get_entry(entry_id, trust=trust, tenant=tenant)
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is msgspec.UNSET else value
+
+
+def entry_time(value: int) -> datetime:
+    """An entry's ``created_at`` override (seconds, or milliseconds above 10¹²)."""
+    seconds = value / 1000 if value > _MILLISECONDS_FROM else value
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValidationError("created_at", f"{value} is not a moment") from None
+
+
+def entry_record(entry: NewEntry) -> MemoryRecord:
+    """The semantic record an entry is stored as (see :mod:`membrane_es.schema.entries`)."""
+    validity = Validity()
+    if entry.created_at is not None:
+        validity = Validity(mode="timeboxed", start=entry_time(entry.created_at))
+    sources = [ProvenanceSource(kind=ProvenanceKind.EVENT, ref="memory-entries")]
+    if entry.artifact_id:
+        sources.append(
+            ProvenanceSource(kind=ProvenanceKind.ARTIFACT, ref=f"{ARTIFACT_REF}{entry.artifact_id}")
+        )
+    return MemoryRecord(
+        type=MemoryType.SEMANTIC,
+        scope=conversation_scope(entry.conversation_id),
+        tags=list(dict.fromkeys(entry.tags)),  # a record's tags are distinct
+        payload=SemanticPayload(
+            subject=entry.title, predicate=entry.type, object=entry.content, validity=validity
+        ),
+        provenance=Provenance(sources=sources, created_by=entry.source),
+    )

@@ -1,0 +1,500 @@
+"""The HTTP entries API (seed 003) as an ASGI application on Litestar.
+
+Routes, shapes, status codes and error bodies follow Arbiter's memory API: ``/v1/memory/
+entries`` (browse, search, create), ``/v1/memory/entries/{id}`` (read, revise, delete),
+``/v1/memory/entries/{id}/invalidate``, ``/v1/memory/relations`` and ``/v1/memory/graph``.
+Every error is ``{"error": "..."}`` with 400 (naming the bad field), 401, 404, 409 (a
+duplicate relation adds ``existing_id``) or 413. The OpenAPI document is ``/openapi.json``
+and the interactive docs page ``/docs``.
+
+A bearer token is checked against the same keys as the gRPC daemon's
+(:class:`~membrane_es.access.KeyRing`): its tenant picks the store, its ceiling bounds what
+it reads and writes. This module turns requests into calls on the engine and results back
+into JSON; it holds no domain logic.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Litestar, Request, Response, delete, get, patch, post
+from litestar.di import Provide
+from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+from litestar.params import Parameter
+
+from membrane_es import __version__
+from membrane_es.access import Caller, KeyRing
+from membrane_es.engine import Membrane
+from membrane_es.errors import (
+    DuplicateRelationError,
+    EntryNotFoundError,
+    MembraneError,
+    ValidationError,
+    status_of,
+)
+from membrane_es.queries.entries import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    EntryQuery,
+    Expansion,
+    RerankReport,
+    SearchAdvisor,
+)
+from membrane_es.schema.entries import (
+    ENTRY_TYPES,
+    MAX_INTEGER,
+    Artifact,
+    Entry,
+    EntryPatch,
+    EntryRelation,
+    HydratedEntry,
+    NewEntry,
+    NewRelation,
+    RelationKind,
+    conversation_scope,
+)
+from membrane_es.schema.records import TrustContext
+from membrane_es.tenants import Tenants
+
+log = logging.getLogger("membrane_es.http")
+
+MAX_BODY_BYTES = 1_048_576  # an entry is at most 64 KiB of content; 1 MiB is generous
+RELATIONS_DEFAULT_LIMIT = 200
+RELATIONS_MAX_LIMIT = 1000
+GRAPH_LIMIT = 200
+POSITION_HEADER = "x-membrane-position"
+MIN_POSITION_HEADER = "x-membrane-min-position"
+POSITION_WAIT_SECONDS = 5.0
+_TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
+_FALSE = frozenset({"", "0", "false", "no", "off", "f", "n"})
+
+
+# --- response shapes ----------------------------------------------------------------------
+
+
+class EntryList(msgspec.Struct, kw_only=True, omit_defaults=True):
+    count: int
+    entries: list[Entry]
+    expansion: Expansion | None = None
+    rerank: RerankReport | None = None
+
+
+class RelationList(msgspec.Struct, kw_only=True):
+    count: int
+    relations: list[EntryRelation]
+
+
+class Graph(msgspec.Struct, kw_only=True):
+    tenant_id: int | str
+    entries: list[Entry]
+    relations: list[EntryRelation]
+
+
+class Deleted(msgspec.Struct, kw_only=True):
+    deleted: bool
+
+
+class Invalidated(msgspec.Struct, kw_only=True):
+    invalidated: bool
+    id: int
+
+
+class InvalidateBody(msgspec.Struct, kw_only=True):
+    """The optional body of ``/invalidate``; ``when`` (a replayed invalidation moment) is
+    refused: an invalidation is stamped with the moment it is recorded."""
+
+    when: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    error: str
+    existing_id: int | None = None
+
+
+def _error(description: str) -> ResponseSpec:
+    return ResponseSpec(data_container=ErrorBody, description=description)
+
+
+# Every route answers errors as {"error": "..."} (409 on a duplicate relation adds existing_id).
+ERRORS: dict[int, ResponseSpec] = {
+    400: _error("A bad parameter or body; the message names the field"),
+    401: _error("Missing or invalid bearer token"),
+    403: _error("The key's ceiling does not reach this record"),
+    404: _error("No such entry (or route)"),
+    409: _error("A duplicate relation (with existing_id), or a conflicting revision"),
+    413: _error("The body is over the size limit"),
+    504: _error("The views did not reach x-membrane-min-position in time"),
+}
+
+
+# --- who is calling -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """The caller's store, the trust its key allows (None: no limit), its tenant id, and the
+    log position its read must include (``x-membrane-min-position``)."""
+
+    engine: Membrane
+    trust: TrustContext | None
+    tenant: int | str
+    caller: Caller
+    min_position: int | None = None
+
+    def store(self) -> Membrane:
+        """The caller's engine, once its views include ``min_position`` (on the handler's
+        thread: the wait must not hold the event loop)."""
+        self.engine.wait_for_position(self.min_position, timeout=POSITION_WAIT_SECONDS)
+        return self.engine
+
+
+def _written(access: Access, content: Any, status: int = 200) -> Response[Any]:
+    """A write's answer, with the log position of its last event (``x-membrane-position``),
+    which a read anywhere may then ask to include."""
+    position = access.engine.last_position
+    headers = {} if position is None else {POSITION_HEADER: str(position)}
+    return Response(content, status_code=status, headers=headers)
+
+
+def tenant_id(tenant: str) -> int | str:
+    """Arbiter's numeric ``tenant_id`` where the tenant's name is a number (the default
+    tenant is 0), else the name."""
+    if not tenant:
+        return 0
+    return int(tenant) if tenant.isascii() and tenant.isdigit() else tenant
+
+
+async def provide_access(request: Request[Any, Any, Any]) -> Access:
+    keys: KeyRing = request.app.state.key_ring
+    tenants: Tenants = request.app.state.tenant_stores
+    caller = keys.caller_for(request.headers.get("authorization"))
+    if caller is None:
+        raise NotAuthorizedException("missing or invalid bearer token")
+    trust = None if caller.unrestricted else caller.ceiling()
+    wanted = request.headers.get(MIN_POSITION_HEADER)
+    if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
+        raise ValidationError(MIN_POSITION_HEADER, "a log position (a whole number >= 0)")
+    min_position = None if wanted is None else int(wanted)
+    engine = tenants.get(caller.tenant)
+    return Access(engine, trust, tenant_id(caller.tenant), caller, min_position)
+
+
+def _advisor(request: Request[Any, Any, Any]) -> SearchAdvisor | None:
+    advisor: SearchAdvisor | None = request.app.state.search_advisor
+    return advisor
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+
+def _bool(name: str, value: str | None) -> bool:
+    text = (value or "").strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValidationError(name, f"{value!r} is not a boolean")
+
+
+def _types(value: str | None) -> tuple[str, ...]:
+    types = tuple(dict.fromkeys(t.strip() for t in (value or "").split(",") if t.strip()))
+    for kind in types:
+        if kind not in ENTRY_TYPES:
+            raise ValidationError("type", f"unknown type {kind!r}; one of {', '.join(ENTRY_TYPES)}")
+    return types
+
+
+def _intent(value: str | None) -> bool:
+    text = (value or "auto").strip().lower()
+    if text not in ("auto", "off"):
+        raise ValidationError("intent", "must be auto or off")
+    return text == "auto"
+
+
+def _check_write(access: Access, conversation_id: int | None) -> None:
+    if not access.caller.may_write("low", conversation_scope(conversation_id)):
+        raise ValidationError("conversation_id", "outside the scopes this key may write")
+
+
+Limit = Annotated[
+    int | None,
+    Parameter(ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}"),
+]
+Epoch = Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)]
+QueryId = Annotated[int | None, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
+PathId = Annotated[int, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
+
+
+class MemoryController(Controller):
+    """The ``/v1/memory`` routes (a controller: Litestar makes fresh handlers per app)."""
+
+    # --- entries ------------------------------------------------------------------------------
+
+    @get("/v1/memory/entries", sync_to_thread=True, operation_id="list_entries", responses=ERRORS)
+    def list_entries(
+        self,
+        request: Request[Any, Any, Any],
+        access: Access,
+        types: Annotated[
+            str | None, Parameter(query="type", description="csv of entry types")
+        ] = None,
+        tag: str | None = None,
+        q: str | None = None,
+        conversation_id: Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)] = None,
+        graduated: str | None = None,
+        intent: str | None = None,
+        expand: str | None = None,
+        rerank: str | None = None,
+        rerank_fine: str | None = None,
+        as_of: Epoch = None,
+        since: Epoch = None,
+        before_updated_at: Epoch = None,
+        limit: Limit = None,
+        decay: str | None = None,
+    ) -> EntryList:
+        """Browse (no ``q``: newest first, ``type``/``tag`` filter) or search (``q``: BM25,
+        ``type``/``tag`` boost)."""
+        query = EntryQuery(
+            q=q or "",
+            types=_types(types),
+            tag=tag or "",
+            conversation_id=conversation_id or None,
+            graduated=_bool("graduated", graduated),
+            intent=_intent(intent),
+            as_of=as_of or 0,
+            since=since,
+            before_updated_at=before_updated_at,
+            limit=min(limit or DEFAULT_LIMIT, MAX_LIMIT),
+            decay=_bool("decay", decay),
+            expand=expand or "",
+            rerank=rerank or "",
+            rerank_fine=rerank_fine or "",
+        )
+        page = access.store().list_entries(
+            query, trust=access.trust, tenant=access.tenant, advisor=_advisor(request)
+        )
+        return EntryList(
+            count=len(page.entries),
+            entries=page.entries,
+            expansion=page.expansion,
+            rerank=page.rerank,
+        )
+
+    @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry", responses=ERRORS)
+    def create_entry(self, data: NewEntry, access: Access) -> Response[Entry]:
+        """Create an entry (201); ``supersedes_ids`` invalidates those entries atomically."""
+        _check_write(access, data.conversation_id)
+        entry = access.store().create_entry(data, trust=access.trust, tenant=access.tenant)
+        return _written(access, entry, 201)
+
+    @get(
+        "/v1/memory/entries/{entry_id:int}",
+        sync_to_thread=True,
+        operation_id="get_entry",
+        responses=ERRORS,
+    )
+    def read_entry(self, entry_id: PathId, access: Access) -> HydratedEntry:
+        """One active entry, with its artifact and its relations."""
+        entry = access.store().get_entry(entry_id, trust=access.trust, tenant=access.tenant)
+        relations = access.store().entry_relations(
+            trust=access.trust, tenant=access.tenant, source_id=entry_id
+        ) + access.store().entry_relations(
+            trust=access.trust, tenant=access.tenant, target_id=entry_id
+        )
+        return HydratedEntry(
+            **msgspec.structs.asdict(entry),
+            artifact=None if entry.artifact_id is None else Artifact(id=entry.artifact_id),
+            relations=sorted(relations, key=lambda r: r.id),
+        )
+
+    @patch(
+        "/v1/memory/entries/{entry_id:int}",
+        sync_to_thread=True,
+        operation_id="patch_entry",
+        responses=ERRORS,
+    )
+    def patch_entry(self, entry_id: PathId, data: EntryPatch, access: Access) -> Response[Entry]:
+        """Revise an active entry: a new revision, the old one kept in the log."""
+        revised = access.store().revise_entry(
+            entry_id, data, trust=access.trust, tenant=access.tenant
+        )
+        return _written(access, revised)
+
+    @delete(
+        "/v1/memory/entries/{entry_id:int}",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="delete_entry",
+        responses=ERRORS,
+    )
+    def delete_entry(
+        self,
+        entry_id: PathId,
+        access: Access,
+        erase: Annotated[
+            str | None, Parameter(description="true: also erase every revision's content")
+        ] = None,
+    ) -> Response[Deleted]:
+        """Hide an entry from every entries read (its events stay in the log); with
+        ``erase=true`` its content is erased for good (crypto-shredding)."""
+        access.store().delete_entry(entry_id, erase=_bool("erase", erase), trust=access.trust)
+        return _written(access, Deleted(deleted=True))
+
+    @post(
+        "/v1/memory/entries/{entry_id:int}/invalidate",
+        status_code=200,
+        sync_to_thread=True,
+        operation_id="invalidate_entry",
+        responses=ERRORS,
+    )
+    def invalidate_entry(
+        self, entry_id: PathId, access: Access, data: InvalidateBody | None = None
+    ) -> Response[Invalidated]:
+        """End an active entry's validity now; a second call is 404."""
+        if data is not None and data.when is not None:
+            raise ValidationError(
+                "when", "not supported: an invalidation is stamped when it is recorded"
+            )
+        try:
+            access.store().invalidate_entry(entry_id, trust=access.trust)
+        except EntryNotFoundError:
+            raise EntryNotFoundError(entry_id, "entry not found or already invalidated") from None
+        return _written(access, Invalidated(invalidated=True, id=entry_id))
+
+    # --- relations and the graph --------------------------------------------------------------
+
+    @get(
+        "/v1/memory/relations", sync_to_thread=True, operation_id="list_relations", responses=ERRORS
+    )
+    def list_relations(
+        self,
+        access: Access,
+        source_id: QueryId = None,
+        target_id: QueryId = None,
+        relation: RelationKind | None = None,
+        limit: Annotated[int | None, Parameter(ge=1, le=MAX_INTEGER)] = None,
+    ) -> RelationList:
+        found = access.store().entry_relations(
+            trust=access.trust,
+            tenant=access.tenant,
+            source_id=source_id,
+            target_id=target_id,
+            relation=relation or "",
+            limit=min(limit or RELATIONS_DEFAULT_LIMIT, RELATIONS_MAX_LIMIT),
+        )
+        return RelationList(count=len(found), relations=found)
+
+    @post(
+        "/v1/memory/relations",
+        sync_to_thread=True,
+        operation_id="create_relation",
+        responses=ERRORS,
+    )
+    def create_relation(self, data: NewRelation, access: Access) -> Response[EntryRelation]:
+        """Relate two entries (201); a repeat is 409 with ``existing_id``."""
+        made = access.store().relate_entries(
+            data.source_id, data.target_id, data.relation, trust=access.trust, tenant=access.tenant
+        )
+        return _written(access, made, 201)
+
+    @get("/v1/memory/graph", sync_to_thread=True, operation_id="graph", responses=ERRORS)
+    def graph(
+        self,
+        access: Access,
+        types: Annotated[
+            str | None, Parameter(query="type", description="csv of entry types")
+        ] = None,
+    ) -> Graph:
+        """Active entries (at most 200, newest first) and the relations among them."""
+        query = EntryQuery(types=_types(types), limit=GRAPH_LIMIT)
+        entries = (
+            access.store().list_entries(query, trust=access.trust, tenant=access.tenant).entries
+        )
+        relations = access.store().entry_relations(
+            trust=access.trust, tenant=access.tenant, among=[e.id for e in entries]
+        )
+        return Graph(tenant_id=access.tenant, entries=entries, relations=relations)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def _membrane_error(request: Request[Any, Any, Any], error: MembraneError) -> Response[Any]:
+    status = status_of(error)[1]
+    body = ErrorBody(error=str(error))
+    if isinstance(error, ValidationError):
+        body = ErrorBody(error=f"{error.field}: {error.message}")
+    elif isinstance(error, DuplicateRelationError):
+        body = ErrorBody(error=str(error), existing_id=error.existing_id)
+    if status >= 500:
+        log.error("request failed: %s", error)
+    return Response(content=body, status_code=status)
+
+
+def _http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
+    message = error.detail
+    if isinstance(error, ValidationException) and isinstance(error.extra, list):
+        fields = [
+            f"{item.get('key', '')}: {item.get('message', '')}".strip(": ")
+            for item in error.extra
+            if isinstance(item, dict)
+        ]
+        if fields:
+            message = "; ".join(fields)
+    return Response(
+        content=ErrorBody(error=message),
+        status_code=error.status_code,
+        headers=getattr(error, "headers", None),
+    )
+
+
+def _internal_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
+    log.exception("request failed", exc_info=error)
+    return Response(content=ErrorBody(error="internal error"), status_code=500)
+
+
+# --- the application ----------------------------------------------------------------------
+
+
+def create_app(
+    tenants: Tenants,
+    keys: KeyRing,
+    *,
+    advisor: SearchAdvisor | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Litestar:
+    """The ASGI application over ``tenants`` (one store per tenant), authenticating with
+    ``keys``; ``advisor`` serves ``expand`` and ``rerank``."""
+    openapi = OpenAPIConfig(
+        title="membrane_es memory entries API",
+        version=__version__,
+        description=__doc__,
+        path="/",
+        render_plugins=[JsonRenderPlugin(path="/openapi.json"), SwaggerRenderPlugin(path="/docs")],
+        components=Components(
+            security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+        ),
+        security=[{"bearer": []}],
+    )
+    app = Litestar(
+        route_handlers=[MemoryController],
+        dependencies={"access": Provide(provide_access)},
+        exception_handlers={
+            MembraneError: _membrane_error,
+            HTTPException: _http_error,
+            Exception: _internal_error,
+        },
+        openapi_config=openapi,
+        request_max_body_size=max_body_bytes,
+    )
+    app.state.tenant_stores = tenants
+    app.state.key_ring = keys
+    app.state.search_advisor = advisor
+    return app

@@ -1,0 +1,297 @@
+"""The entries view: every record read as an Arbiter memory entry, in SQLite with FTS5.
+
+The same engine as the record text index (:mod:`membrane_es.projections.text`), with the
+tokenizer the entries API specifies: Porter stemming over ``unicode61`` with diacritics
+removed, and four columns (title, content, tags, source) so BM25 can weigh them 10/4/8/2.
+
+Append-only like every content index: one row per *record* (a revision of an entry), never
+updated except to note when it stopped being the entry's current revision (``ended``) and
+why (``revised``, ``invalidated``, ``deleted``). A forgotten (erased) record's text is
+removed outright, and its entry leaves every read. So the entries as they stood at any past
+moment are the rows recorded by then and not ended by then: ``as_of`` reads are one query.
+
+It follows the notification log with its own position (:meth:`EntryIndex.catch_up`), and
+can be rebuilt from the log at any time; it holds nothing the log does not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+import msgspec
+
+from membrane_es.aggregates.identity import record_key
+from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
+from membrane_es.embedding.text import search_text, trigger_text
+from membrane_es.projections.log_pages import LogReader, NotificationSource
+from membrane_es.schema.entries import (
+    ARTIFACT_REF,
+    CONVERSATION_SCOPE,
+    DELETED,
+    ENTRY_TYPES,
+    RELATION_KINDS,
+    TITLE_MAX,
+    TYPE_OF_MEMORY,
+    EntryFields,
+    epoch,
+)
+from membrane_es.schema.enums import ProvenanceKind, Sensitivity
+from membrane_es.schema.payloads import SemanticPayload
+from membrane_es.schema.records import MemoryRecord, Relation
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+PAGE = 500
+SENSITIVITY_RANK = {level.value: rank for rank, level in enumerate(Sensitivity)}
+_TAGS_JSON = msgspec.json.Encoder()
+
+_SCHEMA = f"""
+CREATE VIRTUAL TABLE fts USING fts5(title, content, tags, source, tokenize='{TOKENIZER}');
+CREATE TABLE rev (
+    row INTEGER PRIMARY KEY,      -- also the fts rowid
+    entry INTEGER NOT NULL,
+    record_key TEXT NOT NULL UNIQUE, -- the aggregate id (what events name)
+    record_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    title TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source TEXT NOT NULL,
+    tags TEXT NOT NULL,           -- the JSON array, as the tag filter matches it
+    conversation INTEGER,
+    artifact INTEGER,
+    valid_from INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,  -- the entry's
+    updated_at INTEGER NOT NULL,  -- this revision's
+    recorded INTEGER NOT NULL,    -- when this revision was written (epoch seconds)
+    ended INTEGER,                -- when it stopped being current
+    end_kind TEXT,                -- revised | invalidated | deleted
+    hidden INTEGER NOT NULL DEFAULT 0, -- the entry was deleted: no read shows any revision
+    sensitivity INTEGER NOT NULL,
+    scope TEXT NOT NULL
+);
+CREATE INDEX rev_current ON rev(end_kind, updated_at, row);
+CREATE INDEX rev_entry ON rev(entry, row);
+CREATE TABLE rel (
+    id INTEGER PRIMARY KEY,
+    source_record TEXT NOT NULL,  -- aggregate ids
+    target_record TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX rel_source ON rel(source_record);
+CREATE INDEX rel_target ON rel(target_record);
+"""
+
+
+def entry_fields(record: MemoryRecord) -> EntryFields:
+    """A record read as an entry (the mapping is in :mod:`membrane_es.schema.entries`)."""
+    payload = record.payload
+    valid_from: int | None = None
+    if isinstance(payload, SemanticPayload):
+        if payload.validity.start is not None:
+            valid_from = epoch(payload.validity.start)
+        if payload.predicate in ENTRY_TYPES and isinstance(payload.object, str):
+            kind, title, content = payload.predicate, payload.subject, payload.object
+        else:
+            kind, title, content = "reference", payload.subject, search_text(record)
+    else:
+        kind = TYPE_OF_MEMORY.get(record.type, "context")
+        content = search_text(record)
+        title = trigger_text(record) or content
+    title = title.strip()[:TITLE_MAX] or f"{record.type.value} {record.id}"
+    return EntryFields(
+        type=kind,
+        title=title,
+        content=content,
+        source=record.provenance.created_by,
+        tags=list(record.tags),
+        conversation_id=_number_after(CONVERSATION_SCOPE, record.scope),
+        artifact_id=next(
+            (
+                number
+                for source in record.provenance.sources
+                if source.kind is ProvenanceKind.ARTIFACT
+                and (number := _number_after(ARTIFACT_REF, source.ref)) is not None
+            ),
+            None,
+        ),
+        valid_from=valid_from,
+    )
+
+
+def _number_after(prefix: str, text: str) -> int | None:
+    if text.startswith(prefix):
+        digits = text[len(prefix) :]
+        if digits.isascii() and digits.isdigit() and len(digits) < 19:
+            return int(digits)
+    return None
+
+
+class EntryIndex:
+    """Entries, their revisions and relations, and the log position they reflect."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.db.executescript(_SCHEMA)
+        self.lock = threading.RLock()
+        self.position = 0
+        self._creations = 0  # Created events seen: the next entry id is this plus one
+        self._relations = 0
+        # A supersede's new record continues the old one's entry; the Superseded event may
+        # come before the new record's Created event (same write), so it waits here.
+        self._continues: dict[str, tuple[int, int]] = {}
+
+    # --- following the log ----------------------------------------------------------------
+
+    def catch_up(self, source: NotificationSource) -> None:
+        """Apply every notification after :attr:`position`, a page per transaction."""
+        with self.lock:
+            reader = LogReader(source)
+            while True:
+                page = reader.page(self.position + 1, PAGE)
+                if not page.count:
+                    return
+                self.db.execute("BEGIN")
+                try:
+                    for event in page.events:
+                        self.apply(event)
+                except BaseException:
+                    self.db.execute("ROLLBACK")
+                    raise
+                self.db.execute("COMMIT")
+                self.position = page.last_id
+                if page.count < PAGE:
+                    return
+
+    def apply(self, event: Any) -> None:
+        if isinstance(event, RecordAggregate.Created):
+            self._created(event.record, epoch(event.timestamp))
+        elif isinstance(event, RecordAggregate.Superseded):
+            self._superseded(event)
+        elif isinstance(event, RecordAggregate.Retracted):
+            kind = "deleted" if event.rationale == DELETED else "invalidated"
+            self._end(str(event.originator_id), epoch(event.timestamp), kind)
+        elif isinstance(event, RecordAggregate.MergedInto):
+            self._end(str(event.originator_id), epoch(event.timestamp), "invalidated")
+        elif isinstance(event, RecordAggregate.Forgotten):
+            self._forgotten(str(event.originator_id), epoch(event.timestamp))
+        elif isinstance(event, RecordAggregate.RelationAdded):
+            self._related(str(event.originator_id), event.relation, epoch(event.timestamp))
+
+    def _created(self, record: MemoryRecord, at: int) -> None:
+        self._creations += 1
+        fields = entry_fields(record)
+        key = str(record_key(record.id))
+        continued = self._continues.pop(key, None)
+        if continued is None:
+            entry = self._creations
+            created_at = at if fields.valid_from is None else fields.valid_from
+            updated_at = created_at
+        else:
+            entry, created_at = continued
+            updated_at = at
+        valid_from = created_at if continued is None else self._valid_from(entry)
+        tags = _TAGS_JSON.encode(fields.tags).decode()
+        cursor = self.db.execute(
+            "INSERT INTO rev(entry, record_key, record_id, type, title, content, source, tags,"
+            " conversation, artifact, valid_from, created_at, updated_at, recorded, sensitivity,"
+            " scope)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry,
+                key,
+                record.id,
+                fields.type,
+                fields.title,
+                fields.content,
+                fields.source,
+                tags,
+                fields.conversation_id,
+                fields.artifact_id,
+                valid_from,
+                created_at,
+                updated_at,
+                at,
+                SENSITIVITY_RANK[record.sensitivity.value],
+                record.scope,
+            ),
+        )
+        self.db.execute(
+            "INSERT INTO fts(rowid, title, content, tags, source) VALUES (?, ?, ?, ?, ?)",
+            (cursor.lastrowid, fields.title, fields.content, " ".join(fields.tags), fields.source),
+        )
+        for relation in record.relations:
+            self._related(key, relation, at)
+
+    def _valid_from(self, entry: int) -> int:
+        (valid_from,) = self.db.execute(
+            "SELECT valid_from FROM rev WHERE entry = ? ORDER BY row LIMIT 1", (entry,)
+        ).fetchone()
+        return int(valid_from)
+
+    def _superseded(self, event: Any) -> None:
+        old_id = str(event.originator_id)
+        at = epoch(event.timestamp)
+        found = self.db.execute(
+            "SELECT entry, created_at FROM rev WHERE record_key = ?", (old_id,)
+        ).fetchone()
+        if found is None:
+            return
+        entry, created_at = found
+        self._end(old_id, at, "revised")
+        new_key = str(record_key(event.by_id))
+        new = self.db.execute("SELECT row FROM rev WHERE record_key = ?", (new_key,))
+        row = new.fetchone()
+        if row is None:  # the new record's Created event comes next
+            self._continues[new_key] = (entry, created_at)
+            return
+        # The new record came first and was taken for an entry of its own: it continues
+        # the old one instead (its own id is never used again).
+        self.db.execute(
+            "UPDATE rev SET entry = ?, created_at = ?, valid_from = ? WHERE row = ?",
+            (entry, created_at, self._valid_from(entry), row[0]),
+        )
+
+    def _end(self, key: str, at: int, kind: str) -> None:
+        self.db.execute(
+            "UPDATE rev SET ended = ?, end_kind = ? WHERE record_key = ? AND ended IS NULL",
+            (at, kind, key),
+        )
+        if kind == "deleted":
+            self.db.execute(
+                "UPDATE rev SET hidden = 1"
+                " WHERE entry = (SELECT entry FROM rev WHERE record_key = ?)",
+                (key,),
+            )
+
+    def _forgotten(self, key: str, at: int) -> None:
+        """An erased record: its text leaves the view, and its entry leaves every read."""
+        found = self.db.execute("SELECT row FROM rev WHERE record_key = ?", (key,)).fetchone()
+        if found is None:
+            return
+        self._end(key, at, "deleted")
+        self.db.execute(
+            "UPDATE rev SET title = '', content = '', source = '', tags = '[]' WHERE row = ?",
+            found,
+        )
+        self.db.execute("DELETE FROM fts WHERE rowid = ?", found)
+
+    def _related(self, source_key: str, relation: Relation, at: int) -> None:
+        if relation.predicate not in RELATION_KINDS:
+            return
+        self._relations += 1
+        self.db.execute(
+            "INSERT INTO rel(id, source_record, target_record, relation, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                self._relations,
+                source_key,
+                str(record_key(relation.target_id)),
+                relation.predicate,
+                at,
+            ),
+        )
+
+    def close(self) -> None:
+        self.db.close()

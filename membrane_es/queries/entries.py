@@ -1,0 +1,628 @@
+"""Reading entries (seed 003): browse, ranked search, one entry, relations, the graph.
+
+Browse (no ``q``): rows by ``updated_at`` descending; ``type`` and ``tag`` are hard filters.
+Search (``q``): Okapi BM25 over title, content, tags and source weighted 10/4/8/2 (SQLite
+FTS5, :mod:`membrane_es.projections.entries`); ``type`` and ``tag`` multiply the score by 1.3
+and 1.2 instead of filtering; intent cue words in ``q`` boost types the same way when no
+``type`` is given; ``decay`` multiplies by an age step; ``graduated`` fuses a
+conversation-scoped pass (weight 1.5) and a tenant-wide pass (1.0) by reciprocal rank
+(k = 60). ``expand`` and ``rerank`` go through a :class:`SearchAdvisor`; with none, or when
+it fails, the search runs as if they were not asked and the result says why.
+
+``as_of=T`` reads the entries as the store held them at T: each entry's revision current at
+T, if its validity window ``valid_from <= T < valid_to`` covers T. An answer given at T is
+therefore the answer ``as_of=T`` gives forever after.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from membrane_es.aggregates.identity import record_key
+from membrane_es.projections.entries import SENSITIVITY_RANK, EntryIndex
+from membrane_es.projections.tokens import STOP_WORDS
+from membrane_es.schema.entries import Entry, EntryRelation
+from membrane_es.schema.records import TrustContext
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+FIELD_WEIGHTS = (10.0, 4.0, 8.0, 2.0)  # title, content, tags, source
+TYPE_BOOST = 1.3
+TAG_BOOST = 1.2
+RRF_K = 60
+CONVERSATION_WEIGHT = 1.5
+TENANT_WEIGHT = 1.0
+PARAPHRASE_WEIGHT = 0.7
+PARAPHRASES = 2
+NEAR_DISTANCE = 8
+RERANK_POOL = 30
+FINE_RERANK_TOP = 8
+FINE_EXCERPT_BYTES = 1500
+DAY = 86_400
+DECAY_HALF_LIFE_DAYS = 90
+DECAY_FLOOR = 0.5
+
+_WORD = re.compile(r"[^\W_]+")
+# Question cues → the entry types they suggest (seed 003, "intent").
+INTENT_CUES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        ("favorite", "favourite", "prefer", "prefers", "preferred", "preference", "love",
+         "loves", "like", "likes", "dislike", "hate", "enjoy"),
+        ("user", "feedback"),
+    ),
+    (
+        ("what is", "where is", "who is", "how many", "url", "address", "endpoint"),
+        ("reference",),
+    ),
+    (("how to", "how do", "why is", "explain", "tutorial", "guide"), ("learning",)),
+    (("when", "before", "after", "since", "first", "recent", "ago", "did"), ("project",)),
+)  # fmt: skip
+_CUE_PATTERNS = tuple(
+    (re.compile(r"\b(?:" + "|".join(re.escape(cue) for cue in cues) + r")\b"), types)
+    for cues, types in INTENT_CUES
+)
+
+_COLUMNS = (
+    "r.row, r.entry, r.record_id, r.type, r.title, r.content, r.source, r.tags,"
+    " r.conversation, r.artifact, r.valid_from, r.created_at, r.updated_at"
+)
+_TAGS = msgspec.json.Decoder(list[str])
+_ROWS = msgspec.json.Encoder()
+
+
+class EntryQuery(msgspec.Struct, kw_only=True, frozen=True):
+    """The parameters of ``GET /v1/memory/entries``, already checked."""
+
+    q: str = ""
+    types: tuple[str, ...] = ()
+    tag: str = ""
+    conversation_id: int | None = None
+    graduated: bool = False
+    intent: bool = True
+    as_of: int = 0
+    since: int | None = None
+    before_updated_at: int | None = None
+    limit: int = DEFAULT_LIMIT
+    decay: bool = False
+    expand: str = ""
+    rerank: str = ""
+    rerank_fine: str = ""
+
+
+class Expansion(msgspec.Struct, kw_only=True):
+    model: str
+    applied: bool
+    queries: list[str]
+    note: str = ""
+
+
+class RerankReport(msgspec.Struct, kw_only=True):
+    applied: bool
+    model: str
+    fine_model: str = ""
+    fine_applied: bool = False
+    stages: int = 0
+    note: str = ""
+
+
+class EntryPage(msgspec.Struct, kw_only=True):
+    entries: list[Entry]
+    expansion: Expansion | None = None
+    rerank: RerankReport | None = None
+
+
+class RerankCandidate(msgspec.Struct, frozen=True, kw_only=True):
+    """One candidate as an advisor sees it: its line of metadata and its text."""
+
+    entry_id: int
+    label: str  # "type · YYYY-MM-DD · superseded" (the last part only when it is)
+    title: str
+    excerpt: str
+
+
+class SearchAdvisor(Protocol):
+    """Paraphrases queries and reorders candidates (a model, a service, a test double).
+
+    Whatever it raises, or an answer that cannot be used, leaves the search as if it had not
+    been asked: the response then says ``applied: false`` and why."""
+
+    def paraphrase(self, model: str, query: str, count: int) -> list[str]:
+        """Up to ``count`` other phrasings of ``query``."""
+        ...
+
+    def rerank(self, model: str, query: str, candidates: Sequence[RerankCandidate]) -> list[int]:
+        """The candidates' positions (indices into ``candidates``), best first."""
+        ...
+
+
+# --- query text ---------------------------------------------------------------------------
+
+
+def query_tokens(text: str) -> list[str]:
+    """The distinct words of a query, case-folded, stop words dropped (all of them kept when
+    nothing else is left)."""
+    words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(text)))
+    content = [w for w in words if w not in STOP_WORDS]
+    return content or words
+
+
+def match_expression(text: str) -> str:
+    """The FTS5 query for ``text``: one word as itself; 2–6 words as the phrase OR the words
+    near each other OR any of them; more as any of them ("" when there is no word)."""
+    tokens = query_tokens(text)
+    quoted = [f'"{t}"' for t in tokens]
+    if len(tokens) <= 1:
+        return "".join(quoted)
+    any_token = " OR ".join(quoted)
+    if len(tokens) > 6:
+        return any_token
+    phrase = '"' + " ".join(tokens) + '"'
+    return f"{phrase} OR NEAR({' '.join(quoted)}, {NEAR_DISTANCE}) OR ({any_token})"
+
+
+def intent_types(text: str) -> tuple[str, ...]:
+    """The entry types the question's cue words suggest."""
+    lowered = text.casefold()
+    found: list[str] = []
+    for pattern, types in _CUE_PATTERNS:
+        if pattern.search(lowered):
+            found.extend(types)
+    return tuple(dict.fromkeys(found))
+
+
+# --- filters ------------------------------------------------------------------------------
+
+
+class _Where:
+    def __init__(self) -> None:
+        self.clauses: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, clause: str, *params: Any) -> None:
+        self.clauses.append(clause)
+        self.params.extend(params)
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(self.clauses) or "1"
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def _visible(where: _Where, as_of: int, trust: TrustContext | None, alias: str = "r") -> None:
+    """Rows a reader may see: current (or current at ``as_of``), not deleted, within trust."""
+    where.add(f"{alias}.hidden = 0")
+    if as_of:
+        where.add(
+            f"{alias}.recorded <= ? AND ({alias}.ended IS NULL OR {alias}.ended > ?)"
+            f" AND {alias}.valid_from <= ?",
+            as_of,
+            as_of,
+            as_of,
+        )
+    else:
+        where.add(f"{alias}.end_kind IS NULL")
+    _trusted(where, trust, alias)
+
+
+def _trusted(where: _Where, trust: TrustContext | None, alias: str) -> None:
+    """Rows within the reader's trust: sensitivity at most its level, scope one of its own
+    (or none)."""
+    if trust is None:
+        return
+    where.add(f"{alias}.sensitivity <= ?", SENSITIVITY_RANK[trust.max_sensitivity.value])
+    if trust.scopes:
+        scopes = trust.scopes
+        where.add(f"({alias}.scope = '' OR {alias}.scope IN ({_marks(scopes)}))", *scopes)
+
+
+def _filters(
+    query: EntryQuery, trust: TrustContext | None, *, conversation: int | None, browse: bool
+) -> _Where:
+    where = _Where()
+    _visible(where, query.as_of, trust)
+    if conversation is not None:
+        where.add("(r.conversation = ? OR r.conversation IS NULL)", conversation)
+    if query.since is not None:
+        where.add("r.created_at >= ?", query.since)
+    if query.before_updated_at is not None:
+        where.add("r.updated_at < ?", query.before_updated_at)
+    if browse:
+        if query.types:
+            where.add(f"r.type IN ({_marks(query.types)})", *query.types)
+        if query.tag:
+            where.add("instr(r.tags, ?) > 0", query.tag)
+    return where
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def known_conversation(index: EntryIndex, conversation_id: int | None, as_of: int) -> int | None:
+    """The conversation if this store has (had, at ``as_of``) an entry in it; otherwise none
+    (an id the tenant does not know, another tenant's included, is dropped without a word)."""
+    if not conversation_id:
+        return None
+    found = index.db.execute(
+        "SELECT 1 FROM rev WHERE conversation = ? AND recorded <= ? LIMIT 1",
+        (conversation_id, as_of or 2**62),
+    ).fetchone()
+    return conversation_id if found else None
+
+
+def browse(
+    index: EntryIndex, query: EntryQuery, trust: TrustContext | None, tenant: int | str
+) -> list[Entry]:
+    conversation = known_conversation(index, query.conversation_id, query.as_of)
+    where = _filters(query, trust, conversation=conversation, browse=True)
+    rows = index.db.execute(
+        f"SELECT {_COLUMNS} FROM rev r WHERE {where.sql}"
+        " ORDER BY r.updated_at DESC, r.row DESC LIMIT ?",
+        (*where.params, query.limit),
+    ).fetchall()
+    return [_entry(row, tenant) for row in rows]
+
+
+def _ranking(
+    index: EntryIndex,
+    text: str,
+    query: EntryQuery,
+    trust: TrustContext | None,
+    conversation: int | None,
+    now: int,
+    depth: int,
+) -> list[int]:
+    """Rows matching ``text``, best first: BM25 × type, tag and intent boosts × age decay.
+
+    FTS5 ranks its matches by BM25 alone fastest, so candidates are read that way, best
+    first, and only they are filtered and boosted. A boost multiplies by at most ``most``,
+    so a match outside the candidates (BM25 at most the last one's) scores at most ``most``
+    × that: once the ``depth``-th boosted score beats it, no other match can place, and the
+    answer is exact; otherwise more candidates are read. Ties go to the newer row."""
+    match = match_expression(text)
+    if not match:
+        return []
+    where = _filters(query, trust, conversation=conversation, browse=False)
+    boosted = query.types or (intent_types(text) if query.intent else ())
+    factors: list[str] = []
+    params: list[Any] = []
+    most = 1.0
+    if boosted:
+        factors.append(f"(CASE WHEN r.type IN ({_marks(boosted)}) THEN {TYPE_BOOST} ELSE 1 END)")
+        params.extend(boosted)
+        most *= TYPE_BOOST
+    if query.tag:
+        factors.append(f"(CASE WHEN instr(r.tags, ?) > 0 THEN {TAG_BOOST} ELSE 1 END)")
+        params.append(query.tag)
+        most *= TAG_BOOST
+    if query.decay:
+        factors.append(_DECAY)
+        params.extend(_decay_params(query.as_of or now))
+    factor = " * ".join(factors) or "1.0"
+    weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
+    # Candidates come in the order (BM25, newest row first); with no factor that is the
+    # answer's order, and the first ``depth`` that pass the filters are exact. Factors can lift
+    # a candidate past others: read twice as deep to begin with, and check the bound.
+    wanted = 2 * depth if factors else depth
+    while True:
+        candidates = index.db.execute(
+            f"SELECT rowid, bm25(fts, {weights}) AS bm25 FROM fts WHERE fts MATCH ?"
+            " ORDER BY bm25, rowid DESC LIMIT ?",
+            (match, wanted),
+        ).fetchall()
+        raw = {row: -score for row, score in candidates}
+        found = index.db.execute(
+            # CROSS JOIN: from the candidates to their rows (never a scan of every row)
+            f"SELECT r.row, {factor} FROM json_each(?) AS c CROSS JOIN rev r"
+            f" ON r.row = c.value WHERE {where.sql}",
+            (*params, _ROWS.encode(list(raw)).decode(), *where.params),
+        ).fetchall()
+        scored = sorted(((raw[row] * weight, row) for row, weight in found), reverse=True)
+        if len(candidates) < wanted:  # every match was read
+            break
+        if len(scored) >= depth and (
+            not factors or scored[depth - 1][0] > most * -candidates[-1][1]
+        ):
+            break
+        wanted *= 4
+    return [row for _, row in scored[:depth]]
+
+
+# Age steps since valid_from: ≤ 30 days 1.0, ≤ half-life 0.9, ≤ 2× 0.75, ≤ 4× 0.6, older floor.
+_DECAY = (
+    "(CASE WHEN ? - r.valid_from <= ? THEN 1.0 WHEN ? - r.valid_from <= ? THEN 0.9"
+    " WHEN ? - r.valid_from <= ? THEN 0.75 WHEN ? - r.valid_from <= ? THEN 0.6 ELSE ? END)"
+)
+
+
+def _decay_params(now: int) -> list[Any]:
+    half_life = DECAY_HALF_LIFE_DAYS * DAY
+    return [now, 30 * DAY, now, half_life, now, 2 * half_life, now, 4 * half_life, DECAY_FLOOR]
+
+
+def fuse(rankings: Sequence[tuple[float, Sequence[int]]], k: int = RRF_K) -> list[int]:
+    """Reciprocal-rank fusion: each item scores Σ weight / (k + rank) over the rankings it is
+    in (rank 1 = first); ties go to the item found first."""
+    scores: dict[int, float] = {}
+    for weight, ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    order = {item: i for i, item in enumerate(scores)}
+    return sorted(scores, key=lambda item: (-scores[item], order[item]))
+
+
+def _search_rows(
+    index: EntryIndex,
+    text: str,
+    query: EntryQuery,
+    trust: TrustContext | None,
+    now: int,
+) -> list[int]:
+    """One query's ranking: graduated (two passes fused) when asked and scoped."""
+    depth = max(query.limit, RERANK_POOL if query.rerank or query.rerank_fine else 0)
+    conversation = known_conversation(index, query.conversation_id, query.as_of)
+    if query.graduated and conversation is not None:
+        scoped = _ranking(index, text, query, trust, conversation, now, depth)
+        wide = _ranking(index, text, query, trust, None, now, depth)
+        return fuse([(CONVERSATION_WEIGHT, scoped), (TENANT_WEIGHT, wide)])
+    return _ranking(index, text, query, trust, conversation, now, depth)
+
+
+def search(
+    index: EntryIndex,
+    query: EntryQuery,
+    trust: TrustContext | None,
+    tenant: int | str,
+    now: int,
+    advisor: SearchAdvisor | None = None,
+) -> EntryPage:
+    rows = _search_rows(index, query.q, query, trust, now)
+    expansion: Expansion | None = None
+    if query.expand:
+        expansion = _expand(index, query, trust, now, advisor, rows)
+        if expansion.applied:
+            rankings = [(1.0, rows)] + [
+                (PARAPHRASE_WEIGHT, _search_rows(index, text, query, trust, now))
+                for text in expansion.queries
+            ]
+            rows = fuse(rankings)
+    report: RerankReport | None = None
+    if query.rerank or query.rerank_fine:
+        rows, report = _rerank(index, query, rows, advisor)
+    by_row = _rows(index, rows[: query.limit])
+    entries = [_entry(by_row[row], tenant) for row in rows[: query.limit]]
+    return EntryPage(entries=entries, expansion=expansion, rerank=report)
+
+
+def _expand(
+    index: EntryIndex,
+    query: EntryQuery,
+    trust: TrustContext | None,
+    now: int,
+    advisor: SearchAdvisor | None,
+    rows: list[int],
+) -> Expansion:
+    if advisor is None:
+        return Expansion(model=query.expand, applied=False, queries=[], note=NO_ADVISOR)
+    try:
+        answer = advisor.paraphrase(query.expand, query.q, PARAPHRASES)
+    except Exception as error:  # the advisor's failure is benign by contract
+        return Expansion(
+            model=query.expand, applied=False, queries=[], note=f"advisor failed: {error}"
+        )
+    queries = [
+        text.strip()
+        for text in (answer if isinstance(answer, list) else [])
+        if isinstance(text, str) and text.strip() and text.strip() != query.q
+    ][:PARAPHRASES]
+    if not queries:
+        note = "advisor returned no usable paraphrases"
+        return Expansion(model=query.expand, applied=False, queries=[], note=note)
+    return Expansion(model=query.expand, applied=True, queries=queries)
+
+
+NO_ADVISOR = "no search advisor is configured; the search ran on the original query"
+
+
+def _rerank(
+    index: EntryIndex, query: EntryQuery, rows: list[int], advisor: SearchAdvisor | None
+) -> tuple[list[int], RerankReport]:
+    model, fine = query.rerank or query.rerank_fine, query.rerank_fine
+    report = RerankReport(applied=False, model=model, fine_model=fine)
+    if advisor is None:
+        report.note = NO_ADVISOR
+        return rows, report
+    pool = rows[:RERANK_POOL]
+    details = _rows(index, pool)
+    candidates = [_candidate(details[row], index) for row in pool]
+    order = _advised_order(advisor, model, query.q, candidates)
+    if order is None:
+        report.note = "advisor failed or gave an unusable order; the ranking is unchanged"
+        return rows, report
+    pool = [pool[i] for i in order]
+    report.applied, report.stages = True, 1
+    if fine:
+        top = pool[:FINE_RERANK_TOP]
+        fine_candidates = [_candidate(details[row], index, FINE_EXCERPT_BYTES) for row in top]
+        fine_order = _advised_order(advisor, fine, query.q, fine_candidates)
+        if fine_order is None:
+            report.note = "the fine advisor failed; the first stage's order is kept"
+        else:
+            pool = [top[i] for i in fine_order] + pool[FINE_RERANK_TOP:]
+            report.fine_applied, report.stages = True, 2
+    return pool + rows[RERANK_POOL:], report
+
+
+def _advised_order(
+    advisor: SearchAdvisor, model: str, text: str, candidates: list[RerankCandidate]
+) -> list[int] | None:
+    """The advisor's order as a permutation of every candidate (ones it left out keep their
+    order after the ones it placed), or None when it failed or answered nonsense."""
+    try:
+        answer = advisor.rerank(model, text, candidates)
+    except Exception:  # the advisor's failure is benign by contract
+        return None
+    if not isinstance(answer, list):
+        return None
+    placed = [i for i in dict.fromkeys(answer) if isinstance(i, int) and 0 <= i < len(candidates)]
+    if not placed:
+        return None
+    return placed + [i for i in range(len(candidates)) if i not in set(placed)]
+
+
+def _candidate(row: tuple[Any, ...], index: EntryIndex, excerpt: int = 300) -> RerankCandidate:
+    day = datetime.fromtimestamp(row[10], UTC).strftime("%Y-%m-%d")
+    superseded = index.db.execute(
+        "SELECT 1 FROM rel WHERE relation = 'supersedes' AND target_record IN"
+        " (SELECT record_key FROM rev WHERE entry = ?) LIMIT 1",
+        (row[1],),
+    ).fetchone()
+    label = f"{row[3]} · {day}" + (" · superseded" if superseded else "")
+    text = row[5].encode()[:excerpt].decode(errors="ignore")
+    return RerankCandidate(entry_id=row[1], label=label, title=row[4], excerpt=text)
+
+
+def _rows(index: EntryIndex, rows: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    if not rows:
+        return {}
+    found = index.db.execute(
+        f"SELECT {_COLUMNS} FROM rev r WHERE r.row IN ({_marks(rows)})", tuple(rows)
+    ).fetchall()
+    return {row[0]: row for row in found}
+
+
+def _entry(row: tuple[Any, ...], tenant: int | str) -> Entry:
+    return Entry(
+        id=row[1],
+        tenant_id=tenant,
+        type=row[3],
+        title=row[4],
+        content=row[5],
+        source=row[6],
+        tags=_TAGS.decode(row[7]),
+        artifact_id=row[9],
+        conversation_id=row[8],
+        valid_from=row[10],
+        valid_to=None,  # what a reader saw: rows it sees are valid at the moment it reads
+        created_at=row[11],
+        updated_at=row[12],
+        record_id=row[2],
+    )
+
+
+def list_entries(
+    index: EntryIndex,
+    query: EntryQuery,
+    trust: TrustContext | None,
+    tenant: int | str,
+    now: int,
+    advisor: SearchAdvisor | None = None,
+) -> EntryPage:
+    """``GET /v1/memory/entries``: browse without ``q``, ranked search with it."""
+    if query.q.strip():
+        return search(index, query, trust, tenant, now, advisor)
+    return EntryPage(entries=browse(index, query, trust, tenant))
+
+
+def current_revision(
+    index: EntryIndex, entry_id: int, trust: TrustContext | None
+) -> tuple[Any, ...] | None:
+    """The entry's current revision row, if it is active and visible."""
+    where = _Where()
+    _visible(where, 0, trust)
+    return index.db.execute(
+        f"SELECT {_COLUMNS}, r.record_key FROM rev r WHERE r.entry = ? AND {where.sql}",
+        (entry_id, *where.params),
+    ).fetchone()
+
+
+def latest_revision(index: EntryIndex, entry_id: int, trust: TrustContext | None) -> str | None:
+    """The record of the entry's latest revision (active or invalidated, not deleted)."""
+    where = _Where()
+    where.add("r.hidden = 0")
+    _trusted(where, trust, "r")
+    found = index.db.execute(
+        f"SELECT r.record_id FROM rev r WHERE r.entry = ? AND {where.sql}"
+        " ORDER BY r.row DESC LIMIT 1",
+        (entry_id, *where.params),
+    ).fetchone()
+    return None if found is None else str(found[0])
+
+
+def revision_records(index: EntryIndex, entry_id: int) -> list[str]:
+    """The records of every revision of the entry, first first."""
+    found = index.db.execute(
+        "SELECT record_id FROM rev WHERE entry = ? ORDER BY row", (entry_id,)
+    ).fetchall()
+    return [str(record_id) for (record_id,) in found]
+
+
+def entry_of_record(index: EntryIndex, record_id: str) -> int:
+    (entry,) = index.db.execute(
+        "SELECT entry FROM rev WHERE record_key = ?", (str(record_key(record_id)),)
+    ).fetchone()
+    return int(entry)
+
+
+def get_entry(
+    index: EntryIndex, entry_id: int, trust: TrustContext | None, tenant: int | str
+) -> Entry | None:
+    row = current_revision(index, entry_id, trust)
+    return None if row is None else _entry(row, tenant)
+
+
+# --- relations ----------------------------------------------------------------------------
+
+_RELATIONS = (
+    "SELECT min(l.id), s.entry, t.entry, l.relation, min(l.created_at)"
+    " FROM rel l JOIN rev s ON s.record_key = l.source_record"
+    " JOIN rev t ON t.record_key = l.target_record"
+    " WHERE s.entry != t.entry AND s.hidden = 0 AND t.hidden = 0 AND {where}"
+    " GROUP BY s.entry, t.entry, l.relation ORDER BY min(l.id) LIMIT ?"
+)
+
+
+def relations(
+    index: EntryIndex,
+    tenant: int | str,
+    trust: TrustContext | None,
+    *,
+    source_id: int | None = None,
+    target_id: int | None = None,
+    relation: str = "",
+    among: Sequence[int] | None = None,
+    limit: int = 1000,
+) -> list[EntryRelation]:
+    """Relations between entries (by the entries of the records they join), oldest first,
+    one per (source, target, relation); none to or from a deleted entry, or one the reader
+    may not see."""
+    where = _Where()
+    _trusted(where, trust, "s")
+    _trusted(where, trust, "t")
+    if source_id is not None:
+        where.add("s.entry = ?", source_id)
+    if target_id is not None:
+        where.add("t.entry = ?", target_id)
+    if relation:
+        where.add("l.relation = ?", relation)
+    if among is not None:
+        where.add(f"s.entry IN ({_marks(among)}) AND t.entry IN ({_marks(among)})", *among, *among)
+    found = index.db.execute(_RELATIONS.format(where=where.sql), (*where.params, limit)).fetchall()
+    return [
+        EntryRelation(
+            id=row[0],
+            tenant_id=tenant,
+            source_id=row[1],
+            target_id=row[2],
+            relation=row[3],
+            created_at=row[4],
+        )
+        for row in found
+    ]

@@ -1,0 +1,183 @@
+"""The entries vocabulary: Arbiter's memory entries and relations as JSON shapes, and how a
+memory record reads as an entry.
+
+An entry is a memory record (DESIGN §2), so this module only *reads* records as entries; it
+never stores anything of its own. The mapping:
+
+=====================  ==================================================================
+entry field            where it lives in the record
+=====================  ==================================================================
+``id``                 the position of the entry's first record among the log's creation
+                       events (1-based): fixed by the log, the same after every rebuild and
+                       on every replica, never reused
+``record_id``          the record holding the entry's current revision (its UUID)
+``type``               a semantic record's ``predicate`` when it is one of the six entry
+                       types; otherwise by memory type (semantic, entity → reference;
+                       episodic, working → context; competence → learning; plan_graph →
+                       project)
+``title``              a semantic record's ``subject``; otherwise the record's trigger text
+``content``            a semantic record's ``object`` (text); otherwise its search text
+``source``             ``provenance.created_by``
+``tags``               ``tags``
+``conversation_id``    scope ``conversation:<n>``; any other scope reads as unscoped (null)
+``artifact_id``        a provenance source of kind ``artifact`` with ref ``artifact:<n>``
+``valid_from``         a semantic record's ``validity.start`` (a backfilled ``created_at``),
+                       else the moment the record was written
+``valid_to``           the moment the entry's current record was retracted (invalidate)
+``created_at``         ``valid_from`` of the entry's first record
+``updated_at``         the moment the entry's current revision was written (its first
+                       revision: ``created_at``)
+=====================  ==================================================================
+
+A revision (``PATCH``) is Membrane's *supersede*: a new record replaces the old one, which is
+retracted, and the new record continues the old one's entry (same ``id``). Invalidation is
+*retract*. ``DELETE`` is a retraction whose rationale is :data:`DELETED`: the entry is then
+hidden from every entries read, past ones included, while its events stay in the log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from membrane_es.schema.enums import MemoryType
+
+ENTRY_TYPES = ("user", "feedback", "project", "reference", "learning", "context")
+RELATION_KINDS = ("relates_to", "refines", "contradicts", "supersedes", "supports")
+DELETED = "entry deleted"  # the rationale of a DELETE's retraction
+CONVERSATION_SCOPE = "conversation:"
+ARTIFACT_REF = "artifact:"
+
+TITLE_MAX = 200
+CONTENT_MAX = 65_536
+SOURCE_MAX = 200
+TAGS_MAX = 32
+TAG_MAX = 64
+
+# How a record that was not written as an entry reads as one.
+TYPE_OF_MEMORY = {
+    MemoryType.SEMANTIC: "reference",
+    MemoryType.ENTITY: "reference",
+    MemoryType.EPISODIC: "context",
+    MemoryType.WORKING: "context",
+    MemoryType.COMPETENCE: "learning",
+    MemoryType.PLAN_GRAPH: "project",
+}
+
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX)]
+Content = Annotated[str, msgspec.Meta(max_length=CONTENT_MAX)]
+Source = Annotated[str, msgspec.Meta(max_length=SOURCE_MAX)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=TAG_MAX)]
+Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
+MAX_INTEGER = 2**63 - 1  # ids and times are SQLite (64-bit) integers
+Epoch = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
+PositiveId = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
+EntryId = Annotated[int, msgspec.Meta(ge=-MAX_INTEGER, le=MAX_INTEGER)]
+EntryType = Literal["user", "feedback", "project", "reference", "learning", "context"]
+RelationKind = Literal["relates_to", "refines", "contradicts", "supersedes", "supports"]
+
+
+class NewEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """``POST /v1/memory/entries``: a new entry (``conversation_id`` 0 or null: unscoped;
+    ``created_at``: a backfill, in seconds or milliseconds, that also sets ``valid_from``)."""
+
+    type: EntryType
+    title: Title
+    content: Content = ""
+    source: Source = ""
+    tags: Tags = msgspec.field(default_factory=list)
+    artifact_id: PositiveId | None = None
+    conversation_id: PositiveId | None = None
+    created_at: Epoch | None = None
+    supersedes_ids: list[EntryId] = msgspec.field(default_factory=list)
+
+
+class EntryPatch(msgspec.Struct, kw_only=True, frozen=True):
+    """``PATCH /v1/memory/entries/{id}``: the fields a revision changes (absent: kept;
+    ``artifact_id: null``: cleared)."""
+
+    type: EntryType | msgspec.UnsetType = msgspec.UNSET
+    title: Title | msgspec.UnsetType = msgspec.UNSET
+    content: Content | msgspec.UnsetType = msgspec.UNSET
+    source: Source | msgspec.UnsetType = msgspec.UNSET
+    tags: Tags | msgspec.UnsetType = msgspec.UNSET
+    artifact_id: PositiveId | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class NewRelation(msgspec.Struct, kw_only=True, frozen=True):
+    """``POST /v1/memory/relations``."""
+
+    source_id: EntryId
+    target_id: EntryId
+    relation: RelationKind
+
+
+class EntryFields(msgspec.Struct, frozen=True, kw_only=True):
+    """What a record says as an entry (its content only; ids and times come from the log)."""
+
+    type: str
+    title: str
+    content: str
+    source: str
+    tags: list[str]
+    conversation_id: int | None
+    artifact_id: int | None
+    valid_from: int | None  # None: the moment the record was written
+
+
+def conversation_scope(conversation_id: int | None) -> str:
+    """The record scope of an entry pinned to a conversation ("" for an unscoped one)."""
+    return f"{CONVERSATION_SCOPE}{conversation_id}" if conversation_id else ""
+
+
+def epoch(moment: datetime) -> int:
+    """Whole epoch seconds (the entries API's time unit), rounded down."""
+    return int(moment.timestamp() // 1)
+
+
+# --- the wire shapes ----------------------------------------------------------------------
+
+
+class Entry(msgspec.Struct, kw_only=True):
+    """One entry as the entries API returns it (Arbiter's shape plus ``record_id``)."""
+
+    id: int
+    tenant_id: int | str
+    type: str
+    title: str
+    content: str
+    source: str
+    tags: list[str]
+    artifact_id: int | None
+    conversation_id: int | None
+    valid_from: int
+    valid_to: int | None
+    created_at: int
+    updated_at: int
+    record_id: str
+
+
+class EntryRelation(msgspec.Struct, kw_only=True):
+    """A directed, typed edge between two entries."""
+
+    id: int
+    tenant_id: int | str
+    source_id: int
+    target_id: int
+    relation: str
+    created_at: int
+
+
+class Artifact(msgspec.Struct, kw_only=True):
+    """The artifact an entry links to (membrane_es keeps no artifact catalogue: its id)."""
+
+    id: int
+
+
+class HydratedEntry(Entry, kw_only=True):
+    """``GET /v1/memory/entries/{id}``: the entry, its artifact and its relations."""
+
+    artifact: Artifact | None = None
+    relations: list[EntryRelation] = msgspec.field(default_factory=list)

@@ -1,0 +1,84 @@
+"""``as_of`` against a replay oracle: random histories of creates, revisions and
+invalidations; what a reader was told at each moment is what ``as_of`` says afterwards."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import httpx
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from membrane_es.access import Caller, KeyRing
+
+from .conftest import Serve
+
+TENANTS = 120
+KEYS = KeyRing(
+    "",
+    [
+        (hashlib.sha256(f"oracle-{i}".encode()).hexdigest(), Caller(tenant=f"oracle{i}"))
+        for i in range(TENANTS)
+    ],
+)
+WORDS = ("orchid", "staging", "deploy", "cluster")
+
+create = st.tuples(
+    st.just("create"),
+    st.sampled_from(("user", "project", "reference")),
+    st.sampled_from(WORDS),
+    st.sampled_from((None, 17, 18)),
+)
+revise = st.tuples(st.just("patch"), st.integers(0, 9), st.sampled_from(WORDS))
+invalidate = st.tuples(st.just("invalidate"), st.integers(0, 9))
+histories = st.lists(
+    st.tuples(st.one_of(create, revise, invalidate), st.integers(1, 3)), min_size=1, max_size=8
+)
+
+
+def _read(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:
+    response = client.get("/v1/memory/entries", params={"limit": 200, **params})
+    assert response.status_code == 200, response.text
+    entries: list[dict[str, Any]] = response.json()["entries"]
+    return entries
+
+
+def test_as_of_answers_what_was_answered_then(serve: Serve) -> None:
+    served = serve(keys=KEYS)
+    tenant = itertools.count()
+
+    @settings(
+        max_examples=8,
+        derandomize=True,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(histories)
+    def replay(history: list[tuple[tuple[Any, ...], int]]) -> None:
+        client = served.client(f"oracle-{next(tenant)}")
+        made: list[int] = []
+        told: list[tuple[int, list[dict[str, Any]], dict[str, set[int]], dict[str, Any]]] = []
+        for op, pause in history:
+            served.clock.advance(pause)
+            if op[0] == "create":
+                _, kind, word, conversation = op
+                body = {"type": kind, "title": f"{word} notes", "conversation_id": conversation}
+                made.append(client.post("/v1/memory/entries", json=body).json()["id"])
+            elif made and op[0] == "patch":
+                client.patch(f"/v1/memory/entries/{made[op[1] % len(made)]}", json={"title": op[2]})
+            elif made:
+                client.post(f"/v1/memory/entries/{made[op[1] % len(made)]}/invalidate")
+            searches = {word: {e["id"] for e in _read(client, q=word)} for word in WORDS}
+            scoped = _read(client, conversation_id=17)
+            told.append((served.clock.epoch, _read(client), searches, {"17": scoped}))
+        served.clock.advance(1)
+        for moment, browse, searches, scoped in told:
+            assert _read(client, as_of=moment) == browse
+            for word, found in searches.items():
+                assert {e["id"] for e in _read(client, q=word, as_of=moment)} == found
+            assert _read(client, as_of=moment, conversation_id=17) == scoped["17"]
+
+    replay()
