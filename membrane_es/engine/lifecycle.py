@@ -13,7 +13,7 @@ from typing import Self
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.protocol import Embedder
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
 from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.core import (
     EngineCore,
@@ -58,7 +58,7 @@ class Lifecycle(EngineCore):
         self,
         app: MemoryApplication,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         views_dir: Path | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
@@ -72,7 +72,8 @@ class Lifecycle(EngineCore):
         self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
-        self._embedder = embedder
+        self._embedder_choice = embedder  # resolved once the views say what the store holds
+        self._embedder = None
         self._views_dir = views_dir
         self._consolidation: PeriodicTask | None = None
         self._read_only = read_only
@@ -135,7 +136,9 @@ class Lifecycle(EngineCore):
             self._views.close()
             self._views = loaded
         self._views.catch_up(app)
-        index, embedder = self._views.embeddings, self._embedder
+        index = self._views.embeddings
+        stored = index.model if index.dimensions else ""
+        self._embedder = embedder = resolve(self._embedder_choice, stored)
         if embedder is not None and index.dimensions and index.model != embedder.model:
             raise MembraneError(
                 f"this store's vectors were made by {index.model!r}; "
@@ -155,7 +158,7 @@ class Lifecycle(EngineCore):
         sync: bool = True,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -173,7 +176,9 @@ class Lifecycle(EngineCore):
             power loss for speed, never consistency.
         :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
         :param embedder: embeds each new record's search text; its vector is stored in the
-            record's ``Created`` event (see :mod:`membrane_es.embedding`).
+            record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the
+            offline all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in
+            the ``membrane_es`` log), else none; None: no embedder (words and salience only).
         :param chain_key: key of the log's hash chain (keep it outside the store): each link
             is then a MAC nobody without the key can recompute. A store's first write fixes
             whether its chain is keyed; opening it with another key, or none, is an error.
@@ -227,7 +232,7 @@ class Lifecycle(EngineCore):
         schema: str = DEFAULT_SCHEMA,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -304,7 +309,7 @@ class Lifecycle(EngineCore):
         *,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,

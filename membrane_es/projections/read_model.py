@@ -35,7 +35,8 @@ from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
+CHECKPOINT_VERSION = 4  # 2: validity columns, entity names, text lengths; 3: metrics;
+# 4: the text index's tokenizer removes every diacritic, as queries do
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
