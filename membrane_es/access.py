@@ -28,60 +28,14 @@ from typing import Any
 import msgspec
 import yaml
 
+from membrane_es.ceiling import DEFAULT_TENANT, Caller
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.records import TrustContext
 
-DEFAULT_TENANT = ""
+__all__ = ["CURRENT_CALLER", "DEFAULT_CALLER", "DEFAULT_TENANT", "Caller", "KeyRing"]
+
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RANK = {level: rank for rank, level in enumerate(Sensitivity)}
 BEARER = "Bearer "
-
-
-class Caller(msgspec.Struct, frozen=True, kw_only=True):
-    """What an authenticated key may do."""
-
-    tenant: str = DEFAULT_TENANT
-    max_sensitivity: Sensitivity = Sensitivity.HYPER
-    scopes: tuple[str, ...] = ()  # empty: every scope
-
-    @property
-    def unrestricted(self) -> bool:
-        return self.max_sensitivity is Sensitivity.HYPER and not self.scopes
-
-    def clamp(self, declared: TrustContext) -> TrustContext:
-        """The declared trust lowered to this key's ceiling."""
-        if self.unrestricted:
-            return declared
-        level = min(declared.max_sensitivity, self.max_sensitivity, key=_RANK.__getitem__)
-        scopes = list(declared.scopes)
-        if self.scopes:
-            allowed = set(self.scopes)
-            # no declared scopes means "all": all that the key allows. Declared scopes the
-            # key does not allow are dropped; if none is left, only unscoped records remain
-            # visible, which a scope list holding just "" expresses (no record has scope "").
-            scopes = [s for s in scopes if s in allowed] or ([""] if scopes else list(self.scopes))
-        return TrustContext(
-            max_sensitivity=level,
-            authenticated=declared.authenticated,
-            actor_id=declared.actor_id,
-            scopes=scopes,
-        )
-
-    def ceiling(self) -> TrustContext:
-        """The most this key may see: what its writes and revisions are checked against."""
-        return TrustContext(
-            max_sensitivity=self.max_sensitivity, authenticated=True, scopes=list(self.scopes)
-        )
-
-    def may_write(self, sensitivity: str, scope: str) -> bool:
-        """Whether a record at this level and scope is within the key's ceiling."""
-        if self.unrestricted:
-            return True
-        if _RANK[Sensitivity(sensitivity or Sensitivity.LOW)] > _RANK[self.max_sensitivity]:
-            return False
-        return not self.scopes or scope in self.scopes
-
 
 DEFAULT_CALLER = Caller()
 

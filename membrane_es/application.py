@@ -29,7 +29,8 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.codec import MsgspecMapper
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
-from membrane_es.embedding.vectors import record_embedding
+from membrane_es.embedding.text import search_text
+from membrane_es.embedding.vectors import pack, record_embedding
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.keystore import KeyStore, open_key_store
 from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
@@ -299,6 +300,9 @@ class EventStoreUnitOfWork:
         self._pending: dict[str, MemoryRecord] = {}
         self.deferred = False
         self.recordings: list[Recording[UUID]] = []  # what the commits wrote, in log order
+        # Vectors the embedder still owes, with the search text of each: filled in at commit,
+        # all in one model call (a capture's records, or a whole batch's).
+        self._unembedded: list[tuple[Embedding, str]] = []
 
     def get(self, record_id: str) -> MemoryRecord:
         known = self._created.get(record_id) or self._loaded.get(record_id)
@@ -326,7 +330,22 @@ class EventStoreUnitOfWork:
             self.commit()
 
     def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
-        return record_embedding(record, self._embedder, given)
+        """The record's vector: the caller's now, the embedder's at commit (one model call
+        for every record of the unit of work: a forward pass per record is what makes a
+        model slow, not the number of texts in it)."""
+        if given is not None or self._embedder is None:
+            return record_embedding(record, self._embedder, given)
+        owed = Embedding(model=self._embedder.model, vector=b"")
+        self._unembedded.append((owed, search_text(record)))
+        return owed
+
+    def _embed_owed(self) -> None:
+        """Fill in every vector :meth:`embed` promised, in one call to the embedder."""
+        owed, self._unembedded = self._unembedded, []
+        if owed and self._embedder is not None:
+            vectors = self._embedder.embed([text for _, text in owed])
+            for (embedding, _), vector in zip(owed, vectors, strict=True):
+                embedding.vector = pack(embedding.model, vector).vector
 
     @property
     def interpreter(self) -> Interpreter | None:
@@ -445,6 +464,7 @@ class EventStoreUnitOfWork:
     def commit(self) -> None:
         """Write every pending event in one atomic save."""
         if self._pending:
+            self._embed_owed()
             pending = list(self._pending.values())
             self._pending.clear()
             self.recordings.extend(self._app.save(*pending))
@@ -452,6 +472,7 @@ class EventStoreUnitOfWork:
     def rollback(self) -> None:
         """Forget pending work; cached aggregates were copies, so nothing else to undo."""
         self._pending.clear()
+        self._unembedded.clear()
 
 
 DEFAULT_ENTITY_LIMIT = 10

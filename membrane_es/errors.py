@@ -60,6 +60,14 @@ class AlreadyExistsError(MembraneError):
         super().__init__(f"record already exists: {record_id}")
 
 
+class StoreNotFoundError(MembraneError, FileNotFoundError):
+    """No store exists at the path a read (or an open that must not create) named."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no store at {path}")
+
+
 class EntryNotFoundError(NotFoundError):
     """No active entry with that id (the entries API's 404: absent, deleted, or invalidated)."""
 
@@ -148,6 +156,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     AlreadyReplacedError: ("FAILED_PRECONDITION", 409),
     AlreadyExistsError: ("ALREADY_EXISTS", 409),
     ConflictError: ("ABORTED", 409),
+    StoreNotFoundError: ("NOT_FOUND", 404),
     ForgottenError: ("FAILED_PRECONDITION", 409),
     ErasureUnsupportedError: ("FAILED_PRECONDITION", 409),
     PositionNotReachedError: ("DEADLINE_EXCEEDED", 504),

@@ -133,6 +133,13 @@ class KeyStore:
         known = self._cache.get(key_id)
         return None if known is None else known[1]
 
+    def adopt(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
+        """Keep ``(key id, key)`` pairs made by another store (an import of its log),
+        durable before this returns."""
+        if keys:
+            with self._lock:
+                self._insert(list(keys))
+
     def destroy(self, key_ids: Iterable[bytes]) -> None:
         """Destroy these keys for good (ids of keys already gone are ignored)."""
         wanted = list(dict.fromkeys(key_ids))

@@ -46,7 +46,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
     "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
-EDGES = ("membrane_es.cli", "membrane_es.grpc_server", "membrane_es.http_api")
+EDGES = (
+    "membrane_es.cli",
+    "membrane_es.grpc_server",
+    "membrane_es.http_api",
+    "membrane_es.mcp_server",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -105,11 +105,11 @@ def build_record(
         salience=INITIAL_SALIENCE,
         scope=scope,
         tags=list(tags),
-        created_at=at,
+        created_at=timestamp,  # event time; the log keeps when it was written
         updated_at=at,
         lifecycle=Lifecycle(
             decay=engine_profile(memory_type),
-            last_reinforced_at=at,
+            last_reinforced_at=min(timestamp, at),  # it fades from when it happened
             deletion_policy=DeletionPolicy.AUTO_PRUNE,
         ),
         provenance=Provenance(
@@ -134,7 +134,7 @@ def create_ingested(record: RecordData, kind: str, source: str, uow: UnitOfWork)
         record,
         actor=INGESTION_ACTOR,
         rationale=f"Ingested {kind} from {source}",
-        at=record.created_at or uow.now(),
+        at=record.updated_at or uow.now(),
         embedding=uow.embed(record),
     )
 

@@ -223,11 +223,11 @@ def reinforce(cmd: Reinforce, uow: UnitOfWork) -> None:
 
 
 def penalize(cmd: Penalize, uow: UnitOfWork) -> None:
-    check_amount("amount", cmd.amount)
+    amount = check_amount("amount", cmd.amount)  # a float: any int the caller gave is stored
     _change_one(
         cmd,
         uow,
-        lambda r, at: r.penalize(cmd.amount, actor=cmd.actor, rationale=cmd.rationale, at=at),
+        lambda r, at: r.penalize(amount, actor=cmd.actor, rationale=cmd.rationale, at=at),
     )
 
 

@@ -277,6 +277,30 @@ def _leaves(value: Any) -> Iterator[str]:
         yield str(value)
 
 
+def content_text(value: Any) -> str:
+    """The words of captured content, for the record's summary and search text: a string as
+    it is; an object's entries in their order — a value that is prose (it has a space)
+    stands on its own, any other value is labelled with its key (``speaker: Caroline``), as a
+    bare value means little without it — nested objects and lists likewise; parts joined as
+    sentences. Not JSON: punctuation and quoting are no words to search or embed by."""
+    if isinstance(value, str):
+        return value
+    return _join(_content_parts(value, ""))
+
+
+def _content_parts(value: Any, key: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _content_parts(item, readable(str(name)))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _content_parts(item, key)
+    elif value is not None:
+        text = next(_leaves(value), "")
+        if text.strip():
+            yield text if (" " in text.strip() or not key) else f"{key}: {text}"
+
+
 def _strings(value: Any) -> Iterator[str]:
     """The string leaves only (a plan step's parameters: names and paths, not flags and counts)."""
     if isinstance(value, str):

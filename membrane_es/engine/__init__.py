@@ -13,7 +13,8 @@ ports by changing how the client is made::
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
 bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads`,
-:mod:`.consolidation`, :mod:`.erasure` and :mod:`.entries` (the seed-003 entries API).
+:mod:`.consolidation`, :mod:`.erasure`, :mod:`.transfer` and :mod:`.entries` (the seed-003
+entries API).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from membrane_es.engine.ingestion import Ingestion
 from membrane_es.engine.lifecycle import Lifecycle
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
+from membrane_es.engine.transfer import Transfer
 
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Lifecycle, Entries, Revisions, Ingestion, Reads, Consolidation, Erasure):
+class Membrane(Lifecycle, Entries, Revisions, Ingestion, Reads, Consolidation, Erasure, Transfer):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

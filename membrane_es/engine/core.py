@@ -70,6 +70,12 @@ class EngineCore:
     _positions: threading.local  # per thread: the log position of its last write
 
     @property
+    def embedder(self) -> Embedder | None:
+        """The embedder new records and task descriptors are read with (None: no vectors;
+        ranking uses words and salience only)."""
+        return self._embedder
+
+    @property
     def views(self) -> ReadModel:
         """The read side. Caught up with the log at each call, unless a follower applies
         other processes' writes as they commit (PostgreSQL): then as it stands, which a read

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -13,14 +13,14 @@ from typing import Self
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.protocol import Embedder
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
 from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
 )
 from membrane_es.engine.follower import LogFollower
-from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError
+from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError, StoreNotFoundError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -43,6 +43,9 @@ from membrane_es.schema.validation import (
 
 log = logging.getLogger("membrane_es")
 
+# The file LMDB keeps a store's data in (beside lock.mdb): its presence is what makes a
+# directory a store.
+LMDB_DATA_FILE = "data.mdb"
 # How often a PostgreSQL process saves its read views (when they moved), in seconds.
 DEFAULT_CHECKPOINT_INTERVAL = 60.0
 
@@ -55,7 +58,7 @@ class Lifecycle(EngineCore):
         self,
         app: MemoryApplication,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         views_dir: Path | None = None,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
@@ -69,7 +72,8 @@ class Lifecycle(EngineCore):
         self._interpreter = interpreter
         self._app = app
         self._clock = clock or MonotonicClock()
-        self._embedder = embedder
+        self._embedder_choice = embedder  # resolved once the views say what the store holds
+        self._embedder = None
         self._views_dir = views_dir
         self._consolidation: PeriodicTask | None = None
         self._read_only = read_only
@@ -132,7 +136,9 @@ class Lifecycle(EngineCore):
             self._views.close()
             self._views = loaded
         self._views.catch_up(app)
-        index, embedder = self._views.embeddings, self._embedder
+        index = self._views.embeddings
+        stored = index.model if index.dimensions else ""
+        self._embedder = embedder = resolve(self._embedder_choice, stored)
         if embedder is not None and index.dimensions and index.model != embedder.model:
             raise MembraneError(
                 f"this store's vectors were made by {index.model!r}; "
@@ -152,21 +158,27 @@ class Lifecycle(EngineCore):
         sync: bool = True,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
         chain_key: bytes | None = None,
         read_only: bool = False,
         verify_on_open: bool = False,
+        create: bool = True,
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
+        :param create: with ``False``, a path that holds no store raises
+            :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there
+            (what a read on a mistyped path wants).
         :param sync: fsync every commit (durable); ``False`` trades the last few commits on
             power loss for speed, never consistency.
         :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
         :param embedder: embeds each new record's search text; its vector is stored in the
-            record's ``Created`` event (see :mod:`membrane_es.embedding`).
+            record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the
+            offline all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in
+            the ``membrane_es`` log), else none; None: no embedder (words and salience only).
         :param chain_key: key of the log's hash chain (keep it outside the store): each link
             is then a MAC nobody without the key can recompute. A store's first write fixes
             whether its chain is keyed; opening it with another key, or none, is an error.
@@ -186,9 +198,11 @@ class Lifecycle(EngineCore):
         check_chain_key(chain_key)
         directory = check_path("path", path)
         extra = check_settings("env", env)
-        for name, flag in (("sync", sync), ("read_only", read_only)):
+        for name, flag in (("sync", sync), ("read_only", read_only), ("create", create)):
             check_flag(name, flag)
         check_flag("verify_on_open", verify_on_open)
+        if not create and not (directory / LMDB_DATA_FILE).is_file():
+            raise StoreNotFoundError(str(path))
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
@@ -218,7 +232,7 @@ class Lifecycle(EngineCore):
         schema: str = DEFAULT_SCHEMA,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -295,7 +309,7 @@ class Lifecycle(EngineCore):
         *,
         env: Mapping[str, str] | None = None,
         clock: MonotonicClock | None = None,
-        embedder: Embedder | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
         selection_threshold: float = DEFAULT_THRESHOLD,
         interpreter: Interpreter | None = None,
         default_sensitivity: str = Sensitivity.LOW.value,
@@ -361,9 +375,10 @@ class Lifecycle(EngineCore):
             finally:
                 self._app.close()
 
-    def rebuild_views(self) -> None:
-        """Replace the read side by one rebuilt from the whole log."""
-        rebuilt = ReadModel.rebuild(self._app)
+    def rebuild_views(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Replace the read side by one rebuilt from the whole log; ``progress(applied,
+        total)`` is called after each page of the log."""
+        rebuilt = ReadModel.rebuild(self._app, progress)
         with self._write_lock:
             old, self._views = self._views, rebuilt
         with self._advanced:

@@ -12,7 +12,7 @@ from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.lmdb_store import ChainReport, verify_store
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import graph as graph_queries
@@ -69,6 +69,9 @@ class Reads(EngineCore):
         query_embedding: VectorInput | None = None,
         exact: bool = False,
         min_position: int | None = None,
+        explain: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RetrieveResult:
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
 
@@ -86,9 +89,18 @@ class Reads(EngineCore):
         :param limit: at most this many records (0: all).
         :param as_of: answer as the store stood at that moment, exactly as a read then did.
         :param valid_at: keep only semantic facts whose validity window contains it.
-        :param include_retracted: also return retracted records and records decayed to
-            nothing (both excluded from active reads, kept in history).
+        :param created_after: keep records whose event time (``created_at``: when it happened,
+            as captured or given) is at or after it (``as_of`` is the other time axis: when
+            the store learned of it).
+        :param created_before: ... and before it.
+        :param include_retracted: also return retracted records, records penalised to nothing
+            and records past their ``max_age_seconds`` (excluded from active reads, kept in
+            history). A record that merely faded is always returned, ranked lower.
         :param query_embedding: the descriptor's vector, instead of the embedder's reading.
+        :param explain: return an :class:`~membrane_es.schema.results.ExplainedRetrieveResult`,
+            with an :class:`~membrane_es.schema.results.Explanation` per record: its vector and
+            lexical scores, relevance, salience at the moment answered for, score and trust
+            decision (an audit of the ranking, now or ``as_of`` T).
         :param exact: score every vector the read may see. Otherwise a read with a limit over
             16,384 vectors or more scores only the nearest by their sign codes, when the codes
             vouch for them (on vectors without clusters they cannot, and the read is exact).
@@ -107,6 +119,9 @@ class Reads(EngineCore):
             valid_at=valid_at,
             include_retracted=include_retracted,
             query_embedding=query_embedding,
+            explain=explain,
+            created_after=created_after,
+            created_before=created_before,
             exact=exact,
         )
         return retrieve_queries.retrieve(query, self._sources())
@@ -127,6 +142,9 @@ class Reads(EngineCore):
         query_embedding: VectorInput | None = None,
         exact: bool = False,
         min_position: int | None = None,
+        explain: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RetrieveGraphResult:
         """Ranked roots for a task and the records related to them, within bounds.
 
@@ -138,7 +156,10 @@ class Reads(EngineCore):
 
         Every limit means what it says (0: none of that kind); the gRPC edge maps the wire's
         0 to the default and −1 to "roots only" for ``max_hops``. ``min_position`` and
-        ``exact``: as for :meth:`retrieve`.
+        ``exact``: as for :meth:`retrieve`. ``explain``: an
+        :class:`~membrane_es.schema.results.ExplainedRetrieveGraphResult`, explaining each
+        root as :meth:`retrieve` does, with the boost its ties to what the descriptor names
+        added. ``created_after`` / ``created_before``: an event-time window on the roots.
         """
         self.wait_for_position(min_position)
         query = graph_queries.RetrieveGraph(
@@ -153,6 +174,9 @@ class Reads(EngineCore):
             as_of=as_of,
             valid_at=valid_at,
             query_embedding=query_embedding,
+            explain=explain,
+            created_after=created_after,
+            created_before=created_before,
             exact=exact,
         )
         return graph_queries.retrieve_graph(query, self._sources())
@@ -234,5 +258,5 @@ class Reads(EngineCore):
         directory = check_path("path", path)
         check_chain_key(chain_key)
         if not (directory / "data.mdb").is_file():
-            raise MembraneError(f"verify: no LMDB store in {directory}")
+            raise StoreNotFoundError(str(path))
         return verify_store(str(directory), APPLICATION_NAME, chain_key)

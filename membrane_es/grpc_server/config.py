@@ -10,8 +10,10 @@ either (AES-GCM, keyed by the SHA-256 of the passphrase).
 
 Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
 :mod:`membrane_es.access`; env ``MEMBRANE_API_KEYS_FILE``) and
-``embedding_model`` = ``hashing`` or a sentence-transformers model (``all-MiniLM-L6-v2`` is
-loaded offline from the ``embeddings`` extra); empty ranks by salience and text only.
+``embedding_model``: empty (the default) uses all-MiniLM-L6-v2, loaded offline from the
+``embeddings`` extra, when that is installed and ranks by salience and text only when it is
+not; ``all-MiniLM-L6-v2`` asks for that model (an error without the extra); ``none`` for no
+embedder; ``hashing`` for the test embedder; else a local sentence-transformers model.
 """
 
 from __future__ import annotations

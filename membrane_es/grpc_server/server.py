@@ -20,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from membrane_es.access import DEFAULT_TENANT, KeyRing
+from membrane_es.embedding.default import AUTOMATIC, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
@@ -186,7 +187,9 @@ def _schedule(engine: Membrane, interval: float) -> None:
 
 def _embedder(config: DaemonConfig) -> Embedder | None:
     name = config.embedding_model
-    if not name:
+    if name in ("", "default"):
+        return resolve(AUTOMATIC)
+    if name == "none":
         return None
     if name == "hashing":
         from membrane_es.embedding.hashing import HashingEmbedder
@@ -194,8 +197,9 @@ def _embedder(config: DaemonConfig) -> Embedder | None:
         return HashingEmbedder()
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 
-    bundled = name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
-    return SentenceTransformerEmbedder(None if bundled else name)
+    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return SentenceTransformerEmbedder()  # asked for by name: an error without the extra
+    return SentenceTransformerEmbedder(name)
 
 
 def _tls(config: DaemonConfig) -> grpc.ServerCredentials:

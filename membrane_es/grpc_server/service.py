@@ -13,6 +13,12 @@ of its last event; a read RPC given ``x-membrane-min-position`` answers only onc
 daemon's views include the log up to it, waiting at most the call's deadline and
 ``POSITION_WAIT_SECONDS``, then DEADLINE_EXCEEDED.
 
+Explanations (an extension; ``membrane.v1`` is unchanged): RetrieveGraph given
+``x-membrane-explain: true`` answers with ``x-membrane-explanation`` in its trailing metadata,
+a JSON array with one object per root in rank order (the fields of
+:class:`~membrane_es.schema.results.Explanation`: vector and lexical scores, relevance,
+salience at the moment answered for, boost, score, trust decision).
+
 ``max_hops`` keeps its wire meaning: 0 asks for the configured default (1), −1 for the roots
 only (the library's ``max_hops=0``). Zero limits ask for the configured defaults.
 """
@@ -42,11 +48,14 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.queries import graph
 from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.results import ExplainedRetrieveGraphResult
 from membrane_es.tenants import Tenants
 
 AS_OF_METADATA = "x-membrane-as-of"
 POSITION_METADATA = "x-membrane-position"
 MIN_POSITION_METADATA = "x-membrane-min-position"
+EXPLAIN_METADATA = "x-membrane-explain"
+EXPLANATION_METADATA = "x-membrane-explanation"
 POSITION_WAIT_SECONDS = DEFAULT_POSITION_WAIT_SECONDS
 # The RPCs that write, and so answer with a position.
 WRITE_RPCS = frozenset(
@@ -158,6 +167,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     ) -> pb.RetrieveGraphResponse:
         checks.check_retrieve_graph(request)
         as_of = _as_of(context)
+        explain = _explain(context)
         caller = CURRENT_CALLER.get()
         _await_min_position(context, self._engine(caller))
         defaults = self._defaults
@@ -172,7 +182,11 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             edge_limit=request.edge_limit or defaults.edge_limit,
             max_hops=defaults.max_hops if hops == 0 else max(hops, 0),
             as_of=as_of,
+            explain=explain,
         )
+        if isinstance(result, ExplainedRetrieveGraphResult):
+            explained = msgspec.json.encode(result.explanations).decode()
+            context.set_trailing_metadata(((EXPLANATION_METADATA, explained),))
         return convert.graph_to_wire(result)
 
     @rpc
@@ -299,6 +313,19 @@ def _check_ceiling(caller: Caller, sensitivity: str, scope: str) -> None:
             grpc.StatusCode.PERMISSION_DENIED,
             "record sensitivity or scope exceeds this API key's ceiling",
         )
+
+
+def _explain(context: grpc.ServicerContext) -> bool:
+    """Whether the call asks for explanations (``x-membrane-explain``: true or false)."""
+    value = first_value(context.invocation_metadata(), EXPLAIN_METADATA)
+    if value is None:
+        return False
+    answer = {"true": True, "1": True, "false": False, "0": False}.get(value.strip().lower())
+    if answer is None:
+        raise WireError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"invalid {EXPLAIN_METADATA}: true or false"
+        )
+    return answer
 
 
 def _as_of(context: grpc.ServicerContext) -> datetime | None:

@@ -493,6 +493,7 @@ def create_app(
         },
         openapi_config=openapi,
         request_max_body_size=max_body_bytes,
+        logging_config=None,  # the process's logging stays as its owner set it up
     )
     app.state.tenant_stores = tenants
     app.state.key_ring = keys

@@ -141,6 +141,11 @@ class EntryIndex:
         # A supersede's new record continues the old one's entry; the Superseded event may
         # come before the new record's Created event (same write), so it waits here.
         self._continues: dict[str, tuple[int, int]] = {}
+        self._rows = 0  # rows written (the last row's number)
+        # New rows not written yet: a page's creations go in with one statement per table,
+        # written before any other event is applied (it may name them).
+        self._new_revisions: list[tuple[Any, ...]] = []
+        self._new_documents: list[tuple[int, str, str, str, str]] = []
 
     # --- following the log ----------------------------------------------------------------
 
@@ -153,11 +158,16 @@ class EntryIndex:
                 if not page.count:
                     return
                 self.db.execute("BEGIN")
+                rows = self._rows
                 try:
                     for event in page.events:
                         self.apply(event)
+                    self._write_new_rows()
                 except BaseException:
                     self.db.execute("ROLLBACK")
+                    self._rows = rows
+                    self._new_revisions.clear()
+                    self._new_documents.clear()
                     raise
                 self.db.execute("COMMIT")
                 self.position = page.last_id
@@ -165,9 +175,13 @@ class EntryIndex:
                     return
 
     def apply(self, event: Any) -> None:
+        """Reflect one event (rows it creates are written by :meth:`_write_new_rows`)."""
         if isinstance(event, RecordAggregate.Created):
             self._created(event.record, epoch(event.timestamp))
-        elif isinstance(event, RecordAggregate.Superseded):
+            return
+        if self._new_revisions and isinstance(event, RecordAggregate.Event):
+            self._write_new_rows()
+        if isinstance(event, RecordAggregate.Superseded):
             self._superseded(event)
         elif isinstance(event, RecordAggregate.Retracted):
             kind = "deleted" if event.rationale == DELETED else "invalidated"
@@ -191,14 +205,17 @@ class EntryIndex:
         else:
             entry, created_at = continued
             updated_at = at
-        valid_from = created_at if continued is None else self._valid_from(entry)
+        if continued is None:
+            valid_from = created_at
+        else:
+            self._write_new_rows()
+            valid_from = self._valid_from(entry)
         tags = _TAGS_JSON.encode(fields.tags).decode()
-        cursor = self.db.execute(
-            "INSERT INTO rev(entry, record_key, record_id, type, title, content, source, tags,"
-            " conversation, artifact, valid_from, created_at, updated_at, recorded, sensitivity,"
-            " scope)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._rows += 1
+        row = self._rows
+        self._new_revisions.append(
             (
+                row,
                 entry,
                 key,
                 record.id,
@@ -215,14 +232,29 @@ class EntryIndex:
                 at,
                 SENSITIVITY_RANK[record.sensitivity.value],
                 record.scope,
-            ),
+            )
         )
-        self.db.execute(
-            "INSERT INTO fts(rowid, title, content, tags, source) VALUES (?, ?, ?, ?, ?)",
-            (cursor.lastrowid, fields.title, fields.content, " ".join(fields.tags), fields.source),
+        self._new_documents.append(
+            (row, fields.title, fields.content, " ".join(fields.tags), fields.source)
         )
         for relation in record.relations:
             self._related(key, relation, at)
+
+    def _write_new_rows(self) -> None:
+        if not self._new_revisions:
+            return
+        self.db.executemany(
+            "INSERT INTO rev(row, entry, record_key, record_id, type, title, content, source,"
+            " tags, conversation, artifact, valid_from, created_at, updated_at, recorded,"
+            " sensitivity, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._new_revisions,
+        )
+        self.db.executemany(
+            "INSERT INTO fts(rowid, title, content, tags, source) VALUES (?, ?, ?, ?, ?)",
+            self._new_documents,
+        )
+        self._new_revisions.clear()
+        self._new_documents.clear()
 
     def _valid_from(self, entry: int) -> int:
         (valid_from,) = self.db.execute(

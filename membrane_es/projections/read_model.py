@@ -35,7 +35,8 @@ from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-CHECKPOINT_VERSION = 3  # 2: validity columns, entity names, text lengths; 3: metrics
+CHECKPOINT_VERSION = 4  # 2: validity columns, entity names, text lengths; 3: metrics;
+# 4: the text index's tokenizer removes every diacritic, as queries do
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
@@ -62,7 +63,9 @@ class ReadModel:
 
     # --- following the log ----------------------------------------------------------------
 
-    def catch_up(self, source: NotificationSource) -> int:
+    def catch_up(
+        self, source: NotificationSource, progress: Callable[[int, int], None] | None = None
+    ) -> int:
         """Apply every notification after ``position``; returns how many were applied.
 
         The log is read in pages (:class:`~membrane_es.projections.log_pages.LogReader`: raw
@@ -103,6 +106,8 @@ class ReadModel:
                                 count=count,
                             )
                             applied += count
+                        if progress is not None:
+                            progress(self.position, max(head, self.position))
                         if count < CATCH_UP_BATCH:
                             return applied
             finally:
@@ -170,10 +175,12 @@ class ReadModel:
         self.text.close()
 
     @classmethod
-    def rebuild(cls, source: NotificationSource) -> ReadModel:
-        """Fresh views from the whole log."""
+    def rebuild(
+        cls, source: NotificationSource, progress: Callable[[int, int], None] | None = None
+    ) -> ReadModel:
+        """Fresh views from the whole log; ``progress(applied, head)`` after each page."""
         model = cls()
-        model.catch_up(source)
+        model.catch_up(source, progress)
         return model
 
     # --- checkpoints ------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The text index: BM25 over each record's search text (SQLite FTS5, Porter stemming).
 
-Append-only like the content it indexes. Queries are natural language: words are
-lower-cased, stop words dropped and the rest OR-ed, because FTS5's implicit AND of every word
-of a question matches almost nothing (notes/retrieval.md).
+Append-only like the content it indexes. Documents and queries go through one tokenizer,
+FTS5's own (:mod:`membrane_es.projections.tokens`). Queries are natural language: their
+stop words are dropped and the rest OR-ed, because FTS5's implicit AND of every word of a
+question matches almost nothing (notes/retrieval.md).
 
 FTS5's own ``bm25()`` weighs terms by statistics of the whole index, so a record written
 later changes the scores of older ones. For answers "as of" a moment, :meth:`TextIndex.postings`
@@ -13,9 +14,7 @@ log order, so "existed at T" is "row below the table size at T".
 
 from __future__ import annotations
 
-import re
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +22,11 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.tokens import STOP_TERMS, TOKENIZER, query_terms, stem, tokens
+
 Array = npt.NDArray[Any]
 
 _JSON = msgspec.json.Encoder()
-_WORD = re.compile(r"[0-9a-z]+")
-STEMS_REMEMBERED = 100_000  # words whose stems are kept (a few MB at most)
-# Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
-# auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
-# not what it is about; in a small store their IDF cannot tell them from content words
-# ("show me *all* incidents" would otherwise match every record that says "all").
-STOP_WORDS = frozenset(
-    "a about above after again against all am an and any are as at be because been before "
-    "being below between both but by can cannot could did do does doing down during each few "
-    "for from further had has have having he her here hers herself him himself his how i if "
-    "in into is it its itself me more most my myself no nor not of off on once only or other "
-    "ought our ours ourselves out over own same she should so some such than that the their "
-    "theirs them themselves then there these they this those through to too under until up "
-    "very was we were what when where which while who whom why will with would you your "
-    "yours yourself yourselves".split()
-)
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct content words of a query, in order."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
-    return list(dict.fromkeys(words))
 
 
 class TextIndex:
@@ -57,19 +36,12 @@ class TextIndex:
         # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='porter unicode61')"
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='{TOKENIZER}')"
         )
-        # Helpers in the temp schema (never part of a saved index): every term occurrence, and
-        # a one-row scratch table that stems query words exactly as the index stems documents.
-        self._db.executescript(
-            """
-            CREATE VIRTUAL TABLE temp.doc_terms USING fts5vocab(main, docs, instance);
-            CREATE VIRTUAL TABLE temp.scratch USING fts5(body, tokenize='porter unicode61');
-            CREATE VIRTUAL TABLE temp.scratch_terms USING fts5vocab(temp, scratch, instance);
-            """
+        # Helper in the temp schema (never part of a saved index): every term occurrence.
+        self._db.execute(
+            "CREATE VIRTUAL TABLE temp.doc_terms USING fts5vocab(main, docs, instance)"
         )
-        self._scratch_lock = threading.Lock()
-        self._stem_of: dict[str, str] = {}
         # (lengths version, below, documents, tokens) of the last corpus(); the version
         # counts writes to the lengths, so a memo taken before one is never used after it.
         self._corpus_memo: tuple[int, int, int, int] | None = None
@@ -176,23 +148,19 @@ class TextIndex:
             self._lengths = grown
 
     def postings(self, query: str, below: int) -> list[tuple[Array, Array]]:
-        """For each distinct content word of ``query`` (stemmed as documents are): the rows
+        """For each distinct content term of ``query`` (tokenized as documents are): the rows
         under ``below`` whose document contains it, and how many times."""
-        terms = query_terms(query)
-        if not terms:
-            return []
-        stems = self._stems(terms)
-        # Porter's stemmer is not idempotent: "deployment" stems to "deploy", which is
-        # itself stemmed to "deploi" — the stem of "deploy", "deployed", "deploys". A query
-        # word also matches its stem's stem, so "deployment" finds "deploy" too.
-        again = self._stems(stems)
+        return self.term_postings(query_terms(query), below)
+
+    def term_postings(self, terms: list[str], below: int) -> list[tuple[Array, Array]]:
+        """:meth:`postings` of terms already tokenized (:func:`~.tokens.query_terms`)."""
         result = []
-        for stem, twice in dict.fromkeys(zip(stems, again, strict=True)):
+        for term, again in dict.fromkeys((term, stem(term)) for term in terms):
             # One string of every occurrence's row, counted here: several times faster
             # than a row per document, grouped by SQLite, through the Python API.
             (joined,) = self._db.execute(
                 "SELECT group_concat(doc) FROM temp.doc_terms WHERE term IN (?, ?) AND doc < ?",
-                (stem, twice, below),
+                (term, again, below),
             ).fetchone()
             if joined:
                 rows, counts = np.unique(
@@ -202,25 +170,6 @@ class TextIndex:
             else:
                 result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
         return result
-
-    def _stems(self, words: list[str]) -> list[str]:
-        """Each word stemmed as documents are (remembered: a word's stem never changes)."""
-        known = self._stem_of
-        if len(known) > STEMS_REMEMBERED:
-            known.clear()
-        stems = {word: known[word] for word in words if word in known}
-        unknown = [word for word in dict.fromkeys(words) if word not in stems]
-        if unknown:
-            with self._scratch_lock:
-                self._db.execute("DELETE FROM temp.scratch")
-                self._db.execute(
-                    "INSERT INTO temp.scratch(rowid, body) VALUES (1, ?)", (" ".join(unknown),)
-                )
-                found = dict(self._db.execute("SELECT offset, term FROM temp.scratch_terms"))
-            fresh = {word: found.get(i, word) for i, word in enumerate(unknown)}
-            known.update(fresh)
-            stems.update(fresh)
-        return [stems[word] for word in words]
 
     def corpus(self, below: int) -> tuple[int, int]:
         """(documents, tokens in them) among the rows under ``below``.
@@ -247,10 +196,11 @@ class TextIndex:
 
     def search(self, query: str, limit: int = 1000) -> tuple[Array, Array]:
         """(rows, BM25 score — higher is better) of the best ``limit`` matches."""
-        terms = query_terms(query)
-        if not terms:
+        # The query's own words, quoted: FTS5 tokenizes each as it did the documents.
+        words = [w for w in query.split() if set(tokens(w)) - STOP_TERMS]
+        if not words:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        match = " OR ".join(f'"{t}"' for t in terms)
+        match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
         found = self._db.execute(
             "SELECT rowid, -bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
             (match, limit),

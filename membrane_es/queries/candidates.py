@@ -12,6 +12,8 @@ For a snapshot and a trust context, a record is a candidate when
   record, it only ranks it lower) — unless ``include_retracted`` asks for those too;
 * a semantic fact's validity window ``[start, end)`` contains ``valid_at``, when given
   (missing bounds are open; other types have no window);
+* its event time (``created_at``: when it happened, as given or as captured) is within
+  ``[created_after, created_before)``, when given;
 * its salience at the snapshot's moment is at least ``min_salience`` (when above 0;
   redacted records keep their salience).
 
@@ -47,6 +49,8 @@ class Filters:
     min_salience: float = 0.0
     include_retracted: bool = False
     valid_at: int | None = None
+    created_after: int | None = None  # event time window [after, before), microseconds
+    created_before: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,12 +134,17 @@ def visibility(snapshot: Snapshot, rows: Array, trust: TrustContext) -> tuple[Ar
 
 def active(snapshot: Snapshot, rows: Array | slice, salience: Array, filters: Filters) -> Array:
     """Mask of ``rows`` that active reads show: not retracted or hidden (unless
-    ``include_retracted``), and valid at ``valid_at`` when that is given."""
+    ``include_retracted``), within the event-time window and valid at ``valid_at`` when
+    those are given."""
     table, columns = snapshot.table, snapshot.state.columns
     keep = np.ones(len(salience), dtype=bool)
     if not filters.include_retracted:
         retracted = columns["retracted"][rows] | (columns["status"][rows] == STATUS_RETRACTED)
         keep &= ~retracted & ~table.hidden(rows, snapshot.at, snapshot.state)
+    if filters.created_after is not None:
+        keep &= table.content["created_at"][rows] >= filters.created_after
+    if filters.created_before is not None:
+        keep &= table.content["created_at"][rows] < filters.created_before
     if filters.valid_at is not None:
         semantic = table.content["type"][rows] == TYPE_CODE[MemoryType.SEMANTIC]
         inside = (table.content["valid_from"][rows] <= filters.valid_at) & (

@@ -25,7 +25,7 @@ import msgspec
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.entries import SENSITIVITY_RANK, EntryIndex
-from membrane_es.projections.text import STOP_WORDS
+from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.schema.entries import Entry, EntryRelation
 from membrane_es.schema.records import TrustContext
 

@@ -7,9 +7,10 @@
    record stood at the snapshot's moment, up to ``max_hops`` hops (0: roots only). A relation
    is followed only to a record that existed then, that the caller may see (in full, or
    redacted one level up: the edge to a redacted node is kept) and that active reads show
-   (not retracted, not decayed to nothing, valid at ``valid_at`` when given). Memory types
-   and ``min_salience`` choose roots only. At most ``node_limit`` nodes and ``edge_limit``
-   edges; each (source, predicate, target) once; an edge always joins two returned nodes.
+   (not retracted, penalised to nothing or expired; valid at ``valid_at`` when given).
+   Memory types and ``min_salience`` choose roots only. At most ``node_limit`` nodes and
+   ``edge_limit`` edges; each (source, predicate, target) once; an edge always joins two
+   returned nodes.
 3. **Order**: roots first, in rank order (as ``root_ids``); then the other nodes by hop,
    then salience (ties: newer, then id). The selection is the layered retrieval's.
 
@@ -36,6 +37,7 @@ import msgspec
 import numpy as np
 
 from membrane_es.queries.candidates import Filters, active, visibility
+from membrane_es.queries.explain import Placed, explain_rows
 from membrane_es.queries.retrieve import (
     LAYERS,
     Plan,
@@ -43,10 +45,12 @@ from membrane_es.queries.retrieve import (
     Sources,
     hydrator_for,
     make_plan,
+    positions,
     rank,
     selection_result,
 )
 from membrane_es.queries.roots import (
+    CANONICAL_BOOST,
     entity_roots,
     related_entities,
     rerank,
@@ -56,7 +60,11 @@ from membrane_es.queries.roots import (
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import GraphEdge, TrustContext
-from membrane_es.schema.results import GraphNode, RetrieveGraphResult
+from membrane_es.schema.results import (
+    ExplainedRetrieveGraphResult,
+    GraphNode,
+    RetrieveGraphResult,
+)
 from membrane_es.schema.validation import VectorInput, check_flag, check_limit, check_trust
 
 DEFAULT_ROOT_LIMIT = 10
@@ -81,6 +89,9 @@ class RetrieveGraph(msgspec.Struct, kw_only=True, frozen=True):
     valid_at: datetime | None = None
     query_embedding: VectorInput | None = None
     exact: bool = False
+    explain: bool = False
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass
@@ -109,6 +120,9 @@ def retrieve_graph(query: RetrieveGraph, sources: Sources) -> RetrieveGraphResul
         include_retracted=False,
         query_embedding=query.query_embedding,
         exact=check_flag("exact", query.exact),
+        explain=check_flag("explain", query.explain),
+        created_after=query.created_after,
+        created_before=query.created_before,
     )
     return consistently(
         sources.views,
@@ -134,7 +148,7 @@ def _answer(
     if root_limit == 0 or node_limit == 0:
         return RetrieveGraphResult(nodes=[], edges=[], root_ids=[], selection=selection)
 
-    pool = _root_candidates(snapshot, plan, ranking, hydrator, root_limit)
+    pool, boosts = _root_candidates(snapshot, plan, ranking, hydrator, root_limit)
     nodes = {
         row: _Node(row, redacted, root=True, hop=0)
         for row, redacted in pool[: min(root_limit, node_limit)]
@@ -155,27 +169,39 @@ def _answer(
         return (1, node.hop, -salience, -int(created[node.row]), ids[node.row])
 
     ordered = sorted(nodes.values(), key=key)
-    return RetrieveGraphResult(
-        nodes=[
-            GraphNode(record=hydrator.visible(n.row, n.redacted), root=n.root, hop=n.hop)
-            for n in ordered
-        ],
+    graph_nodes = [
+        GraphNode(record=hydrator.visible(n.row, n.redacted), root=n.root, hop=n.hop)
+        for n in ordered
+    ]
+    root_ids = [ids[row] for row in root_rows]
+    if not plan.explain:
+        return RetrieveGraphResult(
+            nodes=graph_nodes, edges=edges, root_ids=root_ids, selection=selection
+        )
+    roots = [Placed(row, nodes[row].redacted, hydrator.full(row).salience) for row in root_rows]
+    explanations = explain_rows(
+        roots, ranking.evidence, positions(ranking.ranked), ids, snapshot.moment, boosts
+    )
+    return ExplainedRetrieveGraphResult(
+        nodes=graph_nodes,
         edges=edges,
-        root_ids=[ids[row] for row in root_rows],
+        root_ids=root_ids,
         selection=selection,
+        explanations=explanations,
     )
 
 
 def _root_candidates(
     snapshot: Snapshot, plan: Plan, ranking: Ranking, hydrator: Hydrator, root_limit: int
-) -> list[tuple[int, bool]]:
+) -> tuple[list[tuple[int, bool]], dict[int, float]]:
     """(row, redacted) of the root candidates, best first: the ranked pool plus the entities
-    the descriptor names, reranked when there is a descriptor."""
+    the descriptor names, reranked when there is a descriptor; and the boost each candidate
+    gained (as added to its score)."""
     ranked = ranking.ranked
     pool = list(zip(ranked.rows.tolist(), ranked.redacted.tolist(), strict=True))
     descriptor = plan.descriptor
     if not descriptor.strip():
-        return pool
+        return pool, {}
     scores = [0.0] * len(pool) if ranking.scores is None else ranking.scores.tolist()
     if MemoryType.ENTITY in (plan.filters.types or LAYERS):
         named = entity_roots(snapshot, descriptor, plan.trust, plan.filters, root_limit)
@@ -192,7 +218,8 @@ def _root_candidates(
         0.0 if redacted else root_boost(hydrator.full(row), descriptor, related, weight)
         for row, redacted in pool
     ]
-    return [pool[i] for i in rerank(scores, boosts)]
+    gained = {row: boost / CANONICAL_BOOST for (row, _), boost in zip(pool, boosts, strict=True)}
+    return [pool[i] for i in rerank(scores, boosts)], gained
 
 
 def _expand(

@@ -3,10 +3,16 @@
 Without a task descriptor (and without a query vector) records are ordered by salience, as
 in the reference. With one, each candidate gets
 
-    score = EVIDENCE_WEIGHT · relevance + SALIENCE_WEIGHT · min(salience, 1)
+    score = relevance · (EVIDENCE_WEIGHT + SALIENCE_WEIGHT · min(salience, 1))
 
-the reference's hybrid (spec §3.3: 0.7 vector + 0.3 salience), with *relevance* widened from
-vector rank alone to every kind of evidence the engine holds for the descriptor:
+the reference's split (spec §3.3: 0.7 vector + 0.3 salience) applied as a discount rather
+than a sum: a memory that has faded completely keeps 70 % of what its match with the task is
+worth, and a record that does not match the task at all scores 0 however salient it is. In the
+reference's sum, salience alone is worth 0.3 — as much as 43 % of a full match — so in a store
+that lives for months a fresh record sharing nothing with the task outranks the old one that
+answers it; here salience orders records whose evidence is close, and orders records without
+evidence (as the tie-break), but cannot buy a place with no evidence at all. *Relevance* is
+widened from vector rank alone to every kind of evidence the engine holds for the descriptor:
 
 * **vector**: cosine similarity between the query vector (the caller's, or the engine's
   embedder reading the descriptor) and the record's stored vector, relative to the best
@@ -39,7 +45,7 @@ import numpy.typing as npt
 Array = npt.NDArray[Any]
 
 EVIDENCE_WEIGHT = 0.7  # spec §3.3 hybrid: the share of "how well it matches the task"
-SALIENCE_WEIGHT = 0.3  # ... and of "how important it still is"
+SALIENCE_WEIGHT = 0.3  # ... and of "how important it still is": the most fading takes away
 VECTOR_SHARE = 0.5  # within relevance: semantic similarity
 LEXICAL_SHARE = 0.5  # ... and shared words
 
@@ -71,7 +77,8 @@ def relevance(similarity: Array | None, lexical: Array | None) -> Array | None:
 
 
 def blend(relevance: Array, salience: Array) -> Array:
-    return EVIDENCE_WEIGHT * relevance + SALIENCE_WEIGHT * np.clip(salience, 0.0, 1.0)
+    """Relevance discounted by how faded each record is (see above)."""
+    return relevance * (EVIDENCE_WEIGHT + SALIENCE_WEIGHT * np.clip(salience, 0.0, 1.0))
 
 
 def order(

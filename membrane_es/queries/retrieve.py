@@ -36,8 +36,9 @@ from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
+from membrane_es.queries.explain import Evidence, Placed, explain_rows
 from membrane_es.queries.lexical import coverage, matches
-from membrane_es.queries.ranking import SALIENCE_WEIGHT, blend, order, relevance
+from membrane_es.queries.ranking import blend, order, relative, relevance
 from membrane_es.queries.records import EventReader
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
@@ -51,7 +52,7 @@ from membrane_es.queries.selector import (
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
-from membrane_es.schema.results import RetrieveResult, SelectionResult
+from membrane_es.schema.results import ExplainedRetrieveResult, RetrieveResult, SelectionResult
 from membrane_es.schema.validation import (
     VectorInput,
     check_amount,
@@ -81,7 +82,9 @@ LEXICAL_SCORED = 1024  # lexical matches given an exact similarity however far t
 class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     """Layered retrieval for a task. Fields are checked when the query runs.
 
-    ``as_of`` answers as the store stood then (decay evaluated then); ``valid_at`` keeps only
+    ``created_after`` / ``created_before`` keep records whose event time (``created_at``: when
+    it happened) is in ``[after, before)``; ``as_of`` answers as the store stood then (decay
+    evaluated then) — transaction time, the log's; ``valid_at`` keeps only
     semantic facts whose validity window contains that moment; ``query_embedding`` replaces
     the embedder's reading of the descriptor.
     """
@@ -96,6 +99,9 @@ class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
     include_retracted: bool = False
     query_embedding: VectorInput | None = None
     exact: bool = False
+    explain: bool = False
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class Plan:
     as_of: datetime | None
     query_vector: Array | None
     exact: bool = False  # score every vector, never a shortlist
+    explain: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ class Ranking:
     selectable: Candidates | None
     selection: Selection | None
     scores: Array | None = None
+    evidence: Evidence | None = None  # aligned with ``ranked`` (for explanations)
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -146,9 +154,12 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         limit=check_limit("limit", query.limit),
         as_of=query.as_of,
         valid_at=query.valid_at,
+        created_after=query.created_after,
+        created_before=query.created_before,
         include_retracted=check_flag("include_retracted", query.include_retracted),
         query_embedding=query.query_embedding,
         exact=check_flag("exact", query.exact),
+        explain=check_flag("explain", query.explain),
     )
     return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
 
@@ -162,7 +173,28 @@ def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
         hydrator.visible(int(row), bool(redacted))
         for row, redacted in zip(ranked.rows, ranked.redacted, strict=True)
     ]
-    return RetrieveResult(records=records, selection=selection_result(ranking, hydrator))
+    selection = selection_result(ranking, hydrator)
+    if not plan.explain:
+        return RetrieveResult(records=records, selection=selection)
+    explanations = explain_rows(
+        placed(ranked), ranking.evidence, positions(ranked), snapshot.table.ids, snapshot.moment
+    )
+    return ExplainedRetrieveResult(records=records, selection=selection, explanations=explanations)
+
+
+def placed(ranked: Candidates) -> list[Placed]:
+    """The ranked candidates as :class:`~membrane_es.queries.explain.Placed`."""
+    return [
+        Placed(int(row), bool(redacted), float(salience))
+        for row, redacted, salience in zip(
+            ranked.rows, ranked.redacted, ranked.salience, strict=True
+        )
+    ]
+
+
+def positions(ranked: Candidates) -> dict[int, int]:
+    """Each ranked row's place in the ranking's arrays."""
+    return {int(row): i for i, row in enumerate(ranked.rows)}
 
 
 def hydrator_for(sources: Sources, snapshot: Snapshot, ranking: Ranking) -> Hydrator:
@@ -188,6 +220,9 @@ def make_plan(
     include_retracted: bool,
     query_embedding: VectorInput | None,
     exact: bool = False,
+    explain: bool = False,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> Plan:
     """Check a request (every failure names its field) and read the descriptor's vector."""
     trust = check_trust(trust)
@@ -198,10 +233,16 @@ def make_plan(
         min_salience=check_amount("min_salience", min_salience),
         include_retracted=include_retracted,
         valid_at=None if valid_at is None else micros(check_moment("valid_at", valid_at)),
+        created_after=_micros_of("created_after", created_after),
+        created_before=_micros_of("created_before", created_before),
     )
     moment = None if as_of is None else check_moment("as_of", as_of)
     vector = _query_vector(descriptor, query_embedding, sources)
-    return Plan(descriptor, trust, filters, limit, moment, vector, exact)
+    return Plan(descriptor, trust, filters, limit, moment, vector, exact, explain)
+
+
+def _micros_of(field: str, moment: datetime | None) -> int | None:
+    return None if moment is None else micros(check_moment(field, moment))
 
 
 def _query_vector(descriptor: str, given: VectorInput | None, sources: Sources) -> Array | None:
@@ -290,10 +331,10 @@ def _rank_by_evidence(
     vectors, from the rows with evidence alone; None when it cannot be sure of that.
 
     Only shortlisted rows, rows sharing a word with the descriptor and selectable rows have
-    any relevance; every other candidate scores ``SALIENCE_WEIGHT · min(salience, 1)`` at
-    most. So when the last of the top ``limit`` among the rows with evidence scores more
-    than that, no other candidate could have displaced it, and the rest — often almost the
-    whole store — need not be admitted or given a salience at all."""
+    any relevance; every other candidate scores 0. So when the last of the top ``limit``
+    among the rows with evidence scores more than that, no other candidate could have
+    displaced it, and the rest — often almost the whole store — need not be admitted or
+    given a salience at all."""
     assert plan.query_vector is not None
     index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
     within = universe(snapshot, plan.trust)
@@ -321,7 +362,7 @@ def _rank_by_evidence(
     ranking = _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
     if ranking.scores is None or len(ranking.ranked) < plan.limit:
         return None
-    if not len(ranking.scores) or ranking.scores[-1] <= SALIENCE_WEIGHT:
+    if not len(ranking.scores) or ranking.scores[-1] <= 0.0:
         return None
     return ranking
 
@@ -342,11 +383,24 @@ def _ranked(
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
+    if lexical is not None and found.redacted.any():
+        # A record returned redacted shows the caller none of its words: words it cannot
+        # see are no evidence that it answers the task (and ranking by them would leak them).
+        lexical = np.where(found.redacted, 0.0, lexical)
     evidence = relevance(similarity, lexical)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
-    return Ranking(found.take(picks), chosen, selection, primary[picks])
+    kept = None
+    if plan.explain:
+        kept = Evidence(
+            similarity=None if similarity is None else similarity[picks],
+            vector=None if similarity is None else relative(similarity)[picks],
+            lexical=None if lexical is None else np.clip(lexical, 0.0, 1.0)[picks],
+            relevance=None if evidence is None else evidence[picks],
+            score=primary[picks],
+        )
+    return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
 
 
 def _has_vector(snapshot: Snapshot, plan: Plan) -> bool:

@@ -42,13 +42,12 @@ related entity counts only if the caller may read it in full.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from membrane_es.projections.records import TYPE_CODE
-from membrane_es.projections.text import query_terms
+from membrane_es.projections.tokens import query_terms, tokens
 from membrane_es.queries.candidates import Candidates, Filters, admit, visibility
 from membrane_es.queries.ranking import order
 from membrane_es.queries.snapshot import Snapshot
@@ -77,8 +76,6 @@ PREDICATE_BOOSTS = {
 }
 
 EntityNames = tuple[str, tuple[str, ...]]  # (canonical name, aliases), normalised
-
-_WORD = re.compile(r"[0-9a-z]+")
 
 
 def lexical_match(value: str, query: str) -> bool:
@@ -109,9 +106,9 @@ def name_strength(name: str, descriptor: str, weight: Weight | None = None) -> f
         return 0.0
     if name == descriptor or descriptor in name:
         return 1.0
-    if name not in descriptor:
-        return 0.0
-    name_words, words = _WORD.findall(name), _WORD.findall(descriptor)
+    # Whole words, read by the text index's tokenizer: "platforms" names "platform",
+    # "zurich" names "Zürich", "rapid" does not name "api".
+    name_words, words = tokens(name), tokens(descriptor)
     width = len(name_words)
     if not width or not any(
         words[i : i + width] == name_words for i in range(len(words) - width + 1)
@@ -210,6 +207,8 @@ def entity_roots(
         min_salience=filters.min_salience,
         include_retracted=filters.include_retracted,
         valid_at=filters.valid_at,
+        created_after=filters.created_after,
+        created_before=filters.created_before,
     )
     found = admit(snapshot, np.asarray(rows, dtype=np.int64), trust, entity_only)
     table = snapshot.table
@@ -245,16 +244,17 @@ def related_entities(
 
 
 def word_weights(snapshot: Snapshot) -> Weight:
-    """Each content word's IDF among the records that existed at the snapshot's moment (the
-    same statistics and formula as the lexical evidence, so a read ``as_of`` T weighs words as
-    a live read at T did); 0 for a word no record holds. Looked up once per word."""
+    """Each content term's IDF (terms as :func:`~membrane_es.projections.tokens.query_terms`
+    reads them) among the records that existed at the snapshot's moment (the same statistics
+    and formula as the lexical evidence, so a read ``as_of`` T weighs words as a live read at
+    T did); 0 for a term no record holds. Looked up once per term."""
     text, size = snapshot.views.text, snapshot.size
     documents, _ = text.corpus(size)
     cache: dict[str, float] = {}
 
     def weight(word: str) -> float:
         if word not in cache:
-            frequency = sum(len(rows) for rows, _ in text.postings(word, size))
+            frequency = sum(len(rows) for rows, _ in text.term_postings([word], size))
             cache[word] = (
                 float(np.log1p((documents - frequency + 0.5) / (frequency + 0.5)))
                 if frequency

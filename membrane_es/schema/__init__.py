@@ -63,6 +63,9 @@ from membrane_es.schema.records import (
 )
 from membrane_es.schema.results import (
     ConsolidationResult,
+    ExplainedRetrieveGraphResult,
+    ExplainedRetrieveResult,
+    Explanation,
     GraphNode,
     RetrieveGraphResult,
     RetrieveResult,
@@ -119,6 +122,9 @@ __all__ = [
     "ReferenceCandidate",
     "Relation",
     "RelationCandidate",
+    "ExplainedRetrieveGraphResult",
+    "ExplainedRetrieveResult",
+    "Explanation",
     "RetrieveGraphResult",
     "RetrieveResult",
     "RevisionState",

@@ -7,6 +7,8 @@ them (in full, or redacted one level above the caller's ceiling).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 
 from membrane_es.schema.records import GraphEdge, MemoryRecord
@@ -55,6 +57,44 @@ class RetrieveGraphResult(_Result):
     edges: list[GraphEdge]
     root_ids: list[str]
     selection: SelectionResult | None = None
+
+
+class Explanation(_Result):
+    """Why a record placed where it did in a ranked read (``explain=True``).
+
+    ``vector_similarity``: its cosine with the query vector (None: no vector, or not scored);
+    ``vector_score``: that similarity as evidence (relative to the best candidate, in
+    [0, 1]); ``lexical_score``: BM25 of the descriptor's words as the fraction of a full
+    match, in [0, 1] (0 for a record returned redacted: words the caller cannot see are no
+    evidence); ``relevance``: the evidence combined (None: the read had none and ordered by
+    salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
+    or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
+    ``score``: what it was ordered by; ``trust``: ``full`` or ``redacted``.
+    """
+
+    record_id: str
+    rank: int
+    score: float
+    vector_similarity: float | None
+    vector_score: float | None
+    lexical_score: float | None
+    relevance: float | None
+    salience: float
+    boost: float
+    trust: str
+    moment: datetime
+
+
+class ExplainedRetrieveResult(RetrieveResult):
+    """A :class:`RetrieveResult` with an :class:`Explanation` per record, in their order."""
+
+    explanations: list[Explanation] = msgspec.field(default_factory=list)
+
+
+class ExplainedRetrieveGraphResult(RetrieveGraphResult):
+    """A :class:`RetrieveGraphResult` with an :class:`Explanation` per root, in rank order."""
+
+    explanations: list[Explanation] = msgspec.field(default_factory=list)
 
 
 class ConsolidationResult(msgspec.Struct, kw_only=True):

@@ -1,48 +1,227 @@
-"""The command line as a user runs it: a real process, a real LMDB store."""
+"""The command line as a user runs it: a real process, a real LMDB store.
+
+A process costs about half a second to start, so each test walks one story through several
+commands on one store rather than starting a store per check.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import lmdb
+import pytest
+
+from membrane_es.cli import main
+
+# Each command runs as a real process the first time a test uses it; later calls of the same
+# command (variations of options, the checks around it) run in this process through the same
+# entry point, to keep the suite fast.
+_RUN_AS_PROCESS: set[str] = set()
 
 
-def membrane_es(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "membrane_es", *args], capture_output=True, text=True, check=False
+def membrane_es(
+    *args: str, stdin: str | None = None, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    first_use = bool(args) and args[0] not in _RUN_AS_PROCESS
+    if process or first_use or stdin is not None:
+        _RUN_AS_PROCESS.add(args[0] if args else "")
+        return subprocess.run(
+            [sys.executable, "-m", "membrane_es", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            input=stdin,
+        )
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as exited:  # argparse's help
+            status = int(exited.code or 0)
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
+
+
+def ok(*args: str, stdin: str | None = None) -> str:
+    result = membrane_es(*args, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def as_json(*args: str, stdin: str | None = None) -> Any:
+    return json.loads(ok(*args, "--json", stdin=stdin))
+
+
+def refused(*args: str, status: int = 1, process: bool = False) -> str:
+    """The one-line error of a command that must fail."""
+    result = membrane_es(*args, process=process)
+    assert result.returncode == status, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def fact(subject: str, obj: str, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "type": "semantic",
+            "scope": "project:orchid",
+            "payload": {"kind": "semantic", "subject": subject, "predicate": "deploy_target"}
+            | {"object": obj},
+            "provenance": {"sources": [{"kind": "observation", "ref": "standup"}]},
+            **extra,
+        }
     )
 
 
 def test_demo_writes_revises_and_prints_history(tmp_path: Path) -> None:
-    result = membrane_es("demo", "--path", str(tmp_path / "store"))
-    assert result.returncode == 0, result.stderr
-    assert "Superseded" in result.stdout
-    assert "[retracted]" in result.stdout
-    assert "as of before the move:" in result.stdout
-    assert "verify: OK" in result.stdout
+    output = ok("demo", "--path", str(tmp_path / "store"))
+    assert "Superseded" in output
+    assert "[retracted]" in output
+    assert "as of before the move:" in output
+    assert "verify: OK" in output
 
 
-def test_show_history_and_verify_read_an_existing_store(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    demo = membrane_es("demo", "--path", str(store))
-    record_id = demo.stdout.split("history of ")[1].split(":")[0]
+def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    first = as_json("create", store, fact("Orchid", "staging"), "--actor", "ops", "--why", "heard")
+    before_move = first["updated_at"]
+    moved = as_json("supersede", store, first["id"], fact("Orchid", "production"), "--why", "r42")
+    variant_file = tmp_path / "variant.json"
+    variant_file.write_text(fact("Orchid", "dev cluster"))
+    variant = as_json("fork", store, moved["id"], f"@{variant_file}", "--why", "dev differs")
+    ok("reinforce", store, moved["id"], "--actor", "agent", "--why", "it helped")
+    ok("penalize", store, variant["id"], "0.25", "--why", "vague")
+    ok("contest", store, moved["id"], "--by", variant["id"], "--why", "runbook disagrees")
+    other = as_json("create", store, fact("Lily", "staging"))
+    third = as_json("create", store, "-", stdin=fact("Lily", "staging"))
+    merged = as_json("merge", store, other["id"], third["id"], "--record", fact("Lily", "prod"))
+    captured = as_json(
+        "capture",
+        store,
+        '{"text": "Orchid deploys on Fridays", "project": "Orchid"}',
+        "--source-kind",
+        "event",
+        "--scope",
+        "project:orchid",
+        "--tag",
+        "deploys",
+    )
+    assert captured["primary_record"]["type"] == "episodic"
+    ok("retract", store, variant["id"], "--why", "wrong")
+    doomed = as_json("create", store, fact("Orchid", "a secret host"))
+    assert as_json("forget", store, doomed["id"], "--why", "asked to") == [doomed["id"]]
+    assert "payload" not in as_json("get", store, doomed["id"])
+    assert "rationale" in refused("forget", store, doomed["id"])
+    assert "forgotten" in refused("forget", store, doomed["id"], "--why", "again")
 
-    shown = membrane_es("show", str(store), record_id)
-    assert shown.returncode == 0, shown.stderr
-    assert f'"id": "{record_id}"' in shown.stdout
+    # get: now and as of a past moment (the record as it stood then)
+    assert as_json("get", store, first["id"])["payload"]["revision"]["status"] == "retracted"
+    then = as_json("get", store, first["id"], "--as-of", before_move)
+    assert then["payload"]["object"] == "staging" and "revision" not in then["payload"]
+    assert f'"id": "{first["id"]}"' in ok("show", store, first["id"], "--json")
+    assert first["id"] in ok("get", store, first["id"])  # the table form
 
-    history = membrane_es("history", str(store), record_id)
-    assert history.returncode == 0, history.stderr
-    assert "Created" in history.stdout and "Superseded" in history.stdout
+    # history, whole and as of a moment
+    events = [entry["event"] for entry in as_json("history", store, moved["id"])]
+    assert events[0] == "Created" and {"Reinforced", "Forked", "Contested"} <= set(events)
+    assert "Reinforced" in ok("history", store, moved["id"])
+    assert [e["event"] for e in as_json("history", store, first["id"], "--as-of", before_move)] == [
+        "Created"
+    ]
 
-    assert membrane_es("verify", str(store)).returncode == 0
+    # list: browse with filters, now and as of the first write
+    listed = as_json("list", store, "--type", "semantic")
+    ids = {record["id"] for record in listed}
+    assert moved["id"] in ids and merged["id"] in ids and first["id"] not in ids
+    assert {r["id"] for r in as_json("list", store, "--tag", "deploys")} == {
+        captured["primary_record"]["id"]
+    }
+    assert [r["id"] for r in as_json("list", store, "--as-of", before_move)] == [first["id"]]
+    assert len(as_json("list", store, "--limit", "1")) == 1
+    assert "records" in ok("list", store, "--scope", "project:orchid")
+    # trust narrows what a reader sees: a record above the ceiling is not listed in full
+    secret = as_json("create", store, fact("Vault", "hidden", sensitivity="hyper"))
+    low = {r["id"]: r for r in as_json("list", store, "--trust", "low")}
+    assert secret["id"] not in low or "payload" not in low[secret["id"]]
+
+    # retrieve / search / graph
+    found = as_json("retrieve", store, "where does Orchid deploy", "--limit", "3")
+    assert found["records"] and all("Orchid" in json.dumps(r) for r in found["records"])
+    assert (
+        as_json("search", store, "Orchid", "--as-of", before_move)["records"][0]["id"]
+        == (first["id"])
+    )
+    assert "Orchid" in ok("retrieve", store, "Orchid")
+    graph = as_json("graph", store, "Orchid", "--max-hops", "1")
+    assert graph["root_ids"] and graph["nodes"]
+    assert "edges" in ok("graph", store, "Orchid")
+
+    # metrics, stats, consolidate
+    assert as_json("metrics", store, "--as-of", before_move)["total_records"] == 1
+    assert "total_records" in ok("metrics", store)
+    stats = as_json("stats", store)
+    assert stats["records"] == as_json("metrics", store)["total_records"]
+    assert set(as_json("consolidate", store)) >= {"episodic_compressed", "semantic_extracted"}
+
+    # upkeep: rebuild keeps every answer; verify passes
+    moment = as_json("metrics", store)["collected_at"]  # salience decays: compare at one moment
+    before = as_json("list", store, "--include-retracted", "--as-of", moment)
+    assert "rebuilt" in membrane_es("rebuild", store).stderr
+    assert as_json("list", store, "--include-retracted", "--as-of", moment) == before
+    assert "OK" in ok("verify", store)
+    assert as_json("verify", store)["ok"] is True
+
+
+def test_export_then_import_gives_the_same_store(tmp_path: Path) -> None:
+    store, copy = str(tmp_path / "store"), str(tmp_path / "copy")
+    ok("demo", "--path", store)
+    exported = tmp_path / "log.jsonl"
+    assert "exported" in membrane_es("export", store, str(exported)).stderr
+    lines = exported.read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in lines]
+    assert kinds[0] == "header" and kinds[-1] == "end" and kinds[1] == "key"
+    events = [line for line, kind in zip(lines, kinds, strict=True) if kind == "event"]
+    assert {"id", "time", "hash", "topic", "state"} <= set(json.loads(events[0]))
+    assert membrane_es("export", store, "-", process=True).stdout == exported.read_text()
+
+    summary = as_json("import", copy, str(exported))
+    assert summary["events"] == len(events) and summary["verify"].startswith("OK")
+    for moment in (_time_of(events[1]), _time_of(events[-1])):
+        args = ("--include-retracted", "--as-of", moment)
+        assert as_json("list", store, *args) == as_json("list", copy, *args)
+    # a store holding events takes no import
+    assert "empty store" in refused("import", copy, str(exported))
+
+    # a changed line is refused, naming it; nothing is written, no store is left behind
+    event = json.loads(lines[2])  # the first event, after its record's key
+    event["originator_version"] += 1
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join([*lines[:2], json.dumps(event), *lines[3:]]) + "\n")
+    assert "line 3" in refused("import", str(tmp_path / "fresh"), str(tampered))
+    assert not (tmp_path / "fresh").exists()
+    # from standard input, and a file cut short
+    as_json_stdin = membrane_es("import", str(tmp_path / "piped"), "-", stdin=exported.read_text())
+    assert as_json_stdin.returncode == 0, as_json_stdin.stderr
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:-2]) + "\n")
+    assert "cut short" in refused("import", str(tmp_path / "fresh"), str(cut))
+
+
+def _time_of(line: str) -> str:
+    return str(json.loads(line)["time"])
 
 
 def test_verify_exits_2_when_an_event_was_altered(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    membrane_es("demo", "--path", str(store))
+    ok("demo", "--path", str(store))
     env = lmdb.open(str(store), max_dbs=16)
     events = env.open_db(b"memory_events")
     with env.begin(write=True) as txn:
@@ -55,9 +234,63 @@ def test_verify_exits_2_when_an_event_was_altered(tmp_path: Path) -> None:
     assert "altered" in result.stdout
 
 
-def test_unknown_record_is_a_clear_error(tmp_path: Path) -> None:
+def test_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    membrane_es("demo", "--path", str(store))
-    result = membrane_es("show", str(store), "no-such-record")
-    assert result.returncode == 1
-    assert "record not found: no-such-record" in result.stderr
+    ok("demo", "--path", str(store))
+    typo = tmp_path / "typo-dir"
+    for read in ("verify", "list", "metrics", "stats", "rebuild", "consolidate"):
+        assert f"no store at {typo}" in refused(read, str(typo), process=read == "verify")
+    assert "no store" in refused("get", str(typo), "some-id")
+    assert not typo.exists()
+
+    assert "record not found: no-such-record" in refused("show", str(store), "no-such-record")
+    assert "RFC 3339" in refused("list", str(store), "--as-of", "2026-W47-1")
+    assert "RFC 3339" in refused("list", str(store), "--as-of", "2026-11-22T10:00:00")  # no offset
+    assert "validation error for record" in refused("create", str(store), "{not json")
+    assert "payload" in refused("create", str(store), '{"type": "semantic", "payload": 3}')
+    assert "--trust" in refused("list", str(store), "--trust", "root", status=2)
+    assert "No such command" in refused("frobnicate", status=2, process=True)
+    assert "Missing argument" in refused("get", str(store), status=2)
+    assert "unrecognized arguments" in refused("serve", "-bogus", status=2, process=True)
+
+
+@pytest.mark.parametrize(
+    "command",
+    "demo capture create supersede fork merge retract contest reinforce penalize forget "
+    "consolidate list retrieve search graph get history metrics stats verify rebuild export "
+    "import mcp".split(),
+)
+def test_every_command_has_help_with_an_example(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--help"]) == 0
+    assert f"Example: membrane-es {command}" in capsys.readouterr().out
+
+
+def test_serve_help_lists_membraned_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "-h"])
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
+    for flag in ("-db", "-addr", "-config", "-keys", "-postgres-dsn", "Example: membrane-es serve"):
+        assert flag in help_text
+
+
+def test_the_library_and_cli_import_without_the_optional_extras(tmp_path: Path) -> None:
+    """The daemon's and the MCP server's dependencies are extras: without them the library
+    works and the commands that need them name the extra to install."""
+    blocked = "import sys; [sys.modules.__setitem__(m, None) for m in ('grpc', 'yaml', 'mcp')]; "
+    script = (
+        blocked
+        + "import membrane_es; from membrane_es.cli import main; from membrane_es.cli.daemon "
+        "import membraned; assert main(['list', '--help']) == 0; "
+        f"assert main(['mcp', {str(tmp_path)!r}]) == 1; "
+        "sys.exit(10 * main(['serve', '-db', ':memory:']) + membraned(['-version']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 11, result.stderr
+    assert "pip install 'membrane-es[server]'" in result.stderr
+    assert "pip install 'membrane-es[mcp]'" in result.stderr
+    assert "Traceback" not in result.stderr

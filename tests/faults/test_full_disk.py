@@ -7,6 +7,7 @@ read-write again once space is freed."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -117,3 +118,33 @@ def test_the_grpc_edge_answers_resource_exhausted(small_disk: Path) -> None:
                     break
             else:
                 raise AssertionError("the disk never filled")
+
+
+def test_the_http_edge_answers_507(small_disk: Path) -> None:
+    from litestar.testing import TestClient
+
+    from membrane_es.access import Caller, KeyRing
+    from membrane_es.http_api import create_app
+    from membrane_es.tenants import Tenants
+
+    key = "http-fault-secret"
+    keys = KeyRing("", [(hashlib.sha256(key.encode()).hexdigest(), Caller(tenant="1"))])
+    tenants = Tenants(str(small_disk / "http"), lambda tenant, path: Membrane.open(path))
+    try:
+        with TestClient(create_app(tenants, keys)) as client:
+            client.headers["Authorization"] = f"Bearer {key}"
+            for i in range(10_000):
+                engine = tenants.get("1")
+                before = engine.application.recorder.max_notification_id()
+                body = {"type": "reference", "title": f"t{i}", "content": TEXT, "source": "s"}
+                response = client.post("/v1/memory/entries", json=body)
+                if response.status_code == 201:
+                    continue
+                assert response.status_code == 507, response.text
+                assert "no space left" in response.json()["error"]
+                assert engine.application.recorder.max_notification_id() == before
+                break
+            else:
+                raise AssertionError("the disk never filled")
+    finally:
+        tenants.close()

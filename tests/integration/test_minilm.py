@@ -99,3 +99,20 @@ def test_loads_and_embeds_with_the_hub_offline(minilm: SentenceTransformerEmbedd
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer["dimensions"] == 384
     np.testing.assert_allclose(answer["vector"], minilm.embed([DEPLOY])[0], atol=1e-5)
+
+
+@pytest.mark.default_embedder
+def test_a_store_opened_without_an_embedder_uses_minilm_and_says_so(
+    tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    from membrane_es import Membrane
+
+    with caplog.at_level("INFO", logger="membrane_es"), Membrane.open(tmp_path) as memory:
+        assert memory.embedder is not None
+        assert memory.embedder.model == DEFAULT_MODEL
+        memory.capture_memory({"text": "the deploy to production failed"})
+        found = memory.retrieve(task_descriptor="release to prod went wrong", limit=1)
+        assert memory.views.embeddings.model == DEFAULT_MODEL
+
+    assert found.records
+    assert any(DEFAULT_MODEL in message for message in caplog.messages)

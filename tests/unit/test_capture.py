@@ -299,7 +299,7 @@ def test_event_timeline_and_provenance(memory: Membrane) -> None:
         moment,
     )
     assert primary.provenance.created_by == "ingestion-service"
-    assert primary.created_at != moment  # created when written, not when it happened
+    assert primary.created_at == moment  # event time: when it happened (the log keeps the rest)
 
 
 def test_agent_turn_is_the_default_source_kind(memory: Membrane) -> None:

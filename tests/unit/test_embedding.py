@@ -568,3 +568,26 @@ def test_readable_collapses_every_kind_of_whitespace_as_the_pattern_does() -> No
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
         assert readable(text) == pattern.sub(" ", text.replace("_", " ")).strip()
+
+
+def test_captured_content_is_read_as_words_not_json() -> None:
+    from membrane_es.embedding.text import content_text
+
+    turn = {"speaker": "Caroline", "text": "Hey Mel! Good to see you!"}
+    assert content_text(turn) == "speaker: Caroline. Hey Mel! Good to see you!"
+    assert content_text({"tool_name": "bazel", "args": {"jobs": 4}, "files": ["a.py", "b.py"]}) == (
+        "tool name: bazel. jobs: 4. files: a.py. files: b.py"
+    )
+    assert content_text("as it is") == "as it is"
+    assert content_text(None) == ""
+
+
+def test_a_captured_object_is_indexed_by_its_words() -> None:
+    from membrane_es import Membrane
+
+    with Membrane.in_memory(embedder=None) as memory:
+        primary = memory.capture_memory({"speaker": "Caroline", "text": "I adopted a puppy"})
+        record = primary.primary_record
+
+    assert search_text(record).startswith("speaker: Caroline. I adopted a puppy")
+    assert "{" not in search_text(record)

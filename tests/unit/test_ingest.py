@@ -28,6 +28,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.decay import DAY
 from membrane_es.schema import Constraint, ProvenanceKind, Sensitivity
 from tests.unit.builders import FULL_TRUST, audit_trail, entity, log_size, read, semantic
+from tests.unit.conftest import START
 from tests.unit.test_atomicity import InjectedFault, fail_part_way, spy_inserts
 
 MOMENT = datetime(2024, 6, 1, 9, 0, tzinfo=UTC)
@@ -82,7 +83,10 @@ def test_ingest_event(memory: Membrane) -> None:
         "deployed api",
     )
     assert (record.confidence, record.sensitivity) == (0.8, Sensitivity.LOW)
-    assert record.salience == pytest.approx(1.0)
+    # it fades from when it happened (event time), not from when it was written
+    assert record.created_at == MOMENT
+    elapsed = (START - MOMENT).total_seconds()
+    assert record.salience == pytest.approx(2 ** (-elapsed / (30 * DAY)), rel=1e-3)
     assert (record.scope, record.tags) == ("alpha", ["release"])
     decay = record.lifecycle.decay
     assert (decay.half_life_seconds, decay.min_salience, decay.max_age_seconds) == (30 * DAY, 0, 0)
@@ -95,7 +99,7 @@ def test_ingest_event(memory: Membrane) -> None:
         MOMENT,
     )
     assert record.provenance.created_by == "ingestion-service"
-    assert record.created_at != MOMENT  # written now; the request time dates the event
+    assert record.updated_at != MOMENT  # written now; created_at is when it happened
     assert audit_trail(record) == [("create", "ingestion-service", "Ingested event from ci")]
     assert same(read(memory, record.id), record)
 

@@ -1,5 +1,5 @@
 """Ranking with a task descriptor (spec §3.3, §10.5 O1–O6 adapted): relevance evidence —
-vector similarity and BM25 — blended with salience, 0.7 / 0.3.
+vector similarity and BM25 — discounted by salience (a faded record keeps 0.7 of its match).
 
 Vectors are chosen by the tests (caller-supplied, three dimensions, cosine with the query
 vector set exactly) unless a test needs the engine's embedder.
@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from membrane_es import Membrane, ValidationError
+from membrane_es import Membrane, TrustContext, ValidationError
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.embedding.protocol import Matrix
 from membrane_es.projections.text import TextIndex
 from membrane_es.queries import lexical, ranking
 from tests.unit.builders import competence, episodic, semantic
+from tests.unit.conftest import ManualTime
 from tests.unit.retrieval_support import QUERY, at_cosine, ids, stats
 
 
@@ -60,11 +61,19 @@ def test_relevance_averages_the_signals_present() -> None:
     assert ranking.relevance(np.array([-0.2]), np.array([0.0])) is None
 
 
-def test_blend_reproduces_the_reference_example() -> None:
-    # spec §10.5 O3: vector scores 1.0 and 0.5 with saliences 0.1 and 0.9 → 0.73 and 0.62
+def test_blend_discounts_relevance_by_fading() -> None:
+    # spec §10.5 O3's inputs: vector scores 1.0 and 0.5 with saliences 0.1 and 0.9; the
+    # reference sums them (0.73, 0.62), here salience discounts the match: the better match
+    # still wins, by more
     blended = ranking.blend(np.array([1.0, 0.5]), np.array([0.1, 0.9]))
 
-    np.testing.assert_allclose(blended, [0.73, 0.62])
+    np.testing.assert_allclose(blended, [0.73, 0.485])
+
+
+def test_salience_cannot_buy_a_place_without_evidence() -> None:
+    blended = ranking.blend(np.array([0.0, 0.3, 1.0]), np.array([1.0, 0.0, 0.0]))
+
+    np.testing.assert_allclose(blended, [0.0, 0.21, 0.7])
 
 
 def test_order_breaks_ties_by_salience_then_newer_then_id() -> None:
@@ -320,13 +329,13 @@ def test_a_scoped_caller_is_ranked_on_its_scopes_vectors(memory: Membrane) -> No
 
 def test_function_words_are_not_query_terms() -> None:
     """The Snowball stop list: quantifiers, pronouns, prepositions say how a task is phrased."""
-    from membrane_es.projections.text import query_terms
+    from membrane_es.projections.tokens import query_terms
 
     assert query_terms("Show me all incidents and outages between both teams") == [
         "show",
-        "incidents",
-        "outages",
-        "teams",
+        "incid",
+        "outag",
+        "team",
     ]
 
 
@@ -356,3 +365,31 @@ def test_term_counts_and_corpus_statistics_follow_new_documents() -> None:
     assert index.corpus(6) == (4, 10)
     [(rows, counts)] = index.postings("caches", 6)
     assert rows.tolist() == [0, 2, 3, 4] and counts.tolist() == [2.0, 1.0, 3.0, 1.0]
+
+
+def test_words_in_a_redacted_record_are_no_evidence(memory: Membrane) -> None:
+    """A record the caller gets redacted shows none of its words, so matching them does not
+    place it above the record that answers the task."""
+    hidden = create(
+        memory, semantic("orchid", "deploys", "to eu-west", sensitivity="medium"), at_cosine(0.2)
+    )
+    answer = create(memory, semantic("service", "runs in", "ireland"), at_cosine(0.9))
+
+    result = memory.retrieve(
+        "where does orchid deploy", query_embedding=QUERY, trust=TrustContext(max_sensitivity="low")
+    )
+
+    assert ids(result.records) == [answer, hidden]
+    assert result.records[1].payload is None  # redacted
+
+
+def test_a_faded_answer_outranks_a_fresh_record_without_evidence(
+    memory: Membrane, time: ManualTime
+) -> None:
+    old = create(memory, episodic("the orchid deploy failed on friday"))
+    time.advance(days=365)
+    fresh = create(memory, episodic("lunch was pasta"))
+
+    result = memory.retrieve("why did the orchid deploy fail")
+
+    assert ids(result.records) == [old, fresh]

@@ -7,6 +7,7 @@ from membrane_es.commands.builders import (
     create_ingested,
 )
 from membrane_es.commands.capture.common import (
+    _timestamp,
     replace,
 )
 from membrane_es.commands.capture.interpretation import (
@@ -83,15 +84,16 @@ def write(capture: _Capture) -> CaptureMemoryResult:
     uow, source = capture.uow, capture.request.source
     at = uow.now()
     request = capture.request
+    happened = _timestamp(request)
     lifecycle = replace(
         capture.primary.lifecycle,
-        last_reinforced_at=at,
+        last_reinforced_at=min(happened, at),  # it fades from when it happened
         decay=capture.primary.lifecycle.decay if request.decay is None else request.decay,
         pinned=request.pinned,
     )
     primary = replace(
         capture.primary,
-        created_at=at,
+        created_at=happened,  # event time; the log keeps when it was written
         updated_at=at,
         lifecycle=lifecycle,
         relations=capture.relations.get(capture.primary.id, []),

@@ -24,9 +24,6 @@ from membrane_es.commands.capture.common import (
     replace,
     text_of,
 )
-from membrane_es.commands.capture.interpretation import (
-    summarize,
-)
 from membrane_es.commands.inputs import (
     check_sensitivity,
     check_tag_list,
@@ -36,6 +33,7 @@ from membrane_es.commands.inputs import (
 )
 from membrane_es.commands.messages import CaptureMemory
 from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.embedding.text import content_text
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
     MemoryType,
@@ -168,7 +166,9 @@ def _primary_draft(request: CaptureMemory) -> tuple[RecordData, str]:
         event_kind=request.source_kind or EVENT,
         ref=_first_non_blank(text_of(fields.get("ref")), text_of(fields.get("id")))
         or new_record_id(),
-        summary=_first_non_blank(request.summary, request.reason_to_remember, summarize(content)),
+        summary=_first_non_blank(
+            request.summary, request.reason_to_remember, content_text(content)
+        ),
         environment_context=capture_context,
         **common,
     )

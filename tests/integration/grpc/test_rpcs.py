@@ -3,6 +3,7 @@ P11; §9.3 the SDK integration tests)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import grpc
@@ -410,6 +411,31 @@ def test_as_of_metadata_reads_the_past(stub: Stub) -> None:
     code, message = code_of(lambda: stub.GetMetrics(pb.GetMetricsRequest(), metadata=bad))
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert message.startswith("invalid x-membrane-as-of")
+
+
+def test_explain_metadata_returns_explanations_in_trailing_metadata(stub: Stub) -> None:
+    fact = observe(stub, "Orchid", "deploy_target", "staging")
+    request = pb.RetrieveGraphRequest(task_descriptor="Orchid deploy target", trust=FULL)
+
+    plain, call = stub.RetrieveGraph.with_call(request, metadata=AUTH)
+    asked, explained_call = stub.RetrieveGraph.with_call(
+        request, metadata=(*AUTH, ("x-membrane-explain", "true"))
+    )
+
+    # the membrane.v1 response is the same (salience aside: a moment later, it decayed)
+    assert asked.root_ids == plain.root_ids
+    assert [n.record.id for n in asked.nodes] == [n.record.id for n in plain.nodes]
+    assert "x-membrane-explanation" not in dict(call.trailing_metadata())
+    explained = json.loads(dict(explained_call.trailing_metadata())["x-membrane-explanation"])
+    assert [e["record_id"] for e in explained] == list(asked.root_ids)
+    assert fact.id in asked.root_ids
+    for item in explained:
+        assert {"vector_similarity", "lexical_score", "salience", "boost", "score"} <= set(item)
+        assert item["trust"] == "full"
+    bad = (*AUTH, ("x-membrane-explain", "please"))
+    code, message = code_of(lambda: stub.RetrieveGraph(request, metadata=bad))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert message.startswith("invalid x-membrane-explain")
 
 
 def test_sdk_shaped_dicts_work_both_ways(stub: Stub) -> None:

@@ -1,0 +1,414 @@
+"""Long-conversation memory: the LoCoMo retrieval procedure, with its baselines in the same run.
+
+Run: ``python -m bench.longmem PATH [--conversations 0,2] [--embedder minilm|hashing|none]``
+where PATH is a LoCoMo-format JSON file (a list of conversations with ``conversation`` —
+``speaker_a``, ``session_N``, ``session_N_date_time`` — and ``qa``); the development split
+lives in ``../shared/data/locomo_dev.json`` beside the repository, not in it.
+
+Procedure, per conversation, in a fresh in-memory store:
+
+* every dialogue turn is captured as it happened: ``capture_memory({"speaker", "text"})`` with
+  ``timestamp`` the session's date and the engine's clock at that moment too (a memory made
+  during the conversation, not loaded afterwards); a shared image adds its caption to the text.
+  A session's turns are written in one :meth:`~membrane_es.Membrane.batch`;
+* each question (category 5, the adversarial ones, left out as is standard) is asked a day
+  after the last session: ``retrieve(question, limit=25)``; the turns among the records
+  returned, in order, are scored against the question's evidence turns;
+* baselines over the same turn texts (``"speaker: text"``), measured in the same run: BM25 of
+  SQLite FTS5 (porter unicode61, the question's words OR-ed), plain cosine of the same embedder,
+  their reciprocal-rank fusion (k = 60) and their min-max score fusion (equal weights).
+
+Metrics per question, averaged overall and per category: recall@k = evidence turns in the top k
+/ evidence turns; hit@k = whether any is. Ingestion is reported as turns per second of the
+engine's captures (embedding included), beside the embedder alone on the same texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es import Membrane, TrustContext
+from membrane_es.clock import MonotonicClock
+from membrane_es.embedding import Embedder, HashingEmbedder
+from membrane_es.schema import Sensitivity
+
+DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/locomo_dev.json"
+KS = (5, 10, 25)
+ADVERSARIAL = 5
+RRF_K = 60
+FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
+METHODS = ("membrane_es", "bm25", "cosine", "rrf", "minmax")
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    at: datetime
+
+    @property
+    def line(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: frozenset[str]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    sessions: list[list[Turn]]
+    questions: list[Question]
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [turn for session in self.sessions for turn in session]
+
+
+def session_time(text: str) -> datetime:
+    """A LoCoMo session date (``1:56 pm on 8 May, 2023``) as UTC."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def load(path: Path) -> list[Conversation]:
+    conversations = []
+    for index, item in enumerate(json.loads(path.read_text())):
+        dialogue = item["conversation"]
+        numbers = sorted(
+            int(match.group(1))
+            for key in dialogue
+            if (match := re.fullmatch(r"session_(\d+)", key)) and dialogue[key]
+        )
+        sessions = []
+        for number in numbers:
+            at = session_time(dialogue[f"session_{number}_date_time"])
+            session = []
+            for offset, turn in enumerate(dialogue[f"session_{number}"]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares an image: {turn['blip_caption']}]"
+                moment = at + timedelta(seconds=offset)
+                session.append(Turn(turn["dia_id"], turn["speaker"], text, moment))
+            sessions.append(session)
+        known = {turn.dia_id for session in sessions for turn in session}
+        questions = []
+        for qa in item["qa"]:
+            evidence = frozenset(e.strip() for e in qa.get("evidence", []) if e.strip() in known)
+            if qa["category"] != ADVERSARIAL and evidence:
+                questions.append(Question(qa["question"], evidence, int(qa["category"])))
+        conversations.append(Conversation(item.get("sample_id", str(index)), sessions, questions))
+    return conversations
+
+
+# --- the engine ---------------------------------------------------------------------------
+
+
+class SessionClock:
+    """A wall clock the benchmark sets to each turn's moment."""
+
+    def __init__(self, start: datetime) -> None:
+        self.current = start
+
+    def __call__(self) -> datetime:
+        return self.current
+
+
+def ingest(
+    conversation: Conversation, embedder: Embedder | None
+) -> tuple[Membrane, dict[str, str]]:
+    """A store holding the conversation's turns, captured as they happened; the dia id of
+    each turn's record."""
+    wall = SessionClock(conversation.sessions[0][0].at)
+    memory = Membrane.in_memory(clock=MonotonicClock(source=wall), embedder=embedder)
+    dia_of: dict[str, str] = {}
+    for session in conversation.sessions:
+        with memory.batch():
+            for turn in session:
+                wall.current = turn.at
+                captured = memory.capture_memory(
+                    {"speaker": turn.speaker, "text": turn.text},
+                    source_kind="dialogue_turn",
+                    source="locomo",
+                    timestamp=turn.at,
+                )
+                dia_of[captured.primary_record.id] = turn.dia_id
+    wall.current = conversation.sessions[-1][-1].at + timedelta(days=1)
+    return memory, dia_of
+
+
+def engine_ranking(
+    memory: Membrane, dia_of: dict[str, str], question: str, vector: Vectors | None
+) -> list[str]:
+    found = memory.retrieve(
+        task_descriptor=question,
+        trust=FULL_TRUST,
+        limit=max(KS),
+        query_embedding=None if vector is None else vector.tolist(),
+    )
+    return [dia_of[record.id] for record in found.records if record.id in dia_of]
+
+
+# --- the baselines ------------------------------------------------------------------------
+
+
+class Bm25:
+    """SQLite FTS5 BM25 over the turn lines (porter unicode61), the question's words OR-ed."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self._db = sqlite3.connect(":memory:")
+        self._db.execute(
+            "CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 "
+            "remove_diacritics 2')"
+        )
+        self._db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(lines)))
+
+    def scores(self, question: str, count: int) -> npt.NDArray[np.float64]:
+        """BM25 of every turn (0 where no word matches), higher is better."""
+        words = re.findall(r"\w+", question.lower())
+        out = np.zeros(count, dtype=np.float64)
+        if not words:
+            return out
+        match = " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
+        for row, value in self._db.execute(
+            "SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ?", (match,)
+        ):
+            out[row] = value
+        return out
+
+
+def top(scores: npt.NDArray[Any], present: npt.NDArray[np.bool_] | None = None) -> list[int]:
+    """Indices by score, best first (ties by index); only where ``present`` when given."""
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    if present is not None:
+        order = order[present[order]]
+    return [int(i) for i in order[: max(KS)]]
+
+
+def rrf(*rankings: list[int]) -> list[int]:
+    fused: dict[int, float] = defaultdict(float)
+    for ranking in rankings:
+        for place, item in enumerate(ranking):
+            fused[item] += 1.0 / (RRF_K + place + 1)
+    return sorted(fused, key=lambda item: (-fused[item], item))[: max(KS)]
+
+
+def minmax(*scores: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    total = np.zeros(len(scores[0]), dtype=np.float64)
+    for values in scores:
+        low, high = float(values.min()), float(values.max())
+        if high > low:
+            total += (values - low) / (high - low)
+    return total / len(scores)
+
+
+# --- scoring ------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    questions: int = 0
+    recall: dict[int, float] = field(default_factory=lambda: dict.fromkeys(KS, 0.0))
+    hits: dict[int, float] = field(default_factory=lambda: dict.fromkeys(KS, 0.0))
+
+    def add(self, ranking: Sequence[str], evidence: frozenset[str]) -> None:
+        self.questions += 1
+        for k in KS:
+            found = len(evidence.intersection(ranking[:k]))
+            self.recall[k] += found / len(evidence)
+            self.hits[k] += 1.0 if found else 0.0
+
+    def mean(self) -> dict[str, float]:
+        n = max(self.questions, 1)
+        return {
+            **{f"R@{k}": self.recall[k] / n for k in KS},
+            **{f"hit@{k}": self.hits[k] / n for k in KS},
+        }
+
+
+@dataclass
+class Results:
+    tallies: dict[str, dict[str, Tally]] = field(
+        default_factory=lambda: {method: defaultdict(Tally) for method in METHODS}
+    )
+    turns: int = 0
+    ingest_seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    def add(
+        self, method: str, category: int, ranking: Sequence[str], evidence: frozenset[str]
+    ) -> None:
+        self.tallies[method]["all"].add(ranking, evidence)
+        self.tallies[method][f"cat {category}"].add(ranking, evidence)
+
+
+def evaluate(
+    conversations: Sequence[Conversation],
+    embedder: Embedder | None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Results:
+    results = Results()
+    for conversation in conversations:
+        turns = conversation.turns
+        lines = [turn.line for turn in turns]
+        started = time.perf_counter()
+        memory, dia_of = ingest(conversation, embedder)
+        results.ingest_seconds += time.perf_counter() - started
+        results.turns += len(turns)
+        try:
+            vectors = None
+            if embedder is not None:
+                started = time.perf_counter()
+                vectors = embedder.embed(lines)
+                results.embed_seconds += time.perf_counter() - started
+            questions = [q.text for q in conversation.questions]
+            query_vectors = embedder.embed(questions) if embedder is not None else None
+            bm25 = Bm25(lines)
+            for i, question in enumerate(conversation.questions):
+                query = None if query_vectors is None else query_vectors[i]
+                for method, ranking in _rankings(
+                    memory, dia_of, bm25, vectors, query, question.text, turns
+                ):
+                    results.add(method, question.category, ranking, question.evidence)
+        finally:
+            memory.close()
+        progress(
+            f"{conversation.name}: {len(turns)} turns, {len(conversation.questions)} questions"
+        )
+    return results
+
+
+def _rankings(
+    memory: Membrane,
+    dia_of: dict[str, str],
+    bm25: Bm25,
+    vectors: Vectors | None,
+    query: Vectors | None,
+    question: str,
+    turns: Sequence[Turn],
+) -> Iterator[tuple[str, list[str]]]:
+    ids = [turn.dia_id for turn in turns]
+    yield "membrane_es", engine_ranking(memory, dia_of, question, query)
+    lexical = bm25.scores(question, len(turns))
+    by_words = top(lexical, lexical > 0)
+    yield "bm25", [ids[i] for i in by_words]
+    if vectors is None or query is None:
+        return
+    cosine = vectors @ query
+    by_meaning = top(cosine)
+    yield "cosine", [ids[i] for i in by_meaning]
+    yield "rrf", [ids[i] for i in rrf(by_words, by_meaning)]
+    yield "minmax", [ids[i] for i in top(minmax(lexical, cosine))]
+
+
+class CachedEmbedder:
+    """An embedder whose vectors are kept in a file between runs (``--cache``): for working
+    on ranking without re-running the model; its ingestion figures mean nothing."""
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner, self.path = inner, path
+        self.known: dict[str, Vectors] = {}
+        if path.exists():
+            with np.load(path) as stored:
+                texts = json.loads(str(stored["texts"]))
+                self.known = dict(zip(texts, stored["vectors"], strict=True))
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if missing:
+            self.known.update(zip(missing, self.inner.embed(missing), strict=True))
+        return (
+            np.stack([self.known[t] for t in texts])
+            if texts
+            else np.zeros((0, self.dimensions), np.float32)
+        )
+
+    def save(self) -> None:
+        texts = list(self.known)
+        np.savez(
+            self.path, texts=json.dumps(texts), vectors=np.stack([self.known[t] for t in texts])
+        )
+
+
+def make_embedder(name: str) -> Embedder | None:
+    if name == "none":
+        return None
+    if name == "hashing":
+        return HashingEmbedder(384)
+    from membrane_es.embedding import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+def report(results: Results, embedder: str) -> str:
+    methods = [m for m in METHODS if results.tallies[m]["all"].questions]
+    groups = sorted(results.tallies["membrane_es"], key=lambda g: (g != "all", g))
+    out = [f"embedder {embedder}; {results.turns} turns"]
+    for group in groups:
+        tally = results.tallies["membrane_es"][group]
+        out.append(f"\n{group} ({tally.questions} questions)")
+        out.append("| metric | " + " | ".join(methods) + " |")
+        out.append("| --- |" + " --- |" * len(methods))
+        for metric in [f"R@{k}" for k in KS] + [f"hit@{k}" for k in KS]:
+            row = [results.tallies[m][group].mean()[metric] for m in methods]
+            out.append(f"| {metric} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+    ingest = results.turns / results.ingest_seconds if results.ingest_seconds else 0.0
+    out.append(f"\ningestion: {ingest:.0f} turns/s (captures, embedding included)")
+    if results.embed_seconds:
+        alone = results.turns / results.embed_seconds
+        out.append(
+            f"embedder alone on the same texts: {alone:.0f} turns/s (ratio {ingest / alone:.2f})"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("path", type=Path, nargs="?", default=DEFAULT_DATA)
+    parser.add_argument("--conversations", default="", help="indexes, e.g. 0,2 (default all)")
+    parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
+    parser.add_argument("--cache", type=Path, help="keep vectors in this .npz between runs")
+    args = parser.parse_args()
+    conversations = load(args.path)
+    if args.conversations:
+        conversations = [conversations[int(i)] for i in args.conversations.split(",")]
+    embedder = make_embedder(args.embedder)
+    cached = None
+    if args.cache is not None and embedder is not None:
+        embedder = cached = CachedEmbedder(embedder, args.cache)
+    results = evaluate(conversations, embedder, progress=print)
+    if cached is not None:
+        cached.save()
+        print("(vectors from a cache: the ingestion figures below mean nothing)")
+    print(report(results, args.embedder))
+
+
+if __name__ == "__main__":
+    main()

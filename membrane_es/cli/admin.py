@@ -1,0 +1,153 @@
+"""Commands that look after a store: verify, rebuild, export, import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from membrane_es.cli import render
+from membrane_es.cli.app import command
+from membrane_es.cli.options import Json, Store, existing_store, store_for_writing
+from membrane_es.engine import Membrane
+
+TAMPERED = 2  # verify's exit status when the chain is broken
+
+
+@command("verify", "membrane-es verify ./memory --chain-key-file /etc/membrane/chain.key")
+def verify(
+    store: Store,
+    chain_key_file: Annotated[
+        Path | None,
+        typer.Option("--chain-key-file", help="file holding the key of a keyed chain"),
+    ] = None,
+    json: Json = False,
+) -> None:
+    """Walk the log's hash chain without opening the views; exits 2 naming the first altered,
+    missing or reordered event (a report even for a store file too corrupt to read)."""
+    key = chain_key_file.read_bytes() if chain_key_file is not None else None
+    report = Membrane.verify_store(store, chain_key=key)
+    if json:
+        render.print_json(
+            {
+                "ok": report.ok,
+                "checked": report.checked,
+                "fault": None if report.fault is None else str(report.fault),
+                "notification_id": report.notification_id,
+                "detail": report.detail,
+                "keyed": report.keyed,
+                "head": report.head,
+            }
+        )
+    else:
+        print(report)
+    if not report.ok:
+        raise typer.Exit(TAMPERED)
+
+
+@command("rebuild", "membrane-es rebuild ./memory")
+def rebuild(store: Store) -> None:
+    """Rebuild the read views (tables, text and vector indexes) from the whole log."""
+    with existing_store(store) as memory, _bar("rebuilding") as advance:
+        memory.rebuild_views(advance)
+        memory.checkpoint()
+    render.errors.print("rebuilt the read views")
+
+
+@command("export", "membrane-es export ./memory memory.jsonl")
+def export(
+    store: Store,
+    file: Annotated[
+        str, typer.Argument(help="the JSON Lines file to write, or - for standard output")
+    ],
+) -> None:
+    """Write the whole event log as JSON Lines: every event, its id, time and chain hash."""
+    with existing_store(store) as memory:
+        if file == "-":
+            memory.export_log(sys.stdout.buffer)
+            return
+        target = Path(file)
+        # Write beside the target and rename, so a failed export never leaves half a file.
+        handle, partial = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+        try:
+            with os.fdopen(handle, "wb") as out, _bar("exporting") as advance:
+                count = memory.export_log(out, advance)
+            os.replace(partial, target)
+        except BaseException:
+            os.unlink(partial)
+            raise
+    render.errors.print(f"exported {count} events to {target}")
+
+
+@command("import", "membrane-es import ./restored memory.jsonl")
+def import_(
+    store: Store,
+    file: Annotated[str, typer.Argument(help="an export file, or - for standard input")],
+    json: Json = False,
+) -> None:
+    """Load an export file into an empty store (created if missing); a tampered file is
+    refused, naming its first bad line, and nothing is written."""
+    with _readable(file) as source, _removed_on_failure(store):
+        with store_for_writing(store) as memory, _bar("importing") as bar:
+            count = memory.import_log(source, bar)
+            report = memory.verify()
+    if json:
+        render.print_json({"events": count, "verify": str(report)})
+    else:
+        render.errors.print(f"imported {count} events into {store}; verify: {report}")
+
+
+@contextmanager
+def _readable(file: str) -> Iterator[Path]:
+    """The file to import; standard input is copied to a temporary file first, since the
+    file is read twice (checked whole, then imported)."""
+    if file != "-":
+        path = Path(file)
+        if not path.is_file():
+            raise FileNotFoundError(2, "No such file", file)
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="membrane-es-import-") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        spool.flush()
+        yield Path(spool.name)
+
+
+@contextmanager
+def _removed_on_failure(store: Path) -> Iterator[None]:
+    """A store directory this import creates is removed again if the import fails."""
+    existed = store.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(store, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on standard error, advanced by ``(done, total)`` calls."""
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=render.errors,
+        transient=True,
+        disable=not render.errors.is_terminal,  # a bar is for people; logs get the summary
+    ) as progress:
+        task = progress.add_task(label, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=max(total, done))
+
+        yield advance

@@ -1,0 +1,5 @@
+"""Every command module, imported for the commands they register on the application."""
+
+from membrane_es.cli import admin, demo, reads, servers, writes
+
+__all__ = ["admin", "demo", "reads", "servers", "writes"]

@@ -1,0 +1,271 @@
+"""Commands that read: list, retrieve (search), graph, get (show), history, metrics, stats.
+
+Each opens an existing store (a path without one is an error, and nothing is created there),
+takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from membrane_es.cli import render
+from membrane_es.cli.app import command
+from membrane_es.cli.options import (
+    OWNER_TRUST,
+    AsOf,
+    Json,
+    RecordId,
+    Store,
+    Trust,
+    TrustScopes,
+    existing_store,
+    trust_context,
+)
+from membrane_es.errors import ValidationError
+from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.rfc3339 import parse_moment
+
+Types = Annotated[
+    list[MemoryType] | None,
+    typer.Option("--type", help="only records of this type (repeatable)", show_default=False),
+]
+MinSalience = Annotated[
+    float, typer.Option("--min-salience", help="leave out records less salient than this")
+]
+IncludeRetracted = Annotated[
+    bool,
+    typer.Option("--include-retracted", help="also show retracted and fully decayed records"),
+]
+
+
+@command("list", "membrane-es list ./memory --type semantic --scope project:orchid --limit 20")
+def list_records(
+    store: Store,
+    types: Types = None,
+    scope: Annotated[
+        str | None, typer.Option("--scope", help="only records in this scope", show_default=False)
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="only records with this tag (repeatable)", show_default=False),
+    ] = None,
+    min_salience: MinSalience = 0.0,
+    limit: Annotated[int, typer.Option("--limit", help="at most this many (0: all)")] = 50,
+    include_retracted: IncludeRetracted = False,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Json = False,
+) -> None:
+    """Browse the records the reader may see, most salient first."""
+    with existing_store(store) as memory:
+        result = memory.retrieve(
+            trust=trust_context(trust, trust_scope),
+            memory_types=[kind.value for kind in types] if types else None,
+            min_salience=min_salience,
+            as_of=parse_moment(as_of),
+            include_retracted=include_retracted,
+        )
+    wanted_tags = set(tag or ())
+    records = [
+        record
+        for record in result.records
+        if (scope is None or record.scope == scope) and wanted_tags <= set(record.tags)
+    ]
+    if limit:
+        records = records[:limit]
+    if json:
+        render.print_json(records)
+    else:
+        render.records_table(records)
+
+
+def _retrieve(
+    store: Store,
+    query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
+    types: Types = None,
+    min_salience: MinSalience = 0.0,
+    limit: Annotated[int, typer.Option("--limit", help="at most this many (0: all)")] = 10,
+    include_retracted: IncludeRetracted = False,
+    valid_at: Annotated[
+        str | None,
+        typer.Option(
+            "--valid-at", help="only facts valid at this RFC 3339 moment", show_default=False
+        ),
+    ] = None,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Json = False,
+) -> None:
+    """Layered, ranked retrieval for a task: the records it needs, best first."""
+    with existing_store(store) as memory:
+        result = memory.retrieve(
+            query,
+            trust=trust_context(trust, trust_scope),
+            memory_types=[kind.value for kind in types] if types else None,
+            min_salience=min_salience,
+            limit=limit,
+            as_of=parse_moment(as_of),
+            valid_at=parse_moment(valid_at, "valid_at"),
+            include_retracted=include_retracted,
+        )
+    if json:
+        render.print_json(result)
+        return
+    render.records_table(result.records)
+    if result.selection is not None and result.selection.selected:
+        best = result.selection.selected[0]
+        render.console.print(
+            f"selected {best.id} (confidence {result.selection.confidence:.2f}"
+            f"{', needs more' if result.selection.needs_more else ''})"
+        )
+
+
+command("retrieve", "membrane-es retrieve ./memory 'where does Orchid deploy?' --limit 5")(
+    _retrieve
+)
+command("search", "membrane-es search ./memory 'Orchid deploy' --as-of 2026-11-22T10:00:00Z")(
+    _retrieve
+)
+
+
+@command("graph", "membrane-es graph ./memory Orchid --max-hops 2 --json")
+def graph(
+    store: Store,
+    query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
+    types: Types = None,
+    min_salience: MinSalience = 0.0,
+    root_limit: Annotated[int, typer.Option("--root-limit", help="ranked roots")] = 10,
+    node_limit: Annotated[int, typer.Option("--node-limit", help="nodes in all")] = 25,
+    edge_limit: Annotated[int, typer.Option("--edge-limit", help="edges in all")] = 100,
+    max_hops: Annotated[
+        int, typer.Option("--max-hops", help="relations followed from a root (0: roots only)")
+    ] = 1,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Json = False,
+) -> None:
+    """Ranked roots for a task and the records related to them."""
+    with existing_store(store) as memory:
+        result = memory.retrieve_graph(
+            query,
+            trust=trust_context(trust, trust_scope),
+            memory_types=[kind.value for kind in types] if types else None,
+            min_salience=min_salience,
+            root_limit=root_limit,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+            max_hops=max_hops,
+            as_of=parse_moment(as_of),
+        )
+    if json:
+        render.print_json(result)
+        return
+    render.graph_tables(result)
+
+
+def _get(
+    store: Store,
+    record_id: RecordId,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Json = False,
+) -> None:
+    """One record in full, now or as it stood at a moment."""
+    with existing_store(store) as memory:
+        record = memory.retrieve_by_id(
+            record_id, trust=trust_context(trust, trust_scope), as_of=parse_moment(as_of)
+        )
+    if json:
+        render.print_json(record)
+    else:
+        render.record_panel(record)
+
+
+command("get", "membrane-es get ./memory 0b5c… --as-of 2026-11-22T10:00:00Z --json")(_get)
+command("show", "membrane-es show ./memory 0b5c… --json", hidden=True)(_get)
+
+
+@command("history", "membrane-es history ./memory 0b5c…")
+def history(
+    store: Store,
+    record_id: RecordId,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Json = False,
+) -> None:
+    """Every event of a record: version, time, event, action, actor and rationale."""
+    moment = parse_moment(as_of)
+    with existing_store(store) as memory:
+        entries = memory.history(record_id, trust=trust_context(trust, trust_scope))
+    if moment is not None:
+        entries = [entry for entry in entries if entry.timestamp <= moment]
+    if json:
+        render.print_json(entries)
+    else:
+        render.history_table(entries)
+
+
+@command("metrics", "membrane-es metrics ./memory --as-of 2026-11-22T10:00:00Z")
+def metrics(
+    store: Store,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    json: Json = False,
+) -> None:
+    """The reference's metrics snapshot (counts, averages, rates), now or at a moment.
+
+    Like Membrane's, it counts every stored record: --trust is accepted for symmetry and must
+    be the owner's (hyper), since the counts are not trust-filtered.
+    """
+    _owner_only(trust)
+    with existing_store(store) as memory:
+        snapshot = memory.get_metrics(as_of=parse_moment(as_of))
+    if json:
+        render.print_json(snapshot)
+    else:
+        render.mapping_table(snapshot)
+
+
+@command("stats", "membrane-es stats ./memory --json")
+def stats(
+    store: Store,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    json: Json = False,
+) -> None:
+    """The store at a glance: events, records by type, size on disk, chain head."""
+    _owner_only(trust)
+    moment = parse_moment(as_of)
+    with existing_store(store) as memory:
+        snapshot = memory.get_metrics(as_of=moment)
+        events = memory.application.recorder.max_notification_id() or 0
+    size = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())
+    figures = {
+        "store": str(store),
+        "events": events,
+        "records": snapshot["total_records"],
+        "records_by_type": snapshot["records_by_type"],
+        "active_records": snapshot["active_records"],
+        "audit_entries": snapshot["total_audit_entries"],
+        "bytes_on_disk": size,
+        "as_of": snapshot["collected_at"],
+    }
+    if json:
+        render.print_json(figures)
+    else:
+        render.mapping_table(figures)
+
+
+def _owner_only(trust: object) -> None:
+    if trust != OWNER_TRUST:
+        raise ValidationError(
+            "trust",
+            "store-wide figures count every record; only the owner's trust (hyper) reads them",
+        )

@@ -1,0 +1,144 @@
+"""How the command line shows results: rich tables for people, JSON for machines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from membrane_es.queries.records import HistoryEntry
+from membrane_es.schema.payloads import (
+    CompetencePayload,
+    EntityPayload,
+    EpisodicPayload,
+    PlanGraphPayload,
+    SemanticPayload,
+    WorkingPayload,
+)
+from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.results import RetrieveGraphResult
+
+# Wide enough that ids and moments are never cut when output goes to a file or a pipe.
+console = Console() if Console().is_terminal else Console(width=200, soft_wrap=True)
+errors = (
+    Console(stderr=True)
+    if Console(stderr=True).is_terminal
+    else Console(stderr=True, width=200, soft_wrap=True)
+)
+
+
+def print_json(value: Any) -> None:
+    """Any msgspec-encodable value as indented JSON on standard output."""
+    print(msgspec.json.format(msgspec.json.encode(value).decode(), indent=2))
+
+
+def summary(record: MemoryRecord) -> str:
+    """One line saying what a record holds."""
+    payload = record.payload
+    if isinstance(payload, SemanticPayload):
+        text = f"{payload.subject} {payload.predicate} {payload.object!r}"
+    elif isinstance(payload, EntityPayload):
+        text = f"{payload.primary_type}: {payload.canonical_name}"
+    elif isinstance(payload, CompetencePayload):
+        text = payload.skill_name
+    elif isinstance(payload, PlanGraphPayload):
+        text = payload.intent or f"plan {payload.plan_id} ({len(payload.nodes)} steps)"
+    elif isinstance(payload, WorkingPayload):
+        text = f"{payload.thread_id}: {payload.state}"
+    elif isinstance(payload, EpisodicPayload):
+        text = "; ".join(event.summary or event.event_kind for event in payload.timeline)
+    else:
+        text = ""
+    revision = getattr(payload, "revision", None)
+    if revision is not None and revision.status:
+        text += f" [{revision.status}]"
+    return _shorten(text)
+
+
+def _shorten(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def records_table(records: Sequence[MemoryRecord], title: str = "") -> None:
+    table = Table(title=title or None)
+    for column in ("id", "type", "sensitivity", "scope", "salience", "updated", "summary"):
+        table.add_column(column, no_wrap=column in ("id", "updated"))
+    for record in records:
+        table.add_row(
+            record.id,
+            record.type.value,
+            record.sensitivity.value,
+            record.scope,
+            f"{record.salience:.3f}",
+            _moment(record.updated_at),
+            summary(record),
+        )
+    console.print(table)
+    console.print(f"{len(records)} record{'s' if len(records) != 1 else ''}")
+
+
+def record_panel(record: MemoryRecord) -> None:
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    fields = msgspec.to_builtins(record)
+    for key, value in fields.items():
+        if key in ("audit_log",) or value in (None, [], {}, ""):
+            continue
+        shown = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+        table.add_row(key, shown)
+    console.print(table)
+
+
+def history_table(entries: Iterable[HistoryEntry]) -> None:
+    table = Table()
+    for column in ("version", "time", "event", "action", "actor", "rationale"):
+        table.add_column(column, no_wrap=column in ("time",))
+    for entry in entries:
+        table.add_row(
+            str(entry.version),
+            _moment(entry.timestamp),
+            entry.event,
+            entry.action,
+            entry.actor,
+            entry.rationale,
+        )
+    console.print(table)
+
+
+def mapping_table(values: Mapping[str, Any], title: str = "") -> None:
+    table = Table(title=title or None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in values.items():
+        shown = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+        table.add_row(key, shown)
+    console.print(table)
+
+
+def _moment(value: Any) -> str:
+    return "" if value is None else value.isoformat()
+
+
+def graph_tables(result: RetrieveGraphResult) -> None:
+    nodes = Table(title="nodes")
+    for column in ("id", "hop", "type", "salience", "summary"):
+        nodes.add_column(column, no_wrap=column == "id")
+    for node in result.nodes:
+        nodes.add_row(
+            node.record.id,
+            "root" if node.root else str(node.hop),
+            node.record.type.value,
+            f"{node.record.salience:.3f}",
+            summary(node.record),
+        )
+    console.print(nodes)
+    edges = Table(title="edges")
+    for column in ("source", "predicate", "target", "weight"):
+        edges.add_column(column, no_wrap=column != "predicate")
+    for edge in result.edges:
+        edges.add_row(edge.source_id, edge.predicate, edge.target_id, f"{edge.weight:g}")
+    console.print(edges)

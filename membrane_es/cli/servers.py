@@ -1,0 +1,101 @@
+"""Commands that serve a store: ``serve`` (the gRPC daemon, Membrane's flags) and ``mcp``.
+
+Their dependencies are optional extras, imported only when the command runs, so the library
+and the other commands install lean; a missing extra is named in a one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated, NoReturn
+
+import typer
+
+from membrane_es.cli.app import MissingExtraError, UsageProblem, app
+from membrane_es.cli.options import Store, TrustScopes, trust_context
+from membrane_es.errors import MembraneError
+from membrane_es.schema.enums import Sensitivity
+
+SERVE_EXAMPLE = "membrane-es serve -db ./memory -addr 127.0.0.1:9090 -config membrane.yaml"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors reach the command line's one error boundary (one line)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageProblem(message)
+
+
+@app.command(
+    "serve",
+    help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags "
+    "(-db, -addr, -config, -keys, -postgres-dsn; --http adds the HTTP entries API). "
+    "Run `membrane-es serve -h` for them.",
+    epilog=f"Example: {SERVE_EXAMPLE}",
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+def serve(ctx: typer.Context) -> None:
+    try:
+        from membrane_es.grpc_server import membraned
+    except ImportError as error:
+        raise MissingExtraError("server", error.name or "grpcio") from None
+    parser = _Parser(
+        prog="membrane-es serve",
+        description="Run the gRPC daemon (membrane.v1); the same flags and config as membraned.",
+        epilog=f"Example: {SERVE_EXAMPLE}",
+    )
+    membraned.add_flags(parser)
+    args = parser.parse_args(ctx.args)
+    try:
+        config = membraned.config_from_flags(args)
+    except membraned.ConfigError as error:
+        raise MembraneError(f"configure: {error}") from None
+    status = membraned.run(config, http=args.http, grpc=not args.no_grpc)
+    if status:
+        raise typer.Exit(status)
+
+
+@app.command(
+    "mcp",
+    epilog="Example: membrane-es mcp ./memory --trust medium --trust-scope project:orchid "
+    "(stdio), or add --http 127.0.0.1:8765 for streamable HTTP",
+)
+def mcp(
+    store: Store,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            help="serve streamable HTTP on HOST:PORT (at /mcp) instead of stdio",
+            show_default=False,
+        ),
+    ] = None,
+    trust: Annotated[
+        Sensitivity,
+        typer.Option(
+            "--trust",
+            help="the most any client may read; clients can narrow it, never widen it",
+            case_sensitive=False,
+        ),
+    ] = Sensitivity.LOW,
+    trust_scope: TrustScopes = None,
+) -> None:
+    """Serve a store to agents over the Model Context Protocol: capture, retrieve,
+    retrieve_graph, get, history and the revision operations as tools."""
+    try:
+        from membrane_es.mcp_server import serve_http, serve_stdio
+    except ImportError as error:
+        raise MissingExtraError("mcp", error.name or "mcp") from None
+    ceiling = trust_context(trust, trust_scope)
+    if http is None:
+        serve_stdio(store, ceiling)
+    else:
+        host, _, port = http.rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageProblem("--http: expected HOST:PORT")
+        serve_http(store, ceiling, host, int(port))

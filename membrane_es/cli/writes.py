@@ -1,0 +1,253 @@
+"""Commands that write: capture, create, the revision operations, consolidate.
+
+A record or content argument is JSON given inline, as ``@file``, or ``-`` for standard input.
+``capture`` and ``create`` start a store at a new path; the others need an existing one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+import typer
+
+from membrane_es.cli import render
+from membrane_es.cli.app import command
+from membrane_es.cli.options import (
+    Actor,
+    Json,
+    Rationale,
+    RecordId,
+    Store,
+    existing_store,
+    parse_json,
+    store_for_writing,
+)
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.rfc3339 import parse_moment
+
+RecordJson = Annotated[
+    str,
+    typer.Argument(
+        help="the record as JSON (Membrane's shape), @file, or - for standard input",
+        show_default=False,
+    ),
+]
+
+
+def _written(record: MemoryRecord, verb: str, json: bool) -> None:
+    if json:
+        render.print_json(record)
+    else:
+        render.console.print(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+
+
+@command(
+    "capture",
+    'membrane-es capture ./memory \'{"text": "Orchid deploys to staging", '
+    '"project": "Orchid"}\' --source-kind event --scope project:orchid',
+)
+def capture(
+    store: Store,
+    content: Annotated[
+        str,
+        typer.Argument(help="what to remember: JSON, @file, or - (with --text: plain text)"),
+    ],
+    text: Annotated[bool, typer.Option("--text", help="take CONTENT as plain text")] = False,
+    source_kind: Annotated[
+        str, typer.Option("--source-kind", help="event, tool_output, observation, working_state…")
+    ] = "agent_turn",
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="JSON kept alongside (active_entities guide matching)"),
+    ] = None,
+    summary: Annotated[str, typer.Option("--summary", help="a one-line summary")] = "",
+    reason: Annotated[str, typer.Option("--reason", help="why it is worth remembering")] = "",
+    proposed_type: Annotated[
+        str | None, typer.Option("--type", help="the primary record's type, if not inferred")
+    ] = None,
+    sensitivity: Annotated[
+        Sensitivity, typer.Option("--sensitivity", case_sensitive=False)
+    ] = Sensitivity.LOW,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tag", help="a tag (repeatable)", show_default=False)
+    ] = None,
+    scope: Annotated[str, typer.Option("--scope", help="the records' scope")] = "",
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="when it happened (RFC 3339; default now)", show_default=False),
+    ] = None,
+    json: Json = False,
+) -> None:
+    """Remember raw content: a primary record, the entities it names, a derived fact, edges."""
+    value = content if text else parse_json(content, "content")
+    with store_for_writing(store) as memory:
+        result = memory.capture_memory(
+            value,
+            source_kind=source_kind,
+            context=None if context is None else parse_json(context, "context"),
+            reason_to_remember=reason,
+            proposed_type=proposed_type,
+            summary=summary,
+            sensitivity=sensitivity.value,
+            source="membrane-es-cli",
+            tags=tags or [],
+            scope=scope,
+            timestamp=parse_moment(at, "at"),
+        )
+    if json:
+        render.print_json(result)
+        return
+    _written(result.primary_record, "captured", False)
+    for record in result.created_records:
+        _written(record, "  created", False)
+    for edge in result.edges:
+        render.console.print(f"  edge {edge.source_id} {edge.predicate} {edge.target_id}")
+
+
+@command(
+    "create",
+    'membrane-es create ./memory \'{"type": "semantic", "payload": {"kind": "semantic", '
+    '"subject": "Orchid", "predicate": "deploy_target", "object": "staging"}}\'',
+)
+def create(
+    store: Store,
+    record: RecordJson,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "Initial creation",
+    json: Json = False,
+) -> None:
+    """Store one record as given (Membrane's direct create)."""
+    given = parse_json(record, "record")
+    with store_for_writing(store) as memory:
+        created = memory.create_record(given, actor=actor, rationale=rationale)
+    _written(created, "created", json)
+
+
+@command("supersede", "membrane-es supersede ./memory OLD_ID @new.json --why 'release 42'")
+def supersede(
+    store: Store,
+    old_id: RecordId,
+    record: RecordJson,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: Json = False,
+) -> None:
+    """Replace a record by a new one; the old one is retracted, nothing is deleted."""
+    given = parse_json(record, "record")
+    with existing_store(store) as memory:
+        created = memory.supersede(old_id, given, actor, rationale)
+    _written(created, "superseded by", json)
+
+
+@command("fork", "membrane-es fork ./memory SOURCE_ID @dev-variant.json --why 'differs in dev'")
+def fork(
+    store: Store,
+    source_id: RecordId,
+    record: RecordJson,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: Json = False,
+) -> None:
+    """Derive a conditional variant of a record; both stay active."""
+    given = parse_json(record, "record")
+    with existing_store(store) as memory:
+        created = memory.fork(source_id, given, actor, rationale)
+    _written(created, "forked", json)
+
+
+@command("merge", "membrane-es merge ./memory ID_A ID_B --record @merged.json --why 'same fact'")
+def merge(
+    store: Store,
+    record_ids: Annotated[list[str], typer.Argument(help="the records to merge (two or more)")],
+    record: Annotated[str, typer.Option("--record", help="the merged record: JSON, @file, or -")],
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: Json = False,
+) -> None:
+    """Combine records into one; every source is retracted, in one atomic write."""
+    given = parse_json(record, "record")
+    with existing_store(store) as memory:
+        created = memory.merge(list(record_ids), given, actor, rationale)
+    _written(created, "merged into", json)
+
+
+@command("retract", "membrane-es retract ./memory RECORD_ID --why 'wrong project'")
+def retract(
+    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+) -> None:
+    """Withdraw a record: salience 0, left out of reads, kept in history."""
+    with existing_store(store) as memory:
+        memory.retract(record_id, actor, rationale)
+    render.console.print(f"retracted {record_id}")
+
+
+@command("contest", "membrane-es contest ./memory RECORD_ID --by OTHER_ID --why 'it disagrees'")
+def contest(
+    store: Store,
+    record_id: RecordId,
+    contesting_ref: Annotated[
+        str, typer.Option("--by", help="the record holding the conflicting evidence")
+    ] = "",
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+) -> None:
+    """Flag conflicting evidence against a record."""
+    with existing_store(store) as memory:
+        memory.contest(record_id, contesting_ref, actor, rationale)
+    render.console.print(f"contested {record_id}")
+
+
+@command("reinforce", "membrane-es reinforce ./memory RECORD_ID --why 'answered correctly'")
+def reinforce(
+    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+) -> None:
+    """The record helped: its salience rises and its decay clock restarts."""
+    with existing_store(store) as memory:
+        memory.reinforce(record_id, actor, rationale)
+    render.console.print(f"reinforced {record_id}")
+
+
+@command("penalize", "membrane-es penalize ./memory RECORD_ID 0.2 --why 'missing the region'")
+def penalize(
+    store: Store,
+    record_id: RecordId,
+    amount: Annotated[float, typer.Argument(help="how much salience to take away")],
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+) -> None:
+    """The record misled: its salience drops by AMOUNT (never below its floor)."""
+    with existing_store(store) as memory:
+        memory.penalize(record_id, amount, actor, rationale)
+    render.console.print(f"penalized {record_id}")
+
+
+@command("forget", "membrane-es forget ./memory RECORD_ID --why 'asked to be forgotten'")
+def forget(
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: Json = False,
+) -> None:
+    """Erase a record's content for good (its key is destroyed), and that of the records
+    derived from it alone; its structure and history stay, redacted."""
+    with existing_store(store) as memory:
+        forgotten = memory.forget(record_id, actor, rationale)
+    if json:
+        render.print_json(forgotten)
+    else:
+        for erased in forgotten:
+            render.console.print(f"forgot {erased}")
+
+
+@command("consolidate", "membrane-es consolidate ./memory --json")
+def consolidate(store: Store, json: Json = False) -> None:
+    """Compress old episodes and extract facts, skills and plans (idempotent)."""
+    with existing_store(store) as memory:
+        result = memory.consolidate()
+    if json:
+        render.print_json(result)
+    else:
+        render.mapping_table(msgspec.structs.asdict(result))

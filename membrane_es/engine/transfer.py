@@ -1,0 +1,49 @@
+"""The facade's export and import of the whole event log (see :mod:`membrane_es.transfer`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from membrane_es import transfer
+from membrane_es.engine.core import EngineCore
+from membrane_es.errors import MembraneError
+
+
+class Transfer(EngineCore):
+    """The log out to JSON Lines, and back into an empty store."""
+
+    def export_log(self, out: IO[bytes], progress: transfer.Progress | None = None) -> int:
+        """Write every event (with its notification id, time and chain hash) to ``out`` as
+        JSON Lines; returns how many. ``progress(done, total)`` is called after each page."""
+        return transfer.export_log(self._app, out, progress)
+
+    def import_log(
+        self, path: str | os.PathLike[str], progress: transfer.Progress | None = None
+    ) -> int:
+        """Load an export file into this store, which must hold no events; returns how many.
+
+        The file is checked whole first: a malformed or tampered file raises
+        :class:`~membrane_es.transfer.TransferError` naming its first bad line, and nothing
+        is written. Afterwards the store answers every read, at every moment, as the
+        exported one did.
+        """
+        source = Path(path)
+
+        def lines() -> Iterator[bytes]:
+            with source.open("rb") as file:
+                yield from file
+
+        if getattr(self._batch, "uow", None) is not None:
+            raise MembraneError("import_log cannot run inside a batch")
+        with self._write_lock:
+            count = transfer.import_log(self._app, lines, progress)
+            self._views.catch_up(self._app)
+            last = self._app.last_event_time()
+            if last is not None:
+                self._clock.observe(last)
+        with self._advanced:  # readers waiting for a log position
+            self._advanced.notify_all()
+        return count

@@ -1,0 +1,333 @@
+"""A store served to agents over the Model Context Protocol (the official ``mcp`` SDK).
+
+Tools: ``capture``, ``create_record``, ``retrieve``, ``retrieve_graph``, ``get``,
+``history`` and the revision operations (``supersede``, ``fork``, ``merge``, ``retract``,
+``contest``, ``reinforce``, ``penalize``). Reads take ``as_of`` (RFC 3339).
+
+Trust comes from the server's configuration (a :class:`~membrane_es.ceiling.Caller`): a
+client may narrow it per call (``max_sensitivity``, ``scopes``), never widen it; it may
+revise only records it could read in full, and may not write what it could not read back.
+
+Run it with ``membrane-es mcp DIR`` (stdio) or ``membrane-es mcp DIR --http HOST:PORT``
+(streamable HTTP at ``/mcp``); :func:`build_server` gives the server for a Membrane in hand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from membrane_es import __version__
+from membrane_es.ceiling import Caller
+from membrane_es.engine import Membrane
+from membrane_es.errors import MembraneError, ValidationError
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import TrustContext
+from membrane_es.schema.rfc3339 import parse_moment
+
+INSTRUCTIONS = (
+    "Long-term memory for this agent. capture what is worth remembering; retrieve (or "
+    "retrieve_graph) what a task needs, ranked; get a record by id and read its history; "
+    "revise what turned out wrong (supersede, fork, merge, retract, contest) or helped "
+    "(reinforce, penalize). Every read takes as_of (RFC 3339) to answer as memory stood then."
+)
+DEFAULT_ACTOR = "mcp-client"
+
+Json = dict[str, Any]
+
+
+def build_server(memory: Membrane, caller: Caller) -> MCPServer:
+    """An MCP server over ``memory`` whose clients never read above ``caller``'s ceiling."""
+    server: MCPServer = MCPServer(
+        name="membrane-es", instructions=INSTRUCTIONS, version=__version__
+    )
+    tools = _Tools(memory, caller)
+    for tool in (
+        tools.capture,
+        tools.create_record,
+        tools.retrieve,
+        tools.retrieve_graph,
+        tools.get,
+        tools.history,
+        tools.supersede,
+        tools.fork,
+        tools.merge,
+        tools.retract,
+        tools.contest,
+        tools.reinforce,
+        tools.penalize,
+    ):
+        server.add_tool(tool, structured_output=True)
+    return server
+
+
+def serve_stdio(path: str | os.PathLike[str], ceiling: TrustContext) -> None:
+    """Serve the store at ``path`` (created if missing) on standard input and output."""
+    with Membrane.open(path) as memory:
+        build_server(memory, caller_of(ceiling)).run("stdio")
+
+
+def serve_http(path: str | os.PathLike[str], ceiling: TrustContext, host: str, port: int) -> None:
+    """Serve the store at ``path`` over streamable HTTP at ``http://host:port/mcp``."""
+    with Membrane.open(path) as memory:
+        build_server(memory, caller_of(ceiling)).run("streamable-http", host=host, port=port)
+
+
+def caller_of(ceiling: TrustContext) -> Caller:
+    return Caller(max_sensitivity=ceiling.max_sensitivity, scopes=tuple(ceiling.scopes))
+
+
+class _Tools:
+    """The tools, each a thin call on the facade under the server's ceiling."""
+
+    def __init__(self, memory: Membrane, caller: Caller) -> None:
+        self._memory = memory
+        self._caller = caller
+
+    # --- writes -----------------------------------------------------------------------
+
+    def capture(
+        self,
+        content: Any,
+        source_kind: str = "agent_turn",
+        summary: str = "",
+        reason_to_remember: str = "",
+        context: Any = None,
+        tags: list[str] | None = None,
+        scope: str = "",
+        sensitivity: str = "low",
+        proposed_type: str | None = None,
+        timestamp: str | None = None,
+    ) -> Json:
+        """Remember raw content (any JSON value): makes a primary record, an entity for
+        each thing it names that is not known yet, a fact when the content is
+        subject/predicate/object-shaped, and the edges between them, in one write."""
+
+        def run() -> Any:
+            self._check_write(sensitivity, scope)
+            return self._memory.capture_memory(
+                content,
+                source_kind=source_kind,
+                context=context,
+                reason_to_remember=reason_to_remember,
+                proposed_type=proposed_type,
+                summary=summary,
+                sensitivity=sensitivity,
+                source="mcp",
+                tags=tags or [],
+                scope=scope,
+                timestamp=parse_moment(timestamp, "timestamp"),
+            )
+
+        return _answer(run)
+
+    def create_record(
+        self, record: Json, actor: str = DEFAULT_ACTOR, rationale: str = "Initial creation"
+    ) -> Json:
+        """Store one record as given, in Membrane's JSON shape (type, payload, scope…)."""
+
+        def run() -> Any:
+            self._check_write(*_level_and_scope(record))
+            return self._memory.create_record(record, actor=actor, rationale=rationale)
+
+        return _answer(run)
+
+    def supersede(
+        self, old_id: str, new_record: Json, rationale: str, actor: str = DEFAULT_ACTOR
+    ) -> Json:
+        """Replace a record by a new one; the old one is retracted, nothing deleted."""
+        return _answer(
+            lambda: self._revisable([old_id], new_record).supersede(
+                old_id, new_record, actor, rationale
+            )
+        )
+
+    def fork(
+        self, source_id: str, forked_record: Json, rationale: str, actor: str = DEFAULT_ACTOR
+    ) -> Json:
+        """Derive a conditional variant of a record (e.g. for one environment); both stay."""
+        return _answer(
+            lambda: self._revisable([source_id], forked_record).fork(
+                source_id, forked_record, actor, rationale
+            )
+        )
+
+    def merge(
+        self,
+        record_ids: list[str],
+        merged_record: Json,
+        rationale: str,
+        actor: str = DEFAULT_ACTOR,
+    ) -> Json:
+        """Combine records into one; every source is retracted, all in one write."""
+        return _answer(
+            lambda: self._revisable(record_ids, merged_record).merge(
+                record_ids, merged_record, actor, rationale
+            )
+        )
+
+    def retract(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+        """Withdraw a record: left out of reads from now on, kept in history."""
+        return _done(lambda: self._revisable([record_id]).retract(record_id, actor, rationale))
+
+    def contest(
+        self,
+        record_id: str,
+        rationale: str,
+        contesting_ref: str = "",
+        actor: str = DEFAULT_ACTOR,
+    ) -> Json:
+        """Flag conflicting evidence against a record (contesting_ref: the record holding it)."""
+        return _done(
+            lambda: self._revisable([record_id]).contest(
+                record_id, contesting_ref, actor, rationale
+            )
+        )
+
+    def reinforce(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+        """The record helped: its salience rises and its decay clock restarts."""
+        return _done(lambda: self._revisable([record_id]).reinforce(record_id, actor, rationale))
+
+    def penalize(
+        self, record_id: str, amount: float, rationale: str, actor: str = DEFAULT_ACTOR
+    ) -> Json:
+        """The record misled: its salience drops by amount (never below its floor)."""
+        return _done(
+            lambda: self._revisable([record_id]).penalize(record_id, amount, actor, rationale)
+        )
+
+    # --- reads ------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        task: str = "",
+        memory_types: list[str] | None = None,
+        limit: int = 10,
+        min_salience: float = 0.0,
+        as_of: str | None = None,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+    ) -> Json:
+        """The records a task needs, best first (layered: working, entity, semantic,
+        competence, plan_graph, episodic), as memory stood at as_of if given."""
+        return _answer(
+            lambda: self._memory.retrieve(
+                task,
+                trust=self._trust(max_sensitivity, scopes),
+                memory_types=memory_types,
+                min_salience=min_salience,
+                limit=limit,
+                as_of=parse_moment(as_of),
+            )
+        )
+
+    def retrieve_graph(
+        self,
+        task: str = "",
+        max_hops: int = 1,
+        root_limit: int = 10,
+        node_limit: int = 25,
+        edge_limit: int = 100,
+        memory_types: list[str] | None = None,
+        as_of: str | None = None,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+    ) -> Json:
+        """Ranked roots for a task and the records related to them (max_hops 0: roots)."""
+        return _answer(
+            lambda: self._memory.retrieve_graph(
+                task,
+                trust=self._trust(max_sensitivity, scopes),
+                memory_types=memory_types,
+                root_limit=root_limit,
+                node_limit=node_limit,
+                edge_limit=edge_limit,
+                max_hops=max_hops,
+                as_of=parse_moment(as_of),
+            )
+        )
+
+    def get(
+        self,
+        record_id: str,
+        as_of: str | None = None,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+    ) -> Json:
+        """One record in full, now or as it stood at as_of."""
+        return _answer(
+            lambda: self._memory.retrieve_by_id(
+                record_id, trust=self._trust(max_sensitivity, scopes), as_of=parse_moment(as_of)
+            )
+        )
+
+    def history(
+        self,
+        record_id: str,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+    ) -> Json:
+        """Every event of a record: version, time, event, action, actor and rationale."""
+        return _answer(
+            lambda: {
+                "entries": self._memory.history(
+                    record_id, trust=self._trust(max_sensitivity, scopes)
+                )
+            }
+        )
+
+    # --- the ceiling --------------------------------------------------------------------
+
+    def _trust(self, max_sensitivity: str | None, scopes: Sequence[str] | None) -> TrustContext:
+        """What the client asks for, lowered to the server's ceiling."""
+        level = self._caller.max_sensitivity
+        if max_sensitivity is not None:
+            try:
+                level = Sensitivity(max_sensitivity)
+            except ValueError:
+                raise ValidationError(
+                    "max_sensitivity", f"{max_sensitivity!r} is not a sensitivity level"
+                ) from None
+        declared = TrustContext(
+            max_sensitivity=level, authenticated=True, scopes=list(scopes or [])
+        )
+        return self._caller.clamp(declared)
+
+    def _revisable(self, ids: Sequence[str], new_record: Json | None = None) -> Membrane:
+        """The store, once the ceiling lets this client revise ``ids`` and write the record."""
+        if not self._caller.unrestricted:
+            ceiling = self._caller.ceiling()
+            for record_id in ids:
+                self._memory.retrieve_by_id(record_id, trust=ceiling)
+            if new_record is not None:
+                self._check_write(*_level_and_scope(new_record))
+        return self._memory
+
+    def _check_write(self, sensitivity: str, scope: str) -> None:
+        if not self._caller.may_write(sensitivity, scope):
+            raise ToolError("record sensitivity or scope exceeds this server's trust ceiling")
+
+
+def _level_and_scope(record: Json) -> tuple[str, str]:
+    if not isinstance(record, dict):
+        raise ValidationError("record", "must be a JSON object")
+    return str(record.get("sensitivity") or "low"), str(record.get("scope") or "")
+
+
+def _answer(run: Callable[[], Any]) -> Json:
+    """Run a call; its result as JSON, or the error as a tool error the model can read."""
+    try:
+        result = msgspec.to_builtins(run())
+    except MembraneError as error:
+        raise ToolError(str(error)) from None
+    return result if isinstance(result, dict) else {"result": result}
+
+
+def _done(run: Callable[[], None]) -> Json:
+    _answer(run)
+    return {"ok": True}

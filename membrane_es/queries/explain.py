@@ -1,0 +1,94 @@
+"""Why each record placed where it did: the evidence of a ranked read, per record.
+
+``retrieve(..., explain=True)`` and ``retrieve_graph(..., explain=True)`` return, beside the
+records, one :class:`~membrane_es.schema.results.Explanation` per ranked record (per root for
+a graph): the cosine similarity with the query vector and the vector evidence it gave, the
+lexical evidence (BM25 as the fraction of a full match), the relevance they combine to, the
+salience at the moment the read answered for, a graph root's boost, the score it was ordered
+by, and whether the caller's trust returned it in full or redacted. A read ``as_of`` T
+explains itself as of T: every figure is the one that read used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es.schema.results import Explanation
+
+Array = npt.NDArray[Any]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a ranking knew of each candidate it kept, aligned with its ranked rows: cosine
+    similarity (NaN: none), vector evidence, lexical evidence, relevance (None: the read had
+    no evidence and ordered by salience) and the score it was ordered by."""
+
+    similarity: Array | None
+    vector: Array | None
+    lexical: Array | None
+    relevance: Array | None
+    score: Array
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One ranked record: its row, whether it is returned redacted, and its salience."""
+
+    row: int
+    redacted: bool
+    salience: float
+
+
+def explain_rows(
+    placed: list[Placed],
+    evidence: Evidence | None,
+    positions: dict[int, int],
+    ids: list[str],
+    moment: datetime,
+    boosts: dict[int, float] | None = None,
+) -> list[Explanation]:
+    """An explanation per placed record, in their order; ``positions`` maps a row to its
+    index in ``evidence`` (a row without one — an entity a graph root joined by name — had
+    no evidence of its own); ``boosts`` maps a graph root's row to its boost, already added
+    to its score."""
+    out = []
+    for rank, item in enumerate(placed, start=1):
+        boost = (boosts or {}).get(item.row, 0.0)
+        at = positions.get(item.row)
+        score = boost
+        similarity = vector = lexical = relevance = None
+        if evidence is not None and at is not None:
+            score += float(evidence.score[at])
+            similarity = _value(evidence.similarity, at)
+            vector = _value(evidence.vector, at)
+            lexical = _value(evidence.lexical, at)
+            relevance = _value(evidence.relevance, at)
+        out.append(
+            Explanation(
+                record_id=ids[item.row],
+                rank=rank,
+                score=score,
+                vector_similarity=similarity,
+                vector_score=vector,
+                lexical_score=lexical,
+                relevance=relevance,
+                salience=item.salience,
+                boost=boost,
+                trust="redacted" if item.redacted else "full",
+                moment=moment,
+            )
+        )
+    return out
+
+
+def _value(values: Array | None, at: int) -> float | None:
+    if values is None:
+        return None
+    value = float(values[at])
+    return None if np.isnan(value) else value

@@ -1,0 +1,19 @@
+"""Suite-wide fixtures: engines opened by the tests get no embedder by default.
+
+A store opened without naming an embedder uses all-MiniLM-L6-v2 when the ``embeddings`` extra
+is installed. The suite's expectations are written for the engine without one (CI installs only
+the ``dev`` extra), so the default is switched off here whatever is installed; a test that is
+about the default itself opts back in with ``@pytest.mark.default_embedder``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from membrane_es.embedding import default
+
+
+@pytest.fixture(autouse=True)
+def _no_default_embedder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("default_embedder") is None:
+        monkeypatch.setattr(default, "extra_installed", lambda: False)

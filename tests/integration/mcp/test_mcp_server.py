@@ -1,0 +1,163 @@
+"""The MCP server through the SDK's own client, in process: tools, as_of, errors, and the
+server's trust ceiling, which a client can narrow but never widen."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from membrane_es import Membrane, TrustContext
+from membrane_es.ceiling import Caller
+from membrane_es.mcp_server import build_server
+from membrane_es.schema.enums import Sensitivity
+
+
+def fact(obj: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "semantic",
+        "scope": "project:orchid",
+        "payload": {
+            "kind": "semantic",
+            "subject": "Orchid",
+            "predicate": "deploy_target",
+            "object": obj,
+        },
+        "provenance": {"sources": [{"kind": "observation", "ref": "standup"}]},
+        **extra,
+    }
+
+
+def session(memory: Membrane, caller: Caller, body: Callable[[Client], Awaitable[None]]) -> None:
+    async def run() -> None:
+        async with Client(build_server(memory, caller)) as client:
+            await body(client)
+
+    anyio.run(run)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.fixture
+def memory() -> Membrane:
+    return Membrane.in_memory()
+
+
+def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
+    async def body(client: Client) -> None:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {
+            "capture",
+            "create_record",
+            "retrieve",
+            "retrieve_graph",
+            "get",
+            "history",
+            "supersede",
+            "fork",
+            "merge",
+            "retract",
+            "contest",
+            "reinforce",
+            "penalize",
+        }
+        first = await call(client, "create_record", record=fact("staging"))
+        moved = await call(
+            client, "supersede", old_id=first["id"], new_record=fact("production"), rationale="r42"
+        )
+        variant = await call(
+            client, "fork", source_id=moved["id"], forked_record=fact("dev"), rationale="dev"
+        )
+        assert await call(client, "reinforce", record_id=moved["id"], rationale="ok") == {
+            "ok": True
+        }
+        await call(client, "penalize", record_id=variant["id"], amount=0.2, rationale="vague")
+        await call(
+            client,
+            "contest",
+            record_id=moved["id"],
+            contesting_ref=variant["id"],
+            rationale="disagrees",
+        )
+        a = await call(client, "create_record", record=fact("a"))
+        b = await call(client, "create_record", record=fact("b"))
+        merged = await call(
+            client, "merge", record_ids=[a["id"], b["id"]], merged_record=fact("ab"), rationale="="
+        )
+        await call(client, "retract", record_id=variant["id"], rationale="wrong")
+        captured = await call(
+            client,
+            "capture",
+            content={"text": "Orchid deploys on Fridays", "project": "Orchid"},
+            source_kind="event",
+            scope="project:orchid",
+        )
+        assert captured["primary_record"]["type"] == "episodic"
+
+        now = await call(client, "get", record_id=first["id"])
+        assert now["payload"]["revision"]["status"] == "retracted"
+        then = await call(client, "get", record_id=first["id"], as_of=first["updated_at"])
+        assert then["payload"]["object"] == "staging"
+        events = [
+            e["event"] for e in (await call(client, "history", record_id=moved["id"]))["entries"]
+        ]
+        assert events[0] == "Created" and "Reinforced" in events
+
+        found = await call(client, "retrieve", task="where does Orchid deploy", limit=5)
+        ids = [record["id"] for record in found["records"]]
+        assert moved["id"] in ids and merged["id"] in ids and first["id"] not in ids
+        past = await call(client, "retrieve", task="Orchid", as_of=first["updated_at"])
+        assert [record["id"] for record in past["records"]] == [first["id"]]
+        graph = await call(client, "retrieve_graph", task="Orchid", max_hops=1)
+        assert graph["root_ids"] and graph["nodes"]
+
+        assert "record not found" in await error(client, "get", record_id="nope")
+        assert "RFC 3339" in await error(client, "get", record_id=first["id"], as_of="2026-W47")
+        assert "payload" in await error(client, "create_record", record={"type": "semantic"})
+
+    session(memory, Caller(), body)
+
+
+def test_the_server_ceiling_is_never_widened(memory: Membrane) -> None:
+    public = memory.create_record(fact("staging"))
+    secret = memory.create_record(fact("vault", sensitivity="hyper"))
+    elsewhere = memory.create_record(fact("other", scope="project:lily"))
+    caller = Caller(max_sensitivity=Sensitivity.MEDIUM, scopes=("project:orchid",))
+
+    async def body(client: Client) -> None:
+        found = await call(client, "retrieve", task="Orchid", max_sensitivity="hyper")
+        by_id = {record["id"]: record for record in found["records"]}
+        assert public.id in by_id and elsewhere.id not in by_id
+        assert secret.id not in by_id or "payload" not in by_id[secret.id]
+        # asking for a scope outside the ceiling does not reach it
+        wider = await call(client, "retrieve", task="Orchid", scopes=["project:lily"])
+        assert elsewhere.id not in {record["id"] for record in wider["records"]}
+        assert "denied" in await error(client, "get", record_id=secret.id, max_sensitivity="hyper")
+        # narrowing works: at "public" even the low record is not read in full
+        assert "denied" in await error(client, "get", record_id=public.id, max_sensitivity="public")
+        # writes: nothing above the ceiling, no revising what it cannot read
+        assert "ceiling" in await error(
+            client, "create_record", record=fact("x", sensitivity="high")
+        )
+        assert "ceiling" in await error(
+            client, "capture", content={"text": "x"}, scope="project:lily"
+        )
+        assert "denied" in await error(client, "retract", record_id=secret.id, rationale="x")
+        assert "denied" in await error(client, "reinforce", record_id=elsewhere.id, rationale="x")
+
+    session(memory, caller, body)
+    owner = TrustContext(max_sensitivity=Sensitivity.HYPER)
+    assert memory.retrieve_by_id(secret.id, trust=owner).salience > 0  # not retracted
