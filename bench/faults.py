@@ -95,6 +95,7 @@ class Writer:
     def __init__(self, store: Path, rng: random.Random, announce: int) -> None:
         self.memory = Membrane.open(store, env={"LMDB_MAP_SIZE": SMALL_MAP})
         self.rng = rng
+        _cut_torn_tail(store.parent / JOURNAL)
         self.journal = os.open(store.parent / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self.live, self.replaced = _known_records(store.parent / JOURNAL)
         self.seq = int(time.time() * 1e6)
@@ -266,6 +267,19 @@ def _known_records(journal: Path) -> tuple[list[str], set[str]]:
                 if topic.endswith(("Superseded", "MergedInto", "Retracted")):
                     replaced.add(originator)
     return live, replaced
+
+
+def _cut_torn_tail(journal: Path) -> None:
+    """Drop a line the last kill cut short (a write the kernel stopped at a page boundary),
+    so this writer's first line does not run into it. Its operation is then in flight: the
+    checker accepts it whole or absent, which is what a torn intent or ack leaves."""
+    if not journal.exists():
+        return
+    data = journal.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with journal.open("r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+            os.fsync(f.fileno())
 
 
 def read_journal(journal: Path) -> list[dict[str, Any]]:

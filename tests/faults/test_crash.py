@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.faults import run
+from bench.faults import _cut_torn_tail, read_journal, run
 
 KILLS = 30
 
@@ -19,3 +19,16 @@ def test_every_kill_leaves_a_consistent_store(tmp_path: Path) -> None:
     assert tally.kills == KILLS
     assert tally.at_checkpoint >= 1 and tally.at_growth >= 1
     assert tally.operations > KILLS  # operations were acknowledged between the kills
+
+
+def test_a_line_torn_by_a_kill_is_cut_before_the_next_writer_appends(tmp_path: Path) -> None:
+    # A SIGKILL can stop write(2) at a page boundary: the journal then ends mid-line, and
+    # the next writer's first line must not run into it.
+    journal = tmp_path / "journal.jsonl"
+    whole = b'{"k": "intent", "i": 1, "op": "fork", "head": 4, "expect": 2}\n'
+    journal.write_bytes(whole + b'{"k": "ack", "i": 1, "head": 6, "made": ["2fcf')
+    _cut_torn_tail(journal)
+    assert journal.read_bytes() == whole
+    assert [entry["k"] for entry in read_journal(journal)] == ["intent"]
+    _cut_torn_tail(journal)  # a whole journal is left alone
+    assert journal.read_bytes() == whole
