@@ -213,9 +213,15 @@ class MemoryRecord(Aggregate):
             self.audit(aggregate)
 
     class Retracted(Event):
-        """The record was withdrawn (kept in the log; excluded from active reads)."""
+        """The record was withdrawn (kept in the log; excluded from active reads).
+
+        ``valid_until``: when what the record says stopped being true, if not the moment of
+        the retraction (an invalidation replayed from elsewhere); None in events written
+        before it existed, and when it is that moment."""
 
         action: ClassVar[str] = "delete"
+
+        valid_until: datetime | None = None
 
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
@@ -514,9 +520,13 @@ class MemoryRecord(Aggregate):
             self.MergedInto, timestamp=at, into_id=into_id, actor=actor, rationale=rationale
         )
 
-    def retract(self, *, actor: str, rationale: str, at: datetime) -> None:
+    def retract(
+        self, *, actor: str, rationale: str, at: datetime, valid_until: datetime | None = None
+    ) -> None:
         self.check_revisable()
-        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale)
+        # Stored only when given: the events written before it existed read the same.
+        until = {} if valid_until is None else {"valid_until": valid_until}
+        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale, **until)
 
     def contest(self, contesting_ref: str, *, actor: str, rationale: str, at: datetime) -> None:
         self.check_revisable()

@@ -30,6 +30,7 @@ from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
     DELETED,
+    MAX_INTEGER,
     Entry,
     EntryPatch,
     EntryRelation,
@@ -45,6 +46,8 @@ from membrane_es.schema.records import (
     ProvenanceSource,
     TrustContext,
 )
+from membrane_es.schema.rfc3339 import parse_moment
+from membrane_es.schema.validation import check_moment
 
 ENTRY_ACTOR = "entries-api"
 _FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -182,13 +185,31 @@ class Entries(Revisions, Reads, Erasure):
         return self._entry_of_record(new.id, trust, tenant)
 
     def invalidate_entry(
-        self, entry_id: int, *, actor: str = ENTRY_ACTOR, trust: TrustContext | None = None
+        self,
+        entry_id: int,
+        *,
+        when: datetime | int | str | None = None,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
     ) -> None:
-        """End an active entry's validity now (Membrane's retract); a second call finds no
-        active entry and raises :class:`EntryNotFoundError`."""
+        """End an active entry's validity (Membrane's retract); a second call finds no
+        active entry and raises :class:`EntryNotFoundError`.
+
+        :param when: the moment its validity ended, if not now (Arbiter's replayed
+            invalidation): epoch seconds, an RFC 3339 moment with its offset, or an aware
+            datetime; not before the entry's ``valid_from``. It becomes the entry's
+            ``valid_to``, which ``as_of`` reads honour; the invalidation itself is recorded
+            now, so active reads drop the entry at once either way."""
+        until = None if when is None else moment_of("when", when)
         with self._write_lock:
-            record_id = self._current_record(entry_id, trust)
-            self.retract(record_id, actor, "entry invalidated")
+            index = self.entries_view
+            with index.lock:
+                row = queries.current_revision(index, entry_id, trust)
+            if row is None:
+                raise EntryNotFoundError(entry_id)
+            if until is not None and epoch(until) < row[10]:
+                raise ValidationError("when", f"before the entry's valid_from ({row[10]})")
+            self.retract(str(row[2]), actor, "entry invalidated", valid_until=until)
 
     def delete_entry(
         self,
@@ -280,6 +301,27 @@ class Entries(Revisions, Reads, Erasure):
 
 def _pick(value: Any, default: Any) -> Any:
     return default if value is msgspec.UNSET else value
+
+
+def moment_of(field: str, value: datetime | int | str) -> datetime:
+    """A moment given as epoch seconds (at least 0), RFC 3339 text with its offset, or an
+    aware datetime; anything else is a :class:`ValidationError` naming ``field``."""
+    if isinstance(value, bool):
+        raise ValidationError(field, "a moment: epoch seconds or RFC 3339 text")
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_INTEGER:
+            raise ValidationError(field, f"{value} is not a moment (epoch seconds >= 0)")
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ValidationError(field, f"{value} is not a moment") from None
+    if isinstance(value, str):
+        moment = parse_moment(value, field)
+        assert moment is not None
+        return check_moment(field, moment)
+    if isinstance(value, datetime):
+        return check_moment(field, value)
+    raise ValidationError(field, "a moment: epoch seconds or RFC 3339 text")
 
 
 def entry_time(value: int) -> datetime:

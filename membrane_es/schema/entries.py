@@ -23,7 +23,10 @@ entry field            where it lives in the record
 ``artifact_id``        a provenance source of kind ``artifact`` with ref ``artifact:<n>``
 ``valid_from``         a semantic record's ``validity.start`` (a backfilled ``created_at``),
                        else the moment the record was written
-``valid_to``           the moment the entry's current record was retracted (invalidate)
+``valid_to``           when the entry's validity ended: the ``valid_until`` of the
+                       retraction that invalidated it (``/invalidate``'s ``when``), else
+                       that retraction's time (also a supersede by ``supersedes_ids``, a
+                       merge, a delete); null while the entry is active
 ``created_at``         ``valid_from`` of the entry's first record
 ``updated_at``         the moment the entry's current revision was written (its first
                        revision: ``created_at``)
