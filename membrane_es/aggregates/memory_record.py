@@ -108,6 +108,9 @@ class MemoryRecord(Aggregate):
         # event is stored, and in events written before per-record keys.
         key_id: bytes = b""
         sealed: bytes = b""
+        # The record's number in its store (see :mod:`membrane_es.record_numbers`): written
+        # when the event is saved; 0 in events written before records carried numbers.
+        number: int = 0
 
         action: ClassVar[str] = "create"
 

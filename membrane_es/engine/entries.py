@@ -19,6 +19,7 @@ from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 from membrane_es.errors import (
+    ConflictError,
     DuplicateRelationError,
     EntryNotFoundError,
     ForgottenError,
@@ -53,6 +54,8 @@ ENTRY_ACTOR = "entries-api"
 _FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
 _MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Arbiter reads it)
 _INDEX_LOCK = threading.Lock()
+# A create with supersedes_ids is one batch; one that another process overtook is run again.
+BATCH_ATTEMPTS = 16
 
 
 class Entries(Revisions, Reads, Erasure):
@@ -143,16 +146,27 @@ class Entries(Revisions, Reads, Erasure):
         """Write a new entry; with ``supersedes_ids``, invalidate those entries and relate
         the new one to each by ``supersedes``, all in one atomic write."""
         record = entry_record(entry)
-        with self._write_lock:
-            olds = [
-                self._current_record(entry_id, trust, field="supersedes_ids")
-                for entry_id in dict.fromkeys(entry.supersedes_ids)
-            ]
-            with self.batch():
-                created = self.create_record(record, actor=actor, rationale="entry created")
-                for old in olds:
-                    self.retract(old, actor, f"superseded by entry record {created.id}")
-                    self.add_relation(created.id, "supersedes", old, actor=actor)
+        if not entry.supersedes_ids:  # one command: retried by the engine if overtaken
+            created = self.create_record(record, actor=actor, rationale="entry created")
+            return self._entry_of_record(created.id, trust, tenant)
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                with self._write_lock:
+                    olds = [
+                        self._current_record(entry_id, trust, field="supersedes_ids")
+                        for entry_id in dict.fromkeys(entry.supersedes_ids)
+                    ]
+                    with self.batch():
+                        created = self.create_record(record, actor=actor, rationale="entry created")
+                        for old in olds:
+                            self.retract(old, actor, f"superseded by entry record {created.id}")
+                            self.add_relation(created.id, "supersedes", old, actor=actor)
+                break
+            except ConflictError:
+                # Another process wrote first (a later time, or one of the old entries):
+                # nothing of this was written; check the old entries again and retry.
+                if attempt == BATCH_ATTEMPTS:
+                    raise
         return self._entry_of_record(created.id, trust, tenant)
 
     def revise_entry(

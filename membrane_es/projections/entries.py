@@ -140,7 +140,7 @@ class EntryIndex:
         self.db.executescript(_SCHEMA)
         self.lock = threading.RLock()
         self.position = 0
-        self._creations = 0  # Created events seen: the next entry id is this plus one
+        self._creations = 0  # Created events seen (an unnumbered one's number is its place)
         self._relations = 0
         # A supersede's new record continues the old one's entry; the Superseded event may
         # come before the new record's Created event (same write), so it waits here.
@@ -181,7 +181,7 @@ class EntryIndex:
     def apply(self, event: Any) -> None:
         """Reflect one event (rows it creates are written by :meth:`_write_new_rows`)."""
         if isinstance(event, RecordAggregate.Created):
-            self._created(event.record, epoch(event.timestamp))
+            self._created(event.record, epoch(event.timestamp), event.number)
             return
         if self._new_revisions and isinstance(event, RecordAggregate.Event):
             self._write_new_rows()
@@ -199,13 +199,15 @@ class EntryIndex:
         elif isinstance(event, RecordAggregate.RelationAdded):
             self._related(str(event.originator_id), event.relation, epoch(event.timestamp))
 
-    def _created(self, record: MemoryRecord, at: int) -> None:
+    def _created(self, record: MemoryRecord, at: int, number: int) -> None:
         self._creations += 1
         fields = entry_fields(record)
         key = str(record_key(record.id))
         continued = self._continues.pop(key, None)
         if continued is None:
-            entry = self._creations
+            # The record's number (events from before numbers: its position among the
+            # log's creations, which is the number it would have been given).
+            entry = number or self._creations
             created_at = at if fields.valid_from is None else fields.valid_from
             updated_at = created_at
         else:

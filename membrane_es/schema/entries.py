@@ -7,9 +7,11 @@ never stores anything of its own. The mapping:
 =====================  ==================================================================
 entry field            where it lives in the record
 =====================  ==================================================================
-``id``                 the position of the entry's first record among the log's creation
-                       events (1-based): fixed by the log, the same after every rebuild and
-                       on every replica, never reused
+``id``                 the ``number`` written in the ``Created`` event of the entry's first
+                       record: its place among the store's (the tenant's) records, taken
+                       under the lock that orders the log, never reused (see
+                       :mod:`membrane_es.record_numbers`); events from before numbers read
+                       as their place, the same number
 ``record_id``          the record holding the entry's current revision (its UUID)
 ``type``               a semantic record's ``predicate`` when it is one of the six entry
                        types; otherwise by memory type (semantic, entity → reference;
