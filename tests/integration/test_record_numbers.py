@@ -45,9 +45,7 @@ def test_every_creation_carries_its_number_and_entry_ids_are_those_numbers() -> 
         assert events(first.record_id)[0].number == first.id == revised.id
         assert events(second.record_id)[0].number == second.id
         for record in captured.created_records:
-            assert memory._entry_of_record(record.id, None, 0).id == (
-                events(record.id)[0].number
-            )
+            assert memory._entry_of_record(record.id, None, 0).id == (events(record.id)[0].number)
         # The revision's record took a number of its own, which no entry ever shows.
         assert events(revised.record_id)[0].number not in {first.id, second.id}
 
