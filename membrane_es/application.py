@@ -27,6 +27,7 @@ from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.keystore import KeyStore, open_key_store
 from membrane_es.log_order import EVENT_TIMES
 from membrane_es.record_cache import RecordCache
+from membrane_es.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
 
 APPLICATION_NAME = "memory"
 
@@ -37,6 +38,9 @@ DEFAULT_ENV: dict[str, str] = {
 
 # Recently touched records stay in memory (see :class:`~membrane_es.record_cache.RecordCache`).
 CACHE_SIZE = 10_000
+# A save whose record numbers another process took first is numbered again and retried at
+# once, up to this many times (each refusal means another save got through).
+NUMBERING_ATTEMPTS = 64
 
 
 class MemoryApplication(Application):
@@ -67,6 +71,7 @@ class MemoryApplication(Application):
         # each record it loads.
         self._coherent_through = self.recorder.max_notification_id() or 0
         self._coherence_lock = threading.Lock()
+        self.numbering = RecordNumbering()
 
     # --- loading --------------------------------------------------------------------------
 
@@ -150,7 +155,7 @@ class MemoryApplication(Application):
         if processing.events:
             first, last = processing.events[0], processing.events[-1]
             processing.saved_kwargs[EVENT_TIMES] = (_event_time(first), _event_time(last))
-        recordings = self._record(processing)
+        recordings = self._record_numbered(processing)
         for aggregate in processing.aggregates.values():
             if isinstance(aggregate, MemoryRecord):
                 self.cache.put(aggregate)
@@ -158,6 +163,25 @@ class MemoryApplication(Application):
         self._take_snapshots(processing)
         self._notify(recordings)
         return recordings
+
+    def _record_numbered(self, processing: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        """Record the events with their records' numbers; numbered again after the log's
+        count and recorded again if another process created records meanwhile."""
+        created = [e for e in processing.events if isinstance(e, MemoryRecord.Created)]
+        numbering = self.numbering
+        with numbering.lock:
+            for _ in range(NUMBERING_ATTEMPTS):
+                numbers = numbering.assign(created)
+                if numbers is not None:
+                    processing.saved_kwargs[RECORD_NUMBERS] = numbers
+                try:
+                    recordings = self._record(processing)
+                except RecordNumberBehind as behind:
+                    numbering.count = behind.count
+                    continue
+                numbering.recorded(numbers)
+                return recordings
+        raise RecordNumberBehind(numbering.count or 0, 0)
 
     def load_as_of(self, record_id: str, moment: datetime) -> MemoryRecord:
         """The record as it stood at ``moment``: its events up to then, replayed — redacted

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
 STORAGE = (
     "membrane_es.errors",
     "membrane_es.log_order",
+    "membrane_es.record_numbers",
     "membrane_es.codec",
     "membrane_es.keystore",
     "membrane_es.lmdb_store",
