@@ -15,7 +15,6 @@ from uuid import UUID
 from eventsourcing.application import (
     AggregateNotFoundError,
     Application,
-    ProcessingEvent,
     Recording,
 )
 
@@ -137,45 +136,46 @@ class MemoryApplication(Application):
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """Append the pending events of these aggregates in one atomic write.
 
-        Same steps as the library's ``save``, but our aggregates are recognised by class:
-        its runtime ``Protocol`` checks cost more than a durable commit's CPU work.
+        The library's ``save`` through its public parts (the event store's ``put``, the
+        repository's cache): it would recognise aggregates by runtime ``Protocol`` checks,
+        which cost more than a durable commit's CPU work. Snapshots are refused (see
+        :meth:`__init__`), so there are none to take.
         """
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        events: list[Any] = []
+        aggregates: dict[UUID, Any] = {}
         for obj in objs:
-            if isinstance(obj, MemoryRecord):
-                processing.events.extend(obj.collect_events())
-                processing.aggregates[obj.id] = obj
-            else:
-                processing.collect_events(obj)
+            events.extend(obj.collect_events())
+            aggregates[obj.id] = obj
         # Events carry transaction times and the log must be in time order; one save (a
         # batch) may hold several commands' events for one aggregate, so put them in order.
         # The sort is stable and each aggregate's events are in time order already.
-        processing.events.sort(key=_event_time)
-        processing.saved_kwargs.update(kwargs)
-        if processing.events:
-            first, last = processing.events[0], processing.events[-1]
-            processing.saved_kwargs[EVENT_TIMES] = (_event_time(first), _event_time(last))
-        recordings = self._record_numbered(processing)
-        for aggregate in processing.aggregates.values():
+        events.sort(key=_event_time)
+        saved = dict(kwargs)
+        if events:
+            saved[EVENT_TIMES] = (_event_time(events[0]), _event_time(events[-1]))
+        recordings = self._put_numbered(events, saved)
+        repository = self.repository
+        if repository.cache is not None and not repository.fastforward:
+            for aggregate_id, aggregate in aggregates.items():
+                repository.cache.put(aggregate_id, aggregate)
+        for aggregate in aggregates.values():
             if isinstance(aggregate, MemoryRecord):
                 self.cache.put(aggregate)
         self._note_recorded(recordings)
-        self._take_snapshots(processing)
-        self._notify(recordings)
         return recordings
 
-    def _record_numbered(self, processing: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
-        """Record the events with their records' numbers; numbered again after the log's
-        count and recorded again if another process created records meanwhile."""
-        created = [e for e in processing.events if isinstance(e, MemoryRecord.Created)]
+    def _put_numbered(self, events: list[Any], saved: dict[str, Any]) -> list[Recording[UUID]]:
+        """Put the events in the store with their records' numbers; numbered again after the
+        log's count and put again if another process created records meanwhile."""
+        created = [e for e in events if isinstance(e, MemoryRecord.Created)]
         numbering = self.numbering
         with numbering.lock:
             for _ in range(NUMBERING_ATTEMPTS):
                 numbers = numbering.assign(created)
                 if numbers is not None:
-                    processing.saved_kwargs[RECORD_NUMBERS] = numbers
+                    saved[RECORD_NUMBERS] = numbers
                 try:
-                    recordings = self._record(processing)
+                    recordings = self.events.put(events, tracking=None, **saved)
                 except RecordNumberBehind as behind:
                     numbering.count = behind.count
                     continue

@@ -1,6 +1,5 @@
 """What every part of the :class:`~membrane_es.engine.Membrane` facade shares: the engine's
-state (set up by :class:`~membrane_es.engine.opening.Opening`), its read side and its
-command bus."""
+state and its construction, its read side and its command bus."""
 
 from __future__ import annotations
 
@@ -13,17 +12,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError
+# eventsourcing's IntegrityError: another writer took an aggregate's next version first.
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
 from membrane_es.embedding.protocol import Embedder
+from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.event_store_unit_of_work import EventStoreUnitOfWork
 from membrane_es.engine.follower import LogFollower
 from membrane_es.errors import (
     ConflictError,
+    IntegrityError,
     MembraneError,
     PositionNotReachedError,
     ReadOnlyError,
@@ -31,9 +34,11 @@ from membrane_es.errors import (
 )
 from membrane_es.log_order import EventTimeBehind
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.schema.validation import check_unit_interval
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load,
 # and the first pause before a retry (doubled each time, with full jitter, so writers in other
@@ -52,24 +57,108 @@ Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 te
 
 
 class EngineCore:
-    """The engine's state, its read side and its command bus; the facade's parts build on it."""
+    """The engine's state (made here, in :meth:`__init__`), its read side and its command
+    bus; the facade's parts build on it."""
 
-    _app: MemoryApplication
-    _clock: MonotonicClock
-    _embedder: Embedder | None
-    _views_dir: Path | None
-    _views: ReadModel
-    _interpreter: Interpreter | None
-    _selection_threshold: float
-    _default_sensitivity: str
-    _consolidation: PeriodicTask | None
-    _write_lock: threading.RLock
-    _batch: threading.local
-    _closed: bool
-    _read_only: bool
-    _follower: LogFollower | None
-    _advanced: threading.Condition  # notified whenever the views' position moves
-    _positions: threading.local  # per thread: the log position of its last write
+    def __init__(
+        self,
+        app: MemoryApplication,
+        clock: MonotonicClock | None = None,
+        embedder: EmbedderChoice = AUTOMATIC,
+        views_dir: Path | None = None,
+        selection_threshold: float = DEFAULT_THRESHOLD,
+        interpreter: Interpreter | None = None,
+        default_sensitivity: str = Sensitivity.LOW.value,
+        *,
+        read_only: bool = False,
+        verify_on_open: bool = False,
+    ) -> None:
+        # What the caller chose (checked first: nothing is opened for a bad argument).
+        self._selection_threshold: float = check_unit_interval(
+            "selection_threshold", selection_threshold
+        )
+        self._default_sensitivity: str = _check_default_sensitivity(default_sensitivity)
+        self._interpreter: Interpreter | None = interpreter
+        self._app: MemoryApplication = app
+        self._clock: MonotonicClock = clock or MonotonicClock()
+        self._embedder_choice = embedder  # resolved once the views say what the store holds
+        self._embedder: Embedder | None = None
+        self._views_dir: Path | None = views_dir
+        self._consolidation: PeriodicTask | None = None
+        self._read_only: bool = read_only
+        self.damage: IntegrityError | None = None
+        # Writes are serialised within the process; a batch's unit of work is per thread.
+        self._write_lock = threading.RLock()
+        self._batch = threading.local()
+        self._closed = False
+        self._follower: LogFollower | None = None
+        self._checkpoint_task: PeriodicTask | None = None
+        self._advanced = threading.Condition()  # notified whenever the views' position moves
+        self._positions = threading.local()  # per thread: the log position of its last write
+        recorder = app.recorder
+        self._checkpoints: Checkpoints | None = None
+        if views_dir is not None:
+            chain_key = getattr(getattr(recorder, "chain", None), "key", b"")
+            self._checkpoints = Checkpoints(
+                views_dir, getattr(recorder, "hash_at", None), chain_key
+            )
+        self._views: ReadModel = ReadModel()
+        try:
+            self._open_views(verify_on_open)
+        except IntegrityError as damage:
+            if not read_only:
+                self._abandon()
+                raise
+            # Forensics: the views hold what could be replayed before the damage.
+            self.damage = damage
+        except BaseException:
+            self._abandon()
+            raise
+        self._checkpointed = self._views.position
+        # The views hold a row per record the log created: new records are numbered after.
+        app.numbering.start(self._views.table.size)
+
+    def _abandon(self) -> None:
+        """Release what a failed open holds (the store may then be opened again)."""
+        self._closed = True
+        try:
+            self._views.close()
+        finally:
+            self._app.close()
+
+    def _open_views(self, verify_on_open: bool) -> None:
+        """Load the sealed checkpoint and replay what follows it (each event checked against
+        the chain); with ``verify_on_open``, first walk the whole chain. A damaged log raises
+        :class:`~membrane_es.errors.IntegrityError` naming the first bad notification."""
+        app = self._app
+        verify = getattr(app.recorder, "verify", None)
+        if verify_on_open and verify is not None:
+            report = verify()
+            if not report.ok:
+                raise IntegrityError(
+                    f"the log fails verification: {report}", report.notification_id
+                )
+        loaded = self._checkpoints.load() if self._checkpoints is not None else None
+        max_id = app.recorder.max_notification_id() or 0
+        if loaded is not None and loaded.position > max_id:
+            # The checkpoint is ahead of this log (a different or restored store): start over.
+            loaded.close()
+            loaded = None
+        if loaded is not None:
+            self._views.close()
+            self._views = loaded
+        self._views.catch_up(app)
+        index = self._views.embeddings
+        stored = index.model if index.dimensions else ""
+        self._embedder = embedder = resolve(self._embedder_choice, stored)
+        if embedder is not None and index.dimensions and index.model != embedder.model:
+            raise MembraneError(
+                f"this store's vectors were made by {index.model!r}; "
+                f"open it with that embedder, not {embedder.model!r}"
+            )
+        last = app.last_event_time()
+        if last is not None:
+            self._clock.observe(last)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -181,7 +270,7 @@ class EngineCore:
                         f"{type(command).__name__} was overtaken {overtaken} times by writers "
                         "with later clocks"
                     ) from None
-                except IntegrityError:
+                except ConcurrentWrite:
                     # Another writer (another process) saved first: reload and try again.
                     lost += 1
                     if lost == CONFLICT_ATTEMPTS:
@@ -223,7 +312,7 @@ class EngineCore:
                     raise ConflictError(
                         "another process wrote events timed after this batch's; nothing was written"
                     ) from None
-                except IntegrityError:
+                except ConcurrentWrite:
                     raise ConflictError(
                         "another writer changed a record this batch revised; nothing was written"
                     ) from None

@@ -1,10 +1,11 @@
-"""The facade's construction and lifecycle: open a store, close it, checkpoint the read side."""
+"""Opening and closing the engine: open an LMDB, PostgreSQL or in-memory store, close it,
+checkpoint or rebuild the read side (the state an engine holds is made by
+:class:`~membrane_es.engine.core.EngineCore`)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -13,14 +14,13 @@ from typing import Self
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
-from membrane_es.engine.checkpoints import Checkpoints
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
 from membrane_es.engine.core import (
     EngineCore,
     _check_default_sensitivity,
 )
 from membrane_es.engine.follower import LogFollower
-from membrane_es.errors import IntegrityError, MembraneError, ReadOnlyError, StoreNotFoundError
+from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -51,104 +51,8 @@ DEFAULT_CHECKPOINT_INTERVAL = 60.0
 
 
 class Opening(EngineCore):
-    """Construction (:meth:`open`, :meth:`open_postgres`, :meth:`in_memory`) and lifecycle of
-    the engine."""
-
-    def __init__(
-        self,
-        app: MemoryApplication,
-        clock: MonotonicClock | None = None,
-        embedder: EmbedderChoice = AUTOMATIC,
-        views_dir: Path | None = None,
-        selection_threshold: float = DEFAULT_THRESHOLD,
-        interpreter: Interpreter | None = None,
-        default_sensitivity: str = Sensitivity.LOW.value,
-        *,
-        read_only: bool = False,
-        verify_on_open: bool = False,
-    ) -> None:
-        self._selection_threshold = check_unit_interval("selection_threshold", selection_threshold)
-        self._default_sensitivity = _check_default_sensitivity(default_sensitivity)
-        self._interpreter = interpreter
-        self._app = app
-        self._clock = clock or MonotonicClock()
-        self._embedder_choice = embedder  # resolved once the views say what the store holds
-        self._embedder = None
-        self._views_dir = views_dir
-        self._consolidation: PeriodicTask | None = None
-        self._read_only = read_only
-        self.damage: IntegrityError | None = None
-        self._write_lock = threading.RLock()
-        self._batch = threading.local()
-        self._closed = False
-        self._follower: LogFollower | None = None
-        self._checkpoint_task: PeriodicTask | None = None
-        self._advanced = threading.Condition()
-        self._positions = threading.local()
-        recorder = app.recorder
-        self._checkpoints = None
-        if views_dir is not None:
-            chain_key = getattr(getattr(recorder, "chain", None), "key", b"")
-            self._checkpoints = Checkpoints(
-                views_dir, getattr(recorder, "hash_at", None), chain_key
-            )
-        self._views = ReadModel()
-        try:
-            self._open_views(verify_on_open)
-        except IntegrityError as damage:
-            if not read_only:
-                self._abandon()
-                raise
-            # Forensics: the views hold what could be replayed before the damage.
-            self.damage = damage
-        except BaseException:
-            self._abandon()
-            raise
-        self._checkpointed = self._views.position
-        # The views hold a row per record the log created: new records are numbered after.
-        app.numbering.start(self._views.table.size)
-
-    def _abandon(self) -> None:
-        """Release what a failed open holds (the store may then be opened again)."""
-        self._closed = True
-        try:
-            self._views.close()
-        finally:
-            self._app.close()
-
-    def _open_views(self, verify_on_open: bool) -> None:
-        """Load the sealed checkpoint and replay what follows it (each event checked against
-        the chain); with ``verify_on_open``, first walk the whole chain. A damaged log raises
-        :class:`~membrane_es.errors.IntegrityError` naming the first bad notification."""
-        app = self._app
-        verify = getattr(app.recorder, "verify", None)
-        if verify_on_open and verify is not None:
-            report = verify()
-            if not report.ok:
-                raise IntegrityError(
-                    f"the log fails verification: {report}", report.notification_id
-                )
-        loaded = self._checkpoints.load() if self._checkpoints is not None else None
-        max_id = app.recorder.max_notification_id() or 0
-        if loaded is not None and loaded.position > max_id:
-            # The checkpoint is ahead of this log (a different or restored store): start over.
-            loaded.close()
-            loaded = None
-        if loaded is not None:
-            self._views.close()
-            self._views = loaded
-        self._views.catch_up(app)
-        index = self._views.embeddings
-        stored = index.model if index.dimensions else ""
-        self._embedder = embedder = resolve(self._embedder_choice, stored)
-        if embedder is not None and index.dimensions and index.model != embedder.model:
-            raise MembraneError(
-                f"this store's vectors were made by {index.model!r}; "
-                f"open it with that embedder, not {embedder.model!r}"
-            )
-        last = app.last_event_time()
-        if last is not None:
-            self._clock.observe(last)
+    """Open a store (:meth:`open`, :meth:`open_postgres`, :meth:`in_memory`), close it,
+    checkpoint or rebuild its views."""
 
     # --- construction -------------------------------------------------------------------
 
