@@ -26,6 +26,8 @@ from membrane_es import __version__
 from membrane_es.ceiling import Caller
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError, ValidationError
+from membrane_es.queries import retrieve_graph as graph_defaults
+from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
@@ -207,7 +209,7 @@ class _Tools:
         self,
         task: str = "",
         memory_types: list[str] | None = None,
-        limit: int = 10,
+        limit: int = DEFAULT_RESULTS,
         min_salience: float = 0.0,
         as_of: str | None = None,
         max_sensitivity: str | None = None,
@@ -229,10 +231,10 @@ class _Tools:
     def retrieve_graph(
         self,
         task: str = "",
-        max_hops: int = 1,
-        root_limit: int = 10,
-        node_limit: int = 25,
-        edge_limit: int = 100,
+        max_hops: int = graph_defaults.DEFAULT_MAX_HOPS,
+        root_limit: int = graph_defaults.DEFAULT_ROOT_LIMIT,
+        node_limit: int = graph_defaults.DEFAULT_NODE_LIMIT,
+        edge_limit: int = graph_defaults.DEFAULT_EDGE_LIMIT,
         memory_types: list[str] | None = None,
         as_of: str | None = None,
         max_sensitivity: str | None = None,

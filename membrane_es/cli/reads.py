@@ -24,6 +24,8 @@ from membrane_es.cli.options import (
     trust_context,
 )
 from membrane_es.errors import ValidationError
+from membrane_es.queries import retrieve_graph as graph_defaults
+from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.rfc3339 import parse_moment
 
@@ -87,7 +89,9 @@ def _retrieve(
     query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
     types: Types = None,
     min_salience: MinSalience = 0.0,
-    limit: Annotated[int, typer.Option("--limit", help="at most this many (0: all)")] = 10,
+    limit: Annotated[
+        int, typer.Option("--limit", help="at most this many (0: all)")
+    ] = DEFAULT_RESULTS,
     include_retracted: IncludeRetracted = False,
     valid_at: Annotated[
         str | None,
@@ -138,12 +142,18 @@ def graph(
     query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
     types: Types = None,
     min_salience: MinSalience = 0.0,
-    root_limit: Annotated[int, typer.Option("--root-limit", help="ranked roots")] = 10,
-    node_limit: Annotated[int, typer.Option("--node-limit", help="nodes in all")] = 25,
-    edge_limit: Annotated[int, typer.Option("--edge-limit", help="edges in all")] = 100,
+    root_limit: Annotated[
+        int, typer.Option("--root-limit", help="ranked roots")
+    ] = graph_defaults.DEFAULT_ROOT_LIMIT,
+    node_limit: Annotated[
+        int, typer.Option("--node-limit", help="nodes in all")
+    ] = graph_defaults.DEFAULT_NODE_LIMIT,
+    edge_limit: Annotated[
+        int, typer.Option("--edge-limit", help="edges in all")
+    ] = graph_defaults.DEFAULT_EDGE_LIMIT,
     max_hops: Annotated[
         int, typer.Option("--max-hops", help="relations followed from a root (0: roots only)")
-    ] = 1,
+    ] = graph_defaults.DEFAULT_MAX_HOPS,
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,

@@ -14,6 +14,9 @@ from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.validation import VectorInput
 
+# How many entities a term finds unless told (the reference's ``FindEntitiesByTerm``).
+DEFAULT_ENTITY_LIMIT = 10
+
 
 class UnitOfWork(Protocol):
     """Loads aggregates, hands out event times, and saves every touched aggregate at once."""
@@ -45,10 +48,12 @@ class UnitOfWork(Protocol):
     # committed store, and leave out retracted records. The records returned are the
     # current state and must not be mutated.
 
-    def find_entities(self, term: str, scope: str, limit: int = 10) -> list[RecordData]:
+    def find_entities(
+        self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
+    ) -> list[RecordData]:
         """Entity records whose canonical name or an alias is ``term`` (trimmed,
         lower-cased), scoped to ``scope`` or unscoped; exact-scope matches first, then by id;
-        at most ``limit`` (≤ 0: 10). A blank term finds nothing."""
+        at most ``limit`` (≤ 0: :data:`DEFAULT_ENTITY_LIMIT`). A blank term finds nothing."""
         ...
 
     def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:

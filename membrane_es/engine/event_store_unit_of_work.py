@@ -15,6 +15,7 @@ from membrane_es.aggregates.memory_record import MemoryRecord
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import pack, record_embedding
@@ -102,7 +103,9 @@ class EventStoreUnitOfWork:
     def interpreter(self) -> Interpreter | None:
         return self._interpreter
 
-    def find_entities(self, term: str, scope: str, limit: int = 10) -> list[RecordData]:
+    def find_entities(
+        self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
+    ) -> list[RecordData]:
         """Entities named ``term`` in ``scope`` or unscoped (the reference's
         ``FindEntitiesByTerm``): from the entity-term index, plus entities created earlier in
         this unit of work; retracted ones left out."""
@@ -224,9 +227,6 @@ class EventStoreUnitOfWork:
         """Forget pending work; cached aggregates were copies, so nothing else to undo."""
         self._pending.clear()
         self._unembedded.clear()
-
-
-DEFAULT_ENTITY_LIMIT = 10
 
 
 def _entity_terms(payload: EntityPayload) -> set[str]:

@@ -77,6 +77,9 @@ LAYERS: tuple[MemoryType, ...] = (
 )
 SELECTABLE = frozenset({MemoryType.COMPETENCE, MemoryType.PLAN_GRAPH})
 LEXICAL_SCORED = 1024  # lexical matches given an exact similarity however far their vectors
+# How many records the command line and the MCP tool return unless told (an agent reads a
+# short list; the Python API's default, 0, returns every match).
+DEFAULT_RESULTS = 10
 
 
 class Retrieve(msgspec.Struct, kw_only=True, frozen=True):
