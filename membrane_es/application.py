@@ -19,7 +19,7 @@ from eventsourcing.application import (
 )
 
 from membrane_es.aggregates.identity import record_key
-from membrane_es.aggregates.memory_record import MemoryRecord, redact_state
+from membrane_es.aggregates.memory_record import RecordAggregate, redact_state
 from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
@@ -63,7 +63,7 @@ class MemoryApplication(Application):
             self.factory.close()
             raise
         assert isinstance(self.mapper, MsgspecMapper)
-        self.mapper.sealer = ContentSealer(self.keys, MemoryRecord.Created)
+        self.mapper.sealer = ContentSealer(self.keys, RecordAggregate.Created)
         self.cache = RecordCache(CACHE_SIZE)
         # Every event up to this log position is reflected in the cache: a load compares it
         # with the log's head (one read) rather than asking the store for newer events of
@@ -74,17 +74,17 @@ class MemoryApplication(Application):
 
     # --- loading --------------------------------------------------------------------------
 
-    def load(self, record_id: str) -> MemoryRecord:
+    def load(self, record_id: str) -> RecordAggregate:
         """The record's current aggregate (a private copy), or :class:`NotFoundError`."""
         return self._load(record_id, self._keep_cache_coherent())
 
-    def load_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+    def load_many(self, record_ids: Sequence[str]) -> list[RecordAggregate]:
         """:meth:`load` of each record, in order; the log's head is read once for them all
         (a read that returns ten records would otherwise read it ten times)."""
         seen = self._keep_cache_coherent()
         return [self._load(record_id, seen) for record_id in record_ids]
 
-    def _load(self, record_id: str, seen: int) -> MemoryRecord:
+    def _load(self, record_id: str, seen: int) -> RecordAggregate:
         """Load through the cache; ``seen``: the log's head, read after the cache was made
         coherent with it (a load from the store reflects at least that)."""
         key = record_key(record_id)
@@ -94,7 +94,7 @@ class MemoryApplication(Application):
                 loaded = self.repository.get(key, projector_func=_project)
             except AggregateNotFoundError:
                 raise NotFoundError(record_id) from None
-            assert isinstance(loaded, MemoryRecord)
+            assert isinstance(loaded, RecordAggregate)
             cached = loaded
             with self._coherence_lock:
                 # Cache it only if no refresh has moved past what it saw: a refresh meanwhile
@@ -159,7 +159,7 @@ class MemoryApplication(Application):
             for aggregate_id, aggregate in aggregates.items():
                 repository.cache.put(aggregate_id, aggregate)
         for aggregate in aggregates.values():
-            if isinstance(aggregate, MemoryRecord):
+            if isinstance(aggregate, RecordAggregate):
                 self.cache.put(aggregate)
         self._note_recorded(recordings)
         return recordings
@@ -167,7 +167,7 @@ class MemoryApplication(Application):
     def _put_numbered(self, events: list[Any], saved: dict[str, Any]) -> list[Recording[UUID]]:
         """Put the events in the store with their records' numbers; numbered again after the
         log's count and put again if another process created records meanwhile."""
-        created = [e for e in events if isinstance(e, MemoryRecord.Created)]
+        created = [e for e in events if isinstance(e, RecordAggregate.Created)]
         numbering = self.numbering
         with numbering.lock:
             for _ in range(NUMBERING_ATTEMPTS):
@@ -183,14 +183,14 @@ class MemoryApplication(Application):
                 return recordings
         raise RecordNumberBehind(numbering.count or 0, 0)
 
-    def load_as_of(self, record_id: str, moment: datetime) -> MemoryRecord:
+    def load_as_of(self, record_id: str, moment: datetime) -> RecordAggregate:
         """The record as it stood at ``moment``: its events up to then, replayed — redacted
         if it has been forgotten since (erasure reaches into the past)."""
-        aggregate: MemoryRecord | None = None
+        aggregate: RecordAggregate | None = None
         forgotten = False
         event: Any
         for event in self.events.get(record_key(record_id)):
-            if isinstance(event, MemoryRecord.Forgotten):
+            if isinstance(event, RecordAggregate.Forgotten):
                 forgotten = True
             elif event.timestamp <= moment:
                 aggregate = event.mutate(aggregate)
@@ -210,7 +210,7 @@ class MemoryApplication(Application):
         events = list(self.events.get(record_key(record_id)))
         if not events:
             raise NotFoundError(record_id)
-        if any(isinstance(event, MemoryRecord.Forgotten) for event in events):
+        if any(isinstance(event, RecordAggregate.Forgotten) for event in events):
             events[0] = redacted_creation(events[0])
         return events
 

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from uuid import UUID
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 
 
 class RecordCache:
@@ -18,17 +18,17 @@ class RecordCache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[UUID, MemoryRecord] = OrderedDict()
+        self._items: OrderedDict[UUID, RecordAggregate] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: UUID) -> MemoryRecord | None:
+    def get(self, key: UUID) -> RecordAggregate | None:
         with self._lock:
             aggregate = self._items.get(key)
             if aggregate is not None:
                 self._items.move_to_end(key)
             return aggregate
 
-    def put(self, aggregate: MemoryRecord) -> None:
+    def put(self, aggregate: RecordAggregate) -> None:
         with self._lock:
             current = self._items.get(aggregate.id)
             if current is not None and current.version > aggregate.version:

@@ -1,6 +1,6 @@
-"""The write-side domain: the ``MemoryRecord`` aggregate and its events."""
+"""The write-side domain: the ``RecordAggregate`` aggregate and its events."""
 
 from membrane_es.aggregates.identity import new_record_id, record_key
-from membrane_es.aggregates.memory_record import MemoryRecord, RecordState
+from membrane_es.aggregates.memory_record import RecordAggregate, RecordState
 
-__all__ = ["MemoryRecord", "RecordState", "new_record_id", "record_key"]
+__all__ = ["RecordAggregate", "RecordState", "new_record_id", "record_key"]

@@ -1,4 +1,4 @@
-"""The ``MemoryRecord`` aggregate: one memory, rebuilt from its immutable events.
+"""The ``RecordAggregate`` aggregate: one memory, rebuilt from its immutable events.
 
 A record's *content* (type, payload, scope, sensitivity, tags, initial relations) is fixed by
 its ``Created`` event. Every later event changes only a small *state*: the salience base and
@@ -12,11 +12,10 @@ contest) refuse episodic records: raw experience is evidence and never rewritten
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 from eventsourcing.domain import Aggregate
-from eventsourcing.domain import Snapshot as AggregateSnapshot
 
 from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
@@ -73,29 +72,32 @@ class RecordState(msgspec.Struct, kw_only=True):
     forgotten: bool = False
 
 
-class SnapshotState(TypedDict):
-    """The typed shape of a snapshot's ``state`` dict, so the codec can restore Structs."""
-
-    _created_on: datetime
-    _modified_on: datetime
-    state: RecordState
+# Stored events name their classes by topic. The aggregate was first called ``MemoryRecord``
+# (a name the schema's record data also bears); explicit topics keep the names in every log
+# and export as they were written.
+AGGREGATE_TOPIC = "membrane_es.aggregates.memory_record:MemoryRecord"
 
 
-class MemoryRecord(Aggregate):
-    """One memory record as an event-sourced aggregate."""
+def _topic(event: str) -> str:
+    return f"{AGGREGATE_TOPIC}.{event}"
+
+
+class RecordAggregate(Aggregate):
+    """One memory record as an event-sourced aggregate (its content and state as data:
+    :class:`~membrane_es.schema.records.MemoryRecord`). No snapshots: the application refuses
+    them (a snapshot would hold content outside the sealed box erasure destroys)."""
+
+    TOPIC = AGGREGATE_TOPIC
 
     if TYPE_CHECKING:  # assigned by Created.apply; not a constructor argument
         state: RecordState
-
-    class Snapshot(AggregateSnapshot):
-        """A snapshot whose state is typed, so the codec restores the record Structs."""
-
-        state: SnapshotState  # type: ignore[assignment]
 
     # --- events --------------------------------------------------------------------------
 
     class Created(Aggregate.Created):
         """The record came into being with this content."""
+
+        TOPIC = _topic("Created")
 
         record: RecordData
         actor: str
@@ -148,12 +150,18 @@ class MemoryRecord(Aggregate):
         # The audit action this event is filed under; events outside the reference's seven
         # actions (relations, pins) appear in history but not in the record's audit log.
         action: ClassVar[str] = ""
+        TOPIC: ClassVar[str]  # see __init_subclass__
+
+        def __init_subclass__(cls, **kwargs: Any) -> None:
+            super().__init_subclass__(**kwargs)
+            if "TOPIC" not in cls.__dict__:  # each event class its own topic, by its name
+                cls.TOPIC = _topic(cls.__name__)
 
         def audit_rationale(self) -> str:
             """The rationale as the audit log words it."""
             return self.rationale
 
-        def audit(self, aggregate: MemoryRecord) -> None:
+        def audit(self, aggregate: RecordAggregate) -> None:
             if self.action in _AUDIT_ACTIONS:
                 aggregate.state.audit.append(
                     AuditEntry(
@@ -164,7 +172,7 @@ class MemoryRecord(Aggregate):
                     )
                 )
 
-        def retract(self, aggregate: MemoryRecord) -> None:
+        def retract(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             state.salience_base = 0.0
             state.salience_anchor = self.timestamp
@@ -182,7 +190,7 @@ class MemoryRecord(Aggregate):
 
         by_id: str
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
             aggregate.state.superseded_by = self.by_id
             self.audit(aggregate)
@@ -197,7 +205,7 @@ class MemoryRecord(Aggregate):
 
         to_id: str
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             self.audit(aggregate)
 
     class MergedInto(Event):
@@ -210,7 +218,7 @@ class MemoryRecord(Aggregate):
 
         into_id: str
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
             aggregate.state.merged_into = self.into_id
             self.audit(aggregate)
@@ -226,7 +234,7 @@ class MemoryRecord(Aggregate):
 
         valid_until: datetime | None = None
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
             self.audit(aggregate)
 
@@ -237,7 +245,7 @@ class MemoryRecord(Aggregate):
 
         contesting_ref: str
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             state.status = RevisionStatus.CONTESTED.value
             state.updated_at = self.timestamp
@@ -260,7 +268,7 @@ class MemoryRecord(Aggregate):
 
         salience: float
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             state.salience_base = self.salience
             state.salience_anchor = self.timestamp
@@ -281,7 +289,7 @@ class MemoryRecord(Aggregate):
         amount: float
         salience: float
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             state.salience_base = self.salience
             state.salience_anchor = self.timestamp
@@ -295,7 +303,7 @@ class MemoryRecord(Aggregate):
 
         relation: Relation
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             _put_relation(aggregate.state.relations, self.relation)
 
     class OutcomeRecorded(Event):
@@ -308,7 +316,7 @@ class MemoryRecord(Aggregate):
 
         status: str
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             state.outcome = self.status
             state.updated_at = self.timestamp
@@ -327,7 +335,7 @@ class MemoryRecord(Aggregate):
 
         action: ClassVar[str] = "pin"
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             # Freeze salience at its value now; it stays there while pinned.
             state.salience_base = aggregate.salience(self.timestamp)
@@ -340,7 +348,7 @@ class MemoryRecord(Aggregate):
 
         action: ClassVar[str] = "unpin"
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             state = aggregate.state
             # Decay resumes from the pinned value, starting now.
             state.salience_anchor = self.timestamp
@@ -361,7 +369,7 @@ class MemoryRecord(Aggregate):
                 return f"forgotten with {self.cascade_of}: {self.rationale}"
             return f"forgotten: {self.rationale}"
 
-        def apply(self, aggregate: MemoryRecord) -> None:
+        def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
             redact_state(aggregate.state)
             self.audit(aggregate)
@@ -377,7 +385,7 @@ class MemoryRecord(Aggregate):
         rationale: str,
         at: datetime,
         embedding: Embedding | None = None,
-    ) -> MemoryRecord:
+    ) -> RecordAggregate:
         """A new record aggregate; ``record.id`` must already be set."""
         return cls._create(
             cls.Created,
@@ -454,7 +462,7 @@ class MemoryRecord(Aggregate):
             audit_log=list(state.audit),
         )
 
-    def copy(self) -> MemoryRecord:
+    def copy(self) -> RecordAggregate:
         """An independent copy for one command to change.
 
         Events only assign state fields and add to its lists, and never touch ``content``,

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from membrane_es.aggregates.identity import new_record_id
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.inputs import (
     policy_error,
     resolve_sensitivity,
@@ -127,10 +127,10 @@ def build_record(
     )
 
 
-def create_ingested(record: RecordData, kind: str, source: str, uow: UnitOfWork) -> MemoryRecord:
+def create_ingested(record: RecordData, kind: str, source: str, uow: UnitOfWork) -> RecordAggregate:
     """The aggregate of a built record, audited as the ingestion service's creation."""
     validate_record(record)
-    return MemoryRecord.create(
+    return RecordAggregate.create(
         record,
         actor=INGESTION_ACTOR,
         rationale=f"Ingested {kind} from {source}",

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.aggregates.identity import new_record_id
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.capture import inverse_predicate
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.decay import engine_profile
@@ -86,10 +86,10 @@ def write_derived(
         relations=relations,
     )
     validate_record(record)
-    created = MemoryRecord.create(
+    created = RecordAggregate.create(
         record, actor=actor, rationale=rationale, at=at, embedding=uow.embed(record)
     )
-    touched: dict[str, MemoryRecord] = {}
+    touched: dict[str, RecordAggregate] = {}
     for predicate, target in dict.fromkeys(links):
         entity = touched.get(target) or uow.get(target)
         touched[target] = entity
@@ -124,7 +124,7 @@ def reinforce_from(
     return True
 
 
-def derived_sources(aggregate: MemoryRecord) -> set[str]:
+def derived_sources(aggregate: RecordAggregate) -> set[str]:
     """The records this one has a ``derived_from`` relation to."""
     return {r.target_id for r in aggregate.state.relations if r.predicate == DERIVED_FROM}
 

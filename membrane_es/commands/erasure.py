@@ -15,7 +15,7 @@ that stays, or a fact derived from two episodes of which one stays, is kept.
 
 from __future__ import annotations
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.messages import Forget
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import ErasureUnsupportedError, ForgottenError, ValidationError
@@ -72,7 +72,7 @@ def _derived_from(uow: UnitOfWork, record_id: str) -> list[str]:
 
 
 def _only_evidence_forgotten(
-    uow: UnitOfWork, aggregate: MemoryRecord, doomed: dict[str, MemoryRecord]
+    uow: UnitOfWork, aggregate: RecordAggregate, doomed: dict[str, RecordAggregate]
 ) -> bool:
     """Whether ``aggregate`` was created from a doomed record and all its evidence is gone."""
     born_of = {r.target_id for r in aggregate.state.content.relations if r.predicate in EVIDENCE}

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.aggregates.identity import new_record_id
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.capture import capture_memory
 from membrane_es.commands.consolidation import consolidate
 from membrane_es.commands.erasure import forget
@@ -79,7 +79,7 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
     _check_relation_targets(record, "record", uow)
     _check_new_id(record.id, uow)
     at = uow.now()
-    aggregate = MemoryRecord.create(
+    aggregate = RecordAggregate.create(
         _stamped(record, at, keep_created=True),
         actor=cmd.actor,
         rationale=cmd.rationale,
@@ -145,7 +145,7 @@ def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
 
 def _revision_record(
     new: RecordData,
-    sources: list[MemoryRecord],
+    sources: list[RecordAggregate],
     field: str,
     uow: UnitOfWork,
     *,
@@ -174,10 +174,10 @@ def _create_revision(
     cmd: Command,
     at: datetime,
     uow: UnitOfWork,
-    sources: list[MemoryRecord],
+    sources: list[RecordAggregate],
 ) -> RecordData:
     """Create the revision's new record and save it with its sources in one write."""
-    created = MemoryRecord.create(
+    created = RecordAggregate.create(
         _stamped(new, at), actor=cmd.actor, rationale=rationale, at=at, embedding=uow.embed(new)
     )
     uow.save(*sources, created)
@@ -190,7 +190,7 @@ def _create_revision(
 def _change_one(
     cmd: Retract | Reinforce | Penalize | Pin | Unpin,
     uow: UnitOfWork,
-    change: Callable[[MemoryRecord, datetime], None],
+    change: Callable[[RecordAggregate, datetime], None],
 ) -> None:
     """The shape of every single-record change: check, load, change at the next time, save."""
     check_id("id", cmd.record_id)

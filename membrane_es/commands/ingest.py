@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.builders import (
     EVENT,
     INGESTION_ACTOR,
@@ -154,7 +154,7 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> RecordData:
     subject_entity = _entity_named(subject, scope, uow)
     object_entity = _entity_named(obj, scope, uow)
     at = uow.now()  # after loading: every event here is later than what it builds on
-    touched: list[MemoryRecord] = []
+    touched: list[RecordAggregate] = []
     relations: list[Relation] = []
     if subject_entity is not None:
         subject = subject_entity.record_id
@@ -281,7 +281,7 @@ def _constraints(values: list[Any]) -> list[Constraint]:
         raise ValidationError("active_constraints", str(exc)) from None
 
 
-def _entity_named(term: Any, scope: str, uow: UnitOfWork) -> MemoryRecord | None:
+def _entity_named(term: Any, scope: str, uow: UnitOfWork) -> RecordAggregate | None:
     """The entity ``FindEntitiesByTerm(term, scope, 1)`` finds, as an aggregate to relate."""
     if not isinstance(term, str):
         return None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import Embedding
@@ -21,7 +21,7 @@ DEFAULT_ENTITY_LIMIT = 10
 class UnitOfWork(Protocol):
     """Loads aggregates, hands out event times, and saves every touched aggregate at once."""
 
-    def get(self, record_id: str) -> MemoryRecord:
+    def get(self, record_id: str) -> RecordAggregate:
         """The record's aggregate; :class:`~membrane_es.errors.NotFoundError` if none."""
         ...
 
@@ -33,7 +33,7 @@ class UnitOfWork(Protocol):
         """The next event time: strictly later than every earlier one."""
         ...
 
-    def save(self, *aggregates: MemoryRecord) -> None:
+    def save(self, *aggregates: RecordAggregate) -> None:
         """Append all pending events of these aggregates in one atomic write."""
         ...
 

@@ -11,7 +11,7 @@ from uuid import UUID
 import numpy as np
 from eventsourcing.application import Recording
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
@@ -47,16 +47,16 @@ class EventStoreUnitOfWork:
         self._embedder = embedder
         self._views = views
         self._interpreter = interpreter
-        self._loaded: dict[str, MemoryRecord] = {}
-        self._created: dict[str, MemoryRecord] = {}
-        self._pending: dict[str, MemoryRecord] = {}
+        self._loaded: dict[str, RecordAggregate] = {}
+        self._created: dict[str, RecordAggregate] = {}
+        self._pending: dict[str, RecordAggregate] = {}
         self.deferred = False
         self.recordings: list[Recording[UUID]] = []  # what the commits wrote, in log order
         # Vectors the embedder still owes, with the search text of each: filled in at commit,
         # all in one model call (a capture's records, or a whole batch's).
         self._unembedded: list[tuple[Embedding, str]] = []
 
-    def get(self, record_id: str) -> MemoryRecord:
+    def get(self, record_id: str) -> RecordAggregate:
         known = self._created.get(record_id) or self._loaded.get(record_id)
         if known is None:
             known = self._loaded[record_id] = self._app.load(record_id)
@@ -73,7 +73,7 @@ class EventStoreUnitOfWork:
     def now(self) -> datetime:
         return self._clock.now()
 
-    def save(self, *aggregates: MemoryRecord) -> None:
+    def save(self, *aggregates: RecordAggregate) -> None:
         for aggregate in aggregates:
             if aggregate.version == 1 and aggregate.pending_events:
                 self._created.setdefault(aggregate.record_id, aggregate)

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.aggregates.identity import record_key
-from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.embedding.record_text import search_text, trigger_text
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.schema.entries import (

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.projections.metrics import ACTION_CODE, figure_of
@@ -103,7 +103,7 @@ class ViewWrites:
 
     # --- handlers: each notes one event's changes; returns the row whose state changed -----
 
-    def created(self, event: MemoryRecord.Created, at: int) -> int:
+    def created(self, event: RecordAggregate.Created, at: int) -> int:
         record, moment, table = event.record, event.timestamp, self.table
         row = table.register(record.id, event.originator_id)
         values = table.content_values(record, at, moment)
@@ -141,7 +141,7 @@ class ViewWrites:
         self.erased.add(row)
         return row
 
-    def contested(self, event: MemoryRecord.Contested, at: int) -> int:
+    def contested(self, event: RecordAggregate.Contested, at: int) -> int:
         row, state = self._state(event, at)
         state[_STATUS] = STATUS_CONTESTED
         if event.contesting_ref:
@@ -154,12 +154,12 @@ class ViewWrites:
             self.model.graph.add(self.table.ids[row], relation)
         return row
 
-    def reinforced(self, event: MemoryRecord.Reinforced, at: int) -> int:
+    def reinforced(self, event: RecordAggregate.Reinforced, at: int) -> int:
         row, state = self._state(event, at)
         state[_BASE], state[_ANCHOR], state[_LAST] = event.salience, at, at
         return row
 
-    def penalized(self, event: MemoryRecord.Penalized, at: int) -> int:
+    def penalized(self, event: RecordAggregate.Penalized, at: int) -> int:
         row, state = self._state(event, at)
         state[_BASE], state[_ANCHOR] = event.salience, at
         return row
@@ -168,7 +168,7 @@ class ViewWrites:
         row, _ = self._state(event, at)
         return row
 
-    def pinned(self, event: MemoryRecord.Pinned, at: int) -> int:
+    def pinned(self, event: RecordAggregate.Pinned, at: int) -> int:
         row, state = self._state(event, at)
         # Salience frozen at its value now: computed from the row's columns, so what is
         # noted so far for it is written first.
@@ -180,12 +180,12 @@ class ViewWrites:
         state[_ANCHOR], state[_PINNED] = at, True
         return row
 
-    def unpinned(self, event: MemoryRecord.Unpinned, at: int) -> int:
+    def unpinned(self, event: RecordAggregate.Unpinned, at: int) -> int:
         row, state = self._state(event, at)
         state[_ANCHOR], state[_PINNED] = at, False
         return row
 
-    def relation_added(self, event: MemoryRecord.RelationAdded, at: int) -> None:
+    def relation_added(self, event: RecordAggregate.RelationAdded, at: int) -> None:
         table = self.table
         self.model.graph.add(table.ids[table.row_of_key[event.originator_id]], event.relation)
 
@@ -214,18 +214,18 @@ Handler = Callable[[ViewWrites, Any, int], "int | None"]
 
 # The one table: how each record event class changes the views (exact classes).
 HANDLERS: dict[type, Handler] = {
-    MemoryRecord.Created: ViewWrites.created,
-    MemoryRecord.Superseded: ViewWrites.retracted,
-    MemoryRecord.MergedInto: ViewWrites.retracted,
-    MemoryRecord.Retracted: ViewWrites.retracted,
-    MemoryRecord.Forgotten: ViewWrites.forgotten,
-    MemoryRecord.Contested: ViewWrites.contested,
-    MemoryRecord.Reinforced: ViewWrites.reinforced,
-    MemoryRecord.Penalized: ViewWrites.penalized,
-    MemoryRecord.RelationAdded: ViewWrites.relation_added,
-    MemoryRecord.OutcomeRecorded: ViewWrites.touched,
-    MemoryRecord.Pinned: ViewWrites.pinned,
-    MemoryRecord.Unpinned: ViewWrites.unpinned,
+    RecordAggregate.Created: ViewWrites.created,
+    RecordAggregate.Superseded: ViewWrites.retracted,
+    RecordAggregate.MergedInto: ViewWrites.retracted,
+    RecordAggregate.Retracted: ViewWrites.retracted,
+    RecordAggregate.Forgotten: ViewWrites.forgotten,
+    RecordAggregate.Contested: ViewWrites.contested,
+    RecordAggregate.Reinforced: ViewWrites.reinforced,
+    RecordAggregate.Penalized: ViewWrites.penalized,
+    RecordAggregate.RelationAdded: ViewWrites.relation_added,
+    RecordAggregate.OutcomeRecorded: ViewWrites.touched,
+    RecordAggregate.Pinned: ViewWrites.pinned,
+    RecordAggregate.Unpinned: ViewWrites.unpinned,
 }
 
 
@@ -244,7 +244,7 @@ def _dispatch_of(cls: type) -> tuple[Handler, int | None]:
     """(handler, audit action code or None) of an event class, cached."""
     known = _DISPATCH.get(cls)
     if known is None:
-        is_record_event = issubclass(cls, MemoryRecord.Event)
+        is_record_event = issubclass(cls, RecordAggregate.Event)
         handler = HANDLERS.get(cls, _audit_only if is_record_event else _skip)
         code = ACTION_CODE.get(getattr(cls, "action", "")) if is_record_event else None
         known = _DISPATCH[cls] = (handler, code)

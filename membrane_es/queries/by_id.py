@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.errors import AccessDeniedError
 from membrane_es.queries.trust import allows
 from membrane_es.schema.records import MemoryRecord, TrustContext, copy_record

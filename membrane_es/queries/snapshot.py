@@ -27,7 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.record_table import RecordTable, State
 from membrane_es.projections.timecodes import micros

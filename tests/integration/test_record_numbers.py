@@ -13,7 +13,7 @@ import pytest
 
 from membrane_es import Membrane
 from membrane_es._lmdb_format import RECORDS_KEY
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.schema.entries import EntryPatch, NewEntry
 
 WRITERS = 3
@@ -28,7 +28,7 @@ def created_numbers(memory: Membrane) -> list[int]:
     for notification in recorder.select_notifications(start=1, limit=10**6):
         if notification.originator_version == 1:
             event: Any = mapper.to_domain_event(notification)
-            assert isinstance(event, MemoryRecord.Created)
+            assert isinstance(event, RecordAggregate.Created)
             numbers.append(event.number)
     return numbers
 

@@ -1,4 +1,4 @@
-"""The ``MemoryRecord`` aggregate, given/when/then, and the shape of its events.
+"""The ``RecordAggregate`` aggregate, given/when/then, and the shape of its events.
 
 Events are past tense and carry who and why; the audit log is derived from them; event
 times strictly increase, within one operation and across the whole log.
@@ -17,7 +17,7 @@ import pytest
 from eventsourcing.domain import DomainEvent
 
 from membrane_es import EpisodicImmutableError, Membrane
-from membrane_es.aggregates import MemoryRecord, record_key
+from membrane_es.aggregates import RecordAggregate, record_key
 from membrane_es.clock import MonotonicClock
 from membrane_es.schema import (
     AuditEntry,
@@ -38,21 +38,21 @@ LATER = START + timedelta(days=1)
 def event_classes() -> list[type[DomainEvent]]:
     return [
         value
-        for value in vars(MemoryRecord).values()
+        for value in vars(RecordAggregate).values()
         if isinstance(value, type)
         and issubclass(value, DomainEvent)
-        and value not in (MemoryRecord.Event, MemoryRecord.Snapshot)
+        and value is not RecordAggregate.Event
     ]
 
 
-def new_fact(record_id: str = "fact-1", salience: float = 0.8) -> MemoryRecord:
+def new_fact(record_id: str = "fact-1", salience: float = 0.8) -> RecordAggregate:
     record = RecordData(
         id=record_id,
         type=MemoryType.SEMANTIC,
         salience=salience,
         payload=SemanticPayload(subject="api", predicate="port", object=8080),
     )
-    return MemoryRecord.create(record, actor="system", rationale="Initial creation", at=START)
+    return RecordAggregate.create(record, actor="system", rationale="Initial creation", at=START)
 
 
 def log_events(memory: Membrane) -> list[Any]:
@@ -113,7 +113,7 @@ def test_created_event_stores_no_audit_entry() -> None:
 
     (created,) = record.collect_events()
 
-    assert isinstance(created, MemoryRecord.Created)
+    assert isinstance(created, RecordAggregate.Created)
     assert created.record.audit_log == []
 
 
@@ -208,7 +208,7 @@ def test_reinforced_event_records_the_new_base() -> None:
     record.reinforce(actor="a", rationale="r", at=START)
 
     (_, reinforced) = record.collect_events()
-    assert isinstance(reinforced, MemoryRecord.Reinforced)
+    assert isinstance(reinforced, RecordAggregate.Reinforced)
     assert reinforced.salience == pytest.approx(0.6)
 
 
@@ -218,13 +218,13 @@ def test_penalized_event_records_amount_and_new_base() -> None:
     record.penalize(0.2, actor="a", rationale="r", at=START)
 
     (_, penalized) = record.collect_events()
-    assert isinstance(penalized, MemoryRecord.Penalized)
+    assert isinstance(penalized, RecordAggregate.Penalized)
     assert (penalized.amount, penalized.salience) == (0.2, pytest.approx(0.3))
 
 
 def test_episodic_record_refuses_revision_and_emits_nothing() -> None:
     data = RecordData(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
-    record = MemoryRecord.create(data, actor="a", rationale="r", at=START)
+    record = RecordAggregate.create(data, actor="a", rationale="r", at=START)
 
     with pytest.raises(EpisodicImmutableError):
         record.retract(actor="a", rationale="r", at=START + TICK)
@@ -234,7 +234,7 @@ def test_episodic_record_refuses_revision_and_emits_nothing() -> None:
 
 def test_outcome_shows_in_the_episodic_payload() -> None:
     data = RecordData(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
-    record = MemoryRecord.create(data, actor="a", rationale="r", at=START)
+    record = RecordAggregate.create(data, actor="a", rationale="r", at=START)
 
     record.record_outcome("failure", actor="runner", rationale="", at=START + TICK)
 

@@ -15,9 +15,9 @@ from eventsourcing.cipher import AESCipher
 from eventsourcing.compressor import ZlibCompressor
 from eventsourcing.domain import Aggregate, DomainEvent
 from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
-from eventsourcing.utils import Environment, get_topic, register_topic
+from eventsourcing.utils import Environment, get_topic, register_topic, resolve_topic
 
-from membrane_es.aggregates import MemoryRecord, RecordState
+from membrane_es.aggregates import RecordAggregate
 from membrane_es.codec import MsgpackTranscoder, MsgspecMapper
 from membrane_es.schema import MemoryRecord as RecordData
 from membrane_es.schema import (
@@ -84,9 +84,11 @@ def a_record(record_id: str = "fact-1") -> RecordData:
     )
 
 
-def aggregate_with_every_event() -> MemoryRecord:
+def aggregate_with_every_event() -> RecordAggregate:
     """A record that went through every kind of change (events still pending)."""
-    record = MemoryRecord.create(a_record(), actor="system", rationale="Initial creation", at=START)
+    record = RecordAggregate.create(
+        a_record(), actor="system", rationale="Initial creation", at=START
+    )
     at = START
     steps: list[Callable[[datetime], None]] = [
         lambda t: record.add_relation(
@@ -121,10 +123,10 @@ def event_classes() -> list[type[DomainEvent]]:
     return sorted(
         (
             value
-            for value in vars(MemoryRecord).values()
+            for value in vars(RecordAggregate).values()
             if isinstance(value, type)
             and issubclass(value, DomainEvent)
-            and value not in (MemoryRecord.Event, MemoryRecord.Snapshot)
+            and value is not RecordAggregate.Event
         ),
         key=lambda cls: cls.__name__,
     )
@@ -198,7 +200,7 @@ def test_encryption_hides_the_content() -> None:
 
 def test_compression_shrinks_a_repetitive_payload() -> None:
     record = msgspec.structs.replace(a_record(), payload=SemanticPayload(object="abc" * 10_000))
-    event = MemoryRecord.create(record, actor="a", rationale="r", at=START).collect_events()[0]
+    event = RecordAggregate.create(record, actor="a", rationale="r", at=START).collect_events()[0]
 
     assert (
         len(compressed().to_stored_event(event).state)
@@ -219,35 +221,6 @@ def test_corrupt_state_fails_loudly() -> None:
 
     with pytest.raises(MapperDeserialisationError):
         plain().to_domain_event(broken)
-
-
-# --- snapshot ---------------------------------------------------------------------------------
-
-
-def test_snapshot_round_trips_with_typed_state(mapper: MsgspecMapper) -> None:
-    aggregate = aggregate_with_every_event()
-    snapshot = MemoryRecord.Snapshot.take(aggregate)
-
-    loaded: Any = mapper.to_domain_event(mapper.to_stored_event(snapshot))
-
-    assert loaded == snapshot
-    state = loaded.state["state"]
-    assert isinstance(state, RecordState)
-    assert isinstance(state.content, RecordData)
-    assert isinstance(state.relations[0], Relation)
-    assert isinstance(loaded.state["_created_on"], datetime)
-
-
-def test_snapshot_restores_the_same_record(mapper: MsgspecMapper) -> None:
-    aggregate = aggregate_with_every_event()
-    snapshot = MemoryRecord.Snapshot.take(aggregate)
-
-    loaded: Any = mapper.to_domain_event(mapper.to_stored_event(snapshot))
-    restored = loaded.mutate(None)
-
-    moment = START + timedelta(days=2)
-    assert restored.version == aggregate.version
-    assert restored.view(moment) == aggregate.view(moment)
 
 
 # --- schema evolution -------------------------------------------------------------------------
@@ -353,3 +326,16 @@ def test_transcoder_writes_uuids_as_strings() -> None:
     transcoder = MsgpackTranscoder()
 
     assert transcoder.decode(transcoder.encode([key])) == [str(key)]
+
+
+# --- topics -----------------------------------------------------------------------------------
+
+
+def test_stored_topics_keep_the_names_logs_were_written_with() -> None:
+    """Every log and export names the aggregate and its events as first written; renaming a
+    class must not change them (explicit topics)."""
+    first = "membrane_es.aggregates.memory_record:MemoryRecord"
+    assert get_topic(RecordAggregate) == first
+    for cls in event_classes():
+        assert get_topic(cls) == f"{first}.{cls.__name__}"
+        assert resolve_topic(f"{first}.{cls.__name__}") is cls

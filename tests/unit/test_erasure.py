@@ -17,7 +17,7 @@ from membrane_es import (
     NotFoundError,
     ValidationError,
 )
-from membrane_es.aggregates import MemoryRecord as RecordAggregate
+from membrane_es.aggregates import RecordAggregate
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.builders import (
     create_ingested,
 )
@@ -113,7 +113,7 @@ def write(capture: _Capture) -> CaptureMemoryResult:
         )
         validate_record(record)
         created.append(
-            MemoryRecord.create(
+            RecordAggregate.create(
                 record, actor=source, rationale=rationale, at=at, embedding=uow.embed(record)
             )
         )
