@@ -15,10 +15,10 @@ from membrane_es.engine.core import (
 from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.lmdb_store import ChainReport, verify_store
 from membrane_es.projections.timecodes import micros
-from membrane_es.queries import graph as graph_queries
-from membrane_es.queries import records as record_queries
+from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
-from membrane_es.queries.records import HistoryEntry
+from membrane_es.queries import retrieve_graph as graph_queries
+from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import (
