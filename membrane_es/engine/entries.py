@@ -65,16 +65,17 @@ class Entries(Revisions, Reads, Erasure):
     def entries_view(self) -> EntryIndex:
         """The entries view, caught up with the log (built the first time: from then on it
         is part of the read views, checkpointed with them)."""
-        views = self.views  # caught up (or as the follower has brought them)
+        views = self._views
+        # Caught up with the log even where a follower applies other processes' writes (as
+        # entries reads always were: another process's write is found at once).
+        views.catch_up(self._app)
         index = views.entries
         if index is None:
             with _INDEX_LOCK:
                 index = views.entries
                 if index is None:
                     index = views.entries = EntryIndex()
-        # As far as the other views, never past them: entries reads answer at the same log
-        # position as every other read (x-membrane-min-position holds for them too), and a
-        # checkpoint of the views can hold the entries view.
+        # As far as the other views, never past them: a checkpoint of the views holds it.
         index.catch_up(self._app, until=views.position)
         return index
 
