@@ -9,6 +9,7 @@ notifications  key: u64(notification id)
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"chain" → b"plain", or b"keyed" ‖ the key's fingerprint (16 bytes)
                b"time" → i64(newest event time, µs since the epoch), when saves give times
+               b"records" → u64(records created in the log: its ``Created`` events)
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -44,6 +45,7 @@ from eventsourcing.persistence import (
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.errors import MembraneError
 from membrane_es.log_order import EventTimeBehind
+from membrane_es.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,6 +65,7 @@ GENESIS = bytes(HASH_SIZE)
 HEAD_KEY = b"head"
 CHAIN_KEY = b"chain"
 TIME_KEY = b"time"
+RECORDS_KEY = b"records"
 _I64 = struct.Struct(">q")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PLAIN = b"plain"
@@ -251,14 +254,19 @@ def append_events(
     events: Sequence[StoredEvent],
     chain: Chain = PLAIN_CHAIN,
     times: tuple[datetime, datetime] | None = None,
+    numbers: tuple[int, int] | None = None,
 ) -> list[int]:
     """Write events and append them to the hash-chained log; return their ids.
 
     ``times`` (the first and last event's): refused with :class:`EventTimeBehind` unless the
     first is later than the newest event time already in the log (another process's clock
-    may be ahead), so event times follow log order across processes.
+    may be ahead), so event times follow log order across processes. ``numbers`` (the first
+    record number the save wrote, and how many): refused with
+    :class:`~membrane_es.record_numbers.RecordNumberBehind` unless the first is one more
+    than the count of records in the log (see :mod:`membrane_es.record_numbers`).
     """
     events_db, log_db, meta_db = dbs
+    _count_records(txn, events_db, meta_db, events, numbers)
     if times is not None:
         newest = txn.get(TIME_KEY, db=meta_db)
         if newest is not None:
@@ -286,6 +294,29 @@ def append_events(
     if notification_ids:
         txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
     return notification_ids
+
+
+def _count_records(
+    txn: Txn,
+    events_db: lmdb._Database,
+    meta_db: lmdb._Database,
+    events: Sequence[StoredEvent],
+    numbers: tuple[int, int] | None,
+) -> None:
+    """Check the save's record numbers against the log's count, and count its records."""
+    stored = txn.get(RECORDS_KEY, db=meta_db)
+    if stored is None:  # a log from before record numbers: counted once, here
+        count = sum(
+            1
+            for key in txn.cursor(db=events_db).iternext(keys=True, values=False)
+            if U64.unpack_from(key, len(key) - 8)[0] == _VERSION_BIAS + INITIAL_VERSION
+        )
+    else:
+        (count,) = U64.unpack(stored)
+    created = creations(event.originator_version for event in events)
+    after = check_numbers(count, numbers, created)
+    if after != count or stored is None:
+        txn.put(RECORDS_KEY, U64.pack(after), db=meta_db)
 
 
 def put_tracking(txn: Txn, tracking_db: lmdb._Database, tracking: Tracking) -> None:

@@ -38,6 +38,7 @@ from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.records import TYPE_CODE
 from membrane_es.projections.timecodes import micros
+from membrane_es.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding
@@ -53,6 +54,9 @@ DEFAULT_ENV: dict[str, str] = {
 
 # Recently touched records stay in memory (see RecordCache).
 CACHE_SIZE = 10_000
+# A save whose record numbers another process took first is numbered again and retried at
+# once, up to this many times (each refusal means another save got through).
+NUMBERING_ATTEMPTS = 64
 
 
 class MemoryApplication(Application):
@@ -83,6 +87,7 @@ class MemoryApplication(Application):
         # each record it loads.
         self._coherent_through = self.recorder.max_notification_id() or 0
         self._coherence_lock = threading.Lock()
+        self.numbering = RecordNumbering()
 
     # --- loading --------------------------------------------------------------------------
 
@@ -166,7 +171,7 @@ class MemoryApplication(Application):
         if processing.events:
             first, last = processing.events[0], processing.events[-1]
             processing.saved_kwargs[EVENT_TIMES] = (_event_time(first), _event_time(last))
-        recordings = self._record(processing)
+        recordings = self._record_numbered(processing)
         for aggregate in processing.aggregates.values():
             if isinstance(aggregate, MemoryRecord):
                 self.cache.put(aggregate)
@@ -174,6 +179,25 @@ class MemoryApplication(Application):
         self._take_snapshots(processing)
         self._notify(recordings)
         return recordings
+
+    def _record_numbered(self, processing: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        """Record the events with their records' numbers; numbered again after the log's
+        count and recorded again if another process created records meanwhile."""
+        created = [e for e in processing.events if isinstance(e, MemoryRecord.Created)]
+        numbering = self.numbering
+        with numbering.lock:
+            for _ in range(NUMBERING_ATTEMPTS):
+                numbers = numbering.assign(created)
+                if numbers is not None:
+                    processing.saved_kwargs[RECORD_NUMBERS] = numbers
+                try:
+                    recordings = self._record(processing)
+                except RecordNumberBehind as behind:
+                    numbering.count = behind.count
+                    continue
+                numbering.recorded(numbers)
+                return recordings
+        raise RecordNumberBehind(numbering.count or 0, 0)
 
     def load_as_of(self, record_id: str, moment: datetime) -> MemoryRecord:
         """The record as it stood at ``moment``: its events up to then, replayed — redacted

@@ -75,6 +75,7 @@ from membrane_es._lmdb_format import (
 )
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.log_order import EVENT_TIMES
+from membrane_es.record_numbers import RECORD_NUMBERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -208,8 +209,9 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         events = list(stored_events)
         chain = self.chain
         times = kwargs.get(EVENT_TIMES)
+        numbers = kwargs.get(RECORD_NUMBERS)
         return self.store.write(
-            lambda txn: append_events(txn, dbs, events, chain, times), self.channel
+            lambda txn: append_events(txn, dbs, events, chain, times, numbers), self.channel
         )
 
     def select_events(
@@ -412,7 +414,14 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
             put_tracking(txn, tracking_db, tracking)
             if dbs is None:
                 return []
-            return append_events(txn, dbs, events, self.chain, kwargs.get(EVENT_TIMES))
+            return append_events(
+                txn,
+                dbs,
+                events,
+                self.chain,
+                kwargs.get(EVENT_TIMES),
+                kwargs.get(RECORD_NUMBERS),
+            )
 
         # An empty event list still records the tracking (a skipped event).
         return self.store.write(work, self.channel if events else None)

@@ -54,6 +54,12 @@ from membrane_es._lmdb_format import (
 )
 from membrane_es.application import EVENT_TIMES, EventTimeBehind
 from membrane_es.errors import IntegrityError, MembraneError
+from membrane_es.record_numbers import (
+    INITIAL_VERSION,
+    RECORD_NUMBERS,
+    check_numbers,
+    creations,
+)
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -100,10 +106,17 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             SQL("ALTER TABLE {schema}.{head} ADD COLUMN IF NOT EXISTS chain_mode bytea").format(
                 schema=schema, head=head
             ),
+            # How many records the log holds (null: not counted yet, a log from before).
+            SQL("ALTER TABLE {schema}.{head} ADD COLUMN IF NOT EXISTS records bigint").format(
+                schema=schema, head=head
+            ),
         ]
         self._select_head = SQL(
-            "SELECT notification_id, hash, event_time, chain_mode FROM {schema}.{head}"
+            "SELECT notification_id, hash, event_time, chain_mode, records FROM {schema}.{head}"
         ).format(schema=schema, head=head)
+        self._set_records = SQL("UPDATE {schema}.{head} SET records = %s").format(
+            schema=schema, head=head
+        )
         self._select_hash = SQL(
             "SELECT hash FROM {schema}.{chain} WHERE notification_id = %s"
         ).format(schema=schema, chain=chain_table)
@@ -131,6 +144,9 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{events} WHERE notification_id > %s "
             "ORDER BY notification_id LIMIT %s"
+        ).format(schema=schema, events=events)
+        self._count_records = SQL(
+            "SELECT count(*) AS n FROM {schema}.{events} WHERE originator_version = %s"
         ).format(schema=schema, events=events)
         self._count_after = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
@@ -213,6 +229,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             _, previous, log_time = self._read_head(curs)
             if times is not None and log_time is not None and times[0] <= log_time:
                 raise EventTimeBehind(log_time)  # rolls the transaction back
+            records = self._records_after(curs, stored_events, kwargs.get(RECORD_NUMBERS))
             self._notify_channel(curs)
             PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
             ids = self._fetch_ids_after_insert_events(curs, stored_events)
@@ -224,7 +241,27 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._insert_chain, (list(ids), hashes))
             new_time = None if times is None else times[1]
             curs.execute(self._upsert_head, (ids[-1], previous, new_time, self.chain.mode))
+            curs.execute(self._set_records, (records,))
         return ids
+
+    def _records_after(
+        self,
+        curs: Cursor[DictRow],
+        events: Sequence[StoredEvent],
+        numbers: tuple[int, int] | None,
+    ) -> int:
+        """The log's record count after these events, checking the save's record numbers
+        against the count before them (a log from before record numbers is counted here,
+        under the writers' lock, once)."""
+        curs.execute(self._select_head, prepare=True)
+        row = curs.fetchone()
+        count = None if row is None else row["records"]
+        if count is None:
+            curs.execute(self._count_records, (INITIAL_VERSION,))
+            counted = curs.fetchone()
+            count = 0 if counted is None else int(counted["n"])
+        created = creations(event.originator_version for event in events)
+        return check_numbers(int(count), numbers, created)
 
     def _link(self, previous: bytes, notification_id: int, event: StoredEvent) -> bytes:
         key = originator_key(event.originator_id) + version_suffix(event.originator_version)

@@ -108,6 +108,9 @@ class MemoryRecord(Aggregate):
         # event is stored, and in events written before per-record keys.
         key_id: bytes = b""
         sealed: bytes = b""
+        # The record's number in its store (see :mod:`membrane_es.record_numbers`): written
+        # when the event is saved; 0 in events written before records carried numbers.
+        number: int = 0
 
         action: ClassVar[str] = "create"
 
@@ -213,9 +216,15 @@ class MemoryRecord(Aggregate):
             self.audit(aggregate)
 
     class Retracted(Event):
-        """The record was withdrawn (kept in the log; excluded from active reads)."""
+        """The record was withdrawn (kept in the log; excluded from active reads).
+
+        ``valid_until``: when what the record says stopped being true, if not the moment of
+        the retraction (an invalidation replayed from elsewhere); None in events written
+        before it existed, and when it is that moment."""
 
         action: ClassVar[str] = "delete"
+
+        valid_until: datetime | None = None
 
         def apply(self, aggregate: MemoryRecord) -> None:
             self.retract(aggregate)
@@ -514,9 +523,13 @@ class MemoryRecord(Aggregate):
             self.MergedInto, timestamp=at, into_id=into_id, actor=actor, rationale=rationale
         )
 
-    def retract(self, *, actor: str, rationale: str, at: datetime) -> None:
+    def retract(
+        self, *, actor: str, rationale: str, at: datetime, valid_until: datetime | None = None
+    ) -> None:
         self.check_revisable()
-        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale)
+        # Stored only when given: the events written before it existed read the same.
+        until = {} if valid_until is None else {"valid_until": valid_until}
+        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale, **until)
 
     def contest(self, contesting_ref: str, *, actor: str, rationale: str, at: datetime) -> None:
         self.check_revisable()

@@ -58,6 +58,7 @@ from membrane_es.schema.validation import (
     check_amount,
     check_id,
     check_ids,
+    check_moment,
     check_text,
     check_unit_interval,
     coerce_record,
@@ -200,7 +201,12 @@ def _change_one(
 
 
 def retract(cmd: Retract, uow: UnitOfWork) -> None:
-    _change_one(cmd, uow, lambda r, at: r.retract(actor=cmd.actor, rationale=cmd.rationale, at=at))
+    until = None if cmd.valid_until is None else check_moment("valid_until", cmd.valid_until)
+    _change_one(
+        cmd,
+        uow,
+        lambda r, at: r.retract(actor=cmd.actor, rationale=cmd.rationale, at=at, valid_until=until),
+    )
 
 
 def contest(cmd: Contest, uow: UnitOfWork) -> None:

@@ -51,6 +51,8 @@ class Merge(Command, frozen=True, kw_only=True):
 
 class Retract(Command, frozen=True, kw_only=True):
     record_id: str
+    # When what the record says stopped being true, if earlier or later than now.
+    valid_until: datetime | None = None
 
 
 class Forget(Command, frozen=True, kw_only=True):

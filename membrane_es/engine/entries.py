@@ -19,6 +19,7 @@ from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 from membrane_es.errors import (
+    ConflictError,
     DuplicateRelationError,
     EntryNotFoundError,
     ForgottenError,
@@ -30,6 +31,7 @@ from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
     DELETED,
+    MAX_INTEGER,
     Entry,
     EntryPatch,
     EntryRelation,
@@ -45,11 +47,15 @@ from membrane_es.schema.records import (
     ProvenanceSource,
     TrustContext,
 )
+from membrane_es.schema.rfc3339 import parse_moment
+from membrane_es.schema.validation import check_moment
 
 ENTRY_ACTOR = "entries-api"
 _FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
 _MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Arbiter reads it)
 _INDEX_LOCK = threading.Lock()
+# A create with supersedes_ids is one batch; one that another process overtook is run again.
+BATCH_ATTEMPTS = 16
 
 
 class Entries(Revisions, Reads, Erasure):
@@ -140,16 +146,27 @@ class Entries(Revisions, Reads, Erasure):
         """Write a new entry; with ``supersedes_ids``, invalidate those entries and relate
         the new one to each by ``supersedes``, all in one atomic write."""
         record = entry_record(entry)
-        with self._write_lock:
-            olds = [
-                self._current_record(entry_id, trust, field="supersedes_ids")
-                for entry_id in dict.fromkeys(entry.supersedes_ids)
-            ]
-            with self.batch():
-                created = self.create_record(record, actor=actor, rationale="entry created")
-                for old in olds:
-                    self.retract(old, actor, f"superseded by entry record {created.id}")
-                    self.add_relation(created.id, "supersedes", old, actor=actor)
+        if not entry.supersedes_ids:  # one command: retried by the engine if overtaken
+            created = self.create_record(record, actor=actor, rationale="entry created")
+            return self._entry_of_record(created.id, trust, tenant)
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                with self._write_lock:
+                    olds = [
+                        self._current_record(entry_id, trust, field="supersedes_ids")
+                        for entry_id in dict.fromkeys(entry.supersedes_ids)
+                    ]
+                    with self.batch():
+                        created = self.create_record(record, actor=actor, rationale="entry created")
+                        for old in olds:
+                            self.retract(old, actor, f"superseded by entry record {created.id}")
+                            self.add_relation(created.id, "supersedes", old, actor=actor)
+                break
+            except ConflictError:
+                # Another process wrote first (a later time, or one of the old entries):
+                # nothing of this was written; check the old entries again and retry.
+                if attempt == BATCH_ATTEMPTS:
+                    raise
         return self._entry_of_record(created.id, trust, tenant)
 
     def revise_entry(
@@ -182,13 +199,31 @@ class Entries(Revisions, Reads, Erasure):
         return self._entry_of_record(new.id, trust, tenant)
 
     def invalidate_entry(
-        self, entry_id: int, *, actor: str = ENTRY_ACTOR, trust: TrustContext | None = None
+        self,
+        entry_id: int,
+        *,
+        when: datetime | int | str | None = None,
+        actor: str = ENTRY_ACTOR,
+        trust: TrustContext | None = None,
     ) -> None:
-        """End an active entry's validity now (Membrane's retract); a second call finds no
-        active entry and raises :class:`EntryNotFoundError`."""
+        """End an active entry's validity (Membrane's retract); a second call finds no
+        active entry and raises :class:`EntryNotFoundError`.
+
+        :param when: the moment its validity ended, if not now (Arbiter's replayed
+            invalidation): epoch seconds, an RFC 3339 moment with its offset, or an aware
+            datetime; not before the entry's ``valid_from``. It becomes the entry's
+            ``valid_to``, which ``as_of`` reads honour; the invalidation itself is recorded
+            now, so active reads drop the entry at once either way."""
+        until = None if when is None else moment_of("when", when)
         with self._write_lock:
-            record_id = self._current_record(entry_id, trust)
-            self.retract(record_id, actor, "entry invalidated")
+            index = self.entries_view
+            with index.lock:
+                row = queries.current_revision(index, entry_id, trust)
+            if row is None:
+                raise EntryNotFoundError(entry_id)
+            if until is not None and epoch(until) < row[10]:
+                raise ValidationError("when", f"before the entry's valid_from ({row[10]})")
+            self.retract(str(row[2]), actor, "entry invalidated", valid_until=until)
 
     def delete_entry(
         self,
@@ -280,6 +315,27 @@ class Entries(Revisions, Reads, Erasure):
 
 def _pick(value: Any, default: Any) -> Any:
     return default if value is msgspec.UNSET else value
+
+
+def moment_of(field: str, value: datetime | int | str) -> datetime:
+    """A moment given as epoch seconds (at least 0), RFC 3339 text with its offset, or an
+    aware datetime; anything else is a :class:`ValidationError` naming ``field``."""
+    if isinstance(value, bool):
+        raise ValidationError(field, "a moment: epoch seconds or RFC 3339 text")
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_INTEGER:
+            raise ValidationError(field, f"{value} is not a moment (epoch seconds >= 0)")
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ValidationError(field, f"{value} is not a moment") from None
+    if isinstance(value, str):
+        moment = parse_moment(value, field)
+        assert moment is not None
+        return check_moment(field, moment)
+    if isinstance(value, datetime):
+        return check_moment(field, value)
+    raise ValidationError(field, "a moment: epoch seconds or RFC 3339 text")
 
 
 def entry_time(value: int) -> datetime:

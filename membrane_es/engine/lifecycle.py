@@ -107,6 +107,8 @@ class Lifecycle(EngineCore):
             self._abandon()
             raise
         self._checkpointed = self._views.position
+        # The views hold a row per record the log created: new records are numbered after.
+        app.numbering.start(self._views.table.size)
 
     def _abandon(self) -> None:
         """Release what a failed open holds (the store may then be opened again)."""

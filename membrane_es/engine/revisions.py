@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from membrane_es.commands import messages
 from membrane_es.commands.messages import RecordInput
 from membrane_es.engine.core import (
@@ -60,9 +62,24 @@ class Revisions(EngineCore):
         )
         return result
 
-    def retract(self, record_id: str, actor: str, rationale: str) -> None:
-        """Withdraw a record: salience 0, excluded from active reads, kept in history."""
-        self.handle(messages.Retract(record_id=record_id, actor=actor, rationale=rationale))
+    def retract(
+        self,
+        record_id: str,
+        actor: str,
+        rationale: str,
+        *,
+        valid_until: datetime | None = None,
+    ) -> None:
+        """Withdraw a record: salience 0, excluded from active reads, kept in history.
+
+        :param valid_until: when what it says stopped being true, if not now (kept in the
+            event; the entries API reports it as the entry's ``valid_to``).
+        """
+        self.handle(
+            messages.Retract(
+                record_id=record_id, actor=actor, rationale=rationale, valid_until=valid_until
+            )
+        )
 
     def merge(
         self, record_ids: list[str], merged_record: RecordInput, actor: str, rationale: str

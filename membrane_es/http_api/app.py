@@ -107,10 +107,11 @@ class Invalidated(msgspec.Struct, kw_only=True):
 
 
 class InvalidateBody(msgspec.Struct, kw_only=True):
-    """The optional body of ``/invalidate``; ``when`` (a replayed invalidation moment) is
-    refused: an invalidation is stamped with the moment it is recorded."""
+    """The optional body of ``/invalidate``: ``when``, the moment the entry's validity ended
+    if not now (epoch seconds as Arbiter takes it, or RFC 3339 text with its offset), not
+    before its ``valid_from``. It becomes the entry's ``valid_to``."""
 
-    when: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    when: Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)] | str | None = None
 
 
 class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -357,13 +358,10 @@ class MemoryController(Controller):
     def invalidate_entry(
         self, entry_id: PathId, access: Access, data: InvalidateBody | None = None
     ) -> Response[Invalidated]:
-        """End an active entry's validity now; a second call is 404."""
-        if data is not None and data.when is not None:
-            raise ValidationError(
-                "when", "not supported: an invalidation is stamped when it is recorded"
-            )
+        """End an active entry's validity (now, or at ``when``); a second call is 404."""
+        when = None if data is None else data.when
         try:
-            access.store().invalidate_entry(entry_id, trust=access.trust)
+            access.store().invalidate_entry(entry_id, when=when, trust=access.trust)
         except EntryNotFoundError:
             raise EntryNotFoundError(entry_id, "entry not found or already invalidated") from None
         return _written(access, Invalidated(invalidated=True, id=entry_id))

@@ -6,9 +6,11 @@ removed, and four columns (title, content, tags, source) so BM25 can weigh them 
 
 Append-only like every content index: one row per *record* (a revision of an entry), never
 updated except to note when it stopped being the entry's current revision (``ended``) and
-why (``revised``, ``invalidated``, ``deleted``). A forgotten (erased) record's text is
-removed outright, and its entry leaves every read. So the entries as they stood at any past
-moment are the rows recorded by then and not ended by then: ``as_of`` reads are one query.
+why (``revised``, ``invalidated``, ``deleted``), and, when the entry is invalidated, the
+end of its validity (``valid_to``: the moment of the invalidation, or the one it names). A
+forgotten (erased) record's text is removed outright, and its entry leaves every read. So
+the entries as they stood at any past moment are one query (``as_of``: the revision current
+then, if the entry's validity window covers that moment).
 
 It follows the notification log with its own position (:meth:`EntryIndex.catch_up`), and
 can be rebuilt from the log at any time; it holds nothing the log does not.
@@ -66,6 +68,8 @@ CREATE TABLE rev (
     recorded INTEGER NOT NULL,    -- when this revision was written (epoch seconds)
     ended INTEGER,                -- when it stopped being current
     end_kind TEXT,                -- revised | invalidated | deleted
+    valid_to INTEGER,             -- when the entry stopped being valid (invalidated, deleted)
+    first INTEGER NOT NULL,       -- 1: the entry's first revision
     hidden INTEGER NOT NULL DEFAULT 0, -- the entry was deleted: no read shows any revision
     sensitivity INTEGER NOT NULL,
     scope TEXT NOT NULL
@@ -136,7 +140,7 @@ class EntryIndex:
         self.db.executescript(_SCHEMA)
         self.lock = threading.RLock()
         self.position = 0
-        self._creations = 0  # Created events seen: the next entry id is this plus one
+        self._creations = 0  # Created events seen (an unnumbered one's number is its place)
         self._relations = 0
         # A supersede's new record continues the old one's entry; the Superseded event may
         # come before the new record's Created event (same write), so it waits here.
@@ -177,7 +181,7 @@ class EntryIndex:
     def apply(self, event: Any) -> None:
         """Reflect one event (rows it creates are written by :meth:`_write_new_rows`)."""
         if isinstance(event, RecordAggregate.Created):
-            self._created(event.record, epoch(event.timestamp))
+            self._created(event.record, epoch(event.timestamp), event.number)
             return
         if self._new_revisions and isinstance(event, RecordAggregate.Event):
             self._write_new_rows()
@@ -185,7 +189,9 @@ class EntryIndex:
             self._superseded(event)
         elif isinstance(event, RecordAggregate.Retracted):
             kind = "deleted" if event.rationale == DELETED else "invalidated"
-            self._end(str(event.originator_id), epoch(event.timestamp), kind)
+            until = event.valid_until
+            valid_to = None if until is None else epoch(until)
+            self._end(str(event.originator_id), epoch(event.timestamp), kind, valid_to)
         elif isinstance(event, RecordAggregate.MergedInto):
             self._end(str(event.originator_id), epoch(event.timestamp), "invalidated")
         elif isinstance(event, RecordAggregate.Forgotten):
@@ -193,19 +199,22 @@ class EntryIndex:
         elif isinstance(event, RecordAggregate.RelationAdded):
             self._related(str(event.originator_id), event.relation, epoch(event.timestamp))
 
-    def _created(self, record: MemoryRecord, at: int) -> None:
+    def _created(self, record: MemoryRecord, at: int, number: int) -> None:
         self._creations += 1
         fields = entry_fields(record)
         key = str(record_key(record.id))
         continued = self._continues.pop(key, None)
         if continued is None:
-            entry = self._creations
+            # The record's number (events from before numbers: its position among the
+            # log's creations, which is the number it would have been given).
+            entry = number or self._creations
             created_at = at if fields.valid_from is None else fields.valid_from
             updated_at = created_at
         else:
             entry, created_at = continued
             updated_at = at
-        if continued is None:
+        first = continued is None
+        if first:
             valid_from = created_at
         else:
             self._write_new_rows()
@@ -230,6 +239,7 @@ class EntryIndex:
                 created_at,
                 updated_at,
                 at,
+                int(first),
                 SENSITIVITY_RANK[record.sensitivity.value],
                 record.scope,
             )
@@ -246,7 +256,8 @@ class EntryIndex:
         self.db.executemany(
             "INSERT INTO rev(row, entry, record_key, record_id, type, title, content, source,"
             " tags, conversation, artifact, valid_from, created_at, updated_at, recorded,"
-            " sensitivity, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " first, sensitivity, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self._new_revisions,
         )
         self.db.executemany(
@@ -285,11 +296,20 @@ class EntryIndex:
             (entry, created_at, self._valid_from(entry), row[0]),
         )
 
-    def _end(self, key: str, at: int, kind: str) -> None:
-        self.db.execute(
+    def _end(self, key: str, at: int, kind: str, valid_to: int | None = None) -> None:
+        """The record stops being its entry's current revision at ``at``; unless it was
+        revised, the entry's validity ends too (at ``valid_to``, else ``at``)."""
+        ended = self.db.execute(
             "UPDATE rev SET ended = ?, end_kind = ? WHERE record_key = ? AND ended IS NULL",
             (at, kind, key),
-        )
+        ).rowcount
+        if ended and kind != "revised":
+            # On every revision so far: the one current at a past moment reports it.
+            self.db.execute(
+                "UPDATE rev SET valid_to = ? WHERE valid_to IS NULL"
+                " AND entry = (SELECT entry FROM rev WHERE record_key = ?)",
+                (at if valid_to is None else valid_to, key),
+            )
         if kind == "deleted":
             self.db.execute(
                 "UPDATE rev SET hidden = 1"

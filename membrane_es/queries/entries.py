@@ -9,9 +9,12 @@ conversation-scoped pass (weight 1.5) and a tenant-wide pass (1.0) by reciprocal
 (k = 60). ``expand`` and ``rerank`` go through a :class:`SearchAdvisor`; with none, or when
 it fails, the search runs as if they were not asked and the result says why.
 
-``as_of=T`` reads the entries as the store held them at T: each entry's revision current at
-T, if its validity window ``valid_from <= T < valid_to`` covers T. An answer given at T is
-therefore the answer ``as_of=T`` gives forever after.
+``as_of=T`` reads the entries whose validity window ``valid_from <= T < valid_to`` covers T
+(``valid_to`` as known now: null while open), each in its revision current at T (an entry
+backfilled after T: its first revision), with its ``valid_to``. Unless a backfill or an
+invalidation's ``when`` rewrote a window afterwards, an answer given at T is therefore the
+answer ``as_of=T`` gives forever after, but for ``valid_to``, which then tells when the
+entry stopped being valid.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ _CUE_PATTERNS = tuple(
 
 _COLUMNS = (
     "r.row, r.entry, r.record_id, r.type, r.title, r.content, r.source, r.tags,"
-    " r.conversation, r.artifact, r.valid_from, r.created_at, r.updated_at"
+    " r.conversation, r.artifact, r.valid_from, r.created_at, r.updated_at, r.valid_to"
 )
 _TAGS = msgspec.json.Decoder(list[str])
 _ROWS = msgspec.json.Encoder()
@@ -200,9 +203,15 @@ def _visible(where: _Where, as_of: int, trust: TrustContext | None, alias: str =
     """Rows a reader may see: current (or current at ``as_of``), not deleted, within trust."""
     where.add(f"{alias}.hidden = 0")
     if as_of:
+        # The entry's validity window covers T, and this is its revision current at T (an
+        # entry written after T with a valid_from before it, a backfill: its first one).
         where.add(
-            f"{alias}.recorded <= ? AND ({alias}.ended IS NULL OR {alias}.ended > ?)"
-            f" AND {alias}.valid_from <= ?",
+            f"{alias}.valid_from <= ? AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?)"
+            f" AND (({alias}.recorded <= ?"
+            f" AND ({alias}.end_kind IS NOT 'revised' OR {alias}.ended > ?))"
+            f" OR ({alias}.first = 1 AND {alias}.recorded > ?))",
+            as_of,
+            as_of,
             as_of,
             as_of,
             as_of,
@@ -251,8 +260,8 @@ def known_conversation(index: EntryIndex, conversation_id: int | None, as_of: in
     if not conversation_id:
         return None
     found = index.db.execute(
-        "SELECT 1 FROM rev WHERE conversation = ? AND recorded <= ? LIMIT 1",
-        (conversation_id, as_of or 2**62),
+        "SELECT 1 FROM rev WHERE conversation = ? AND (recorded <= ? OR valid_from <= ?) LIMIT 1",
+        (conversation_id, as_of or 2**62, as_of or 2**62),
     ).fetchone()
     return conversation_id if found else None
 
@@ -510,7 +519,7 @@ def _entry(row: tuple[Any, ...], tenant: int | str) -> Entry:
         artifact_id=row[9],
         conversation_id=row[8],
         valid_from=row[10],
-        valid_to=None,  # what a reader saw: rows it sees are valid at the moment it reads
+        valid_to=row[13],  # null in active reads; as_of reads: when the validity ended
         created_at=row[11],
         updated_at=row[12],
         record_id=row[2],

@@ -7,9 +7,11 @@ never stores anything of its own. The mapping:
 =====================  ==================================================================
 entry field            where it lives in the record
 =====================  ==================================================================
-``id``                 the position of the entry's first record among the log's creation
-                       events (1-based): fixed by the log, the same after every rebuild and
-                       on every replica, never reused
+``id``                 the ``number`` written in the ``Created`` event of the entry's first
+                       record: its place among the store's (the tenant's) records, taken
+                       under the lock that orders the log, never reused (see
+                       :mod:`membrane_es.record_numbers`); events from before numbers read
+                       as their place, the same number
 ``record_id``          the record holding the entry's current revision (its UUID)
 ``type``               a semantic record's ``predicate`` when it is one of the six entry
                        types; otherwise by memory type (semantic, entity → reference;
@@ -23,7 +25,10 @@ entry field            where it lives in the record
 ``artifact_id``        a provenance source of kind ``artifact`` with ref ``artifact:<n>``
 ``valid_from``         a semantic record's ``validity.start`` (a backfilled ``created_at``),
                        else the moment the record was written
-``valid_to``           the moment the entry's current record was retracted (invalidate)
+``valid_to``           when the entry's validity ended: the ``valid_until`` of the
+                       retraction that invalidated it (``/invalidate``'s ``when``), else
+                       that retraction's time (also a supersede by ``supersedes_ids``, a
+                       merge, a delete); null while the entry is active
 ``created_at``         ``valid_from`` of the entry's first record
 ``updated_at``         the moment the entry's current revision was written (its first
                        revision: ``created_at``)

@@ -2,7 +2,8 @@
 the expected ones (a record already replaced by a concurrent supersede or merge); races
 between the processes are retried, never lost. Afterwards every invariant holds: each
 acknowledged reinforce and penalize is in its record's history, no record is replaced
-twice, event times increase along the log, the views equal a rebuild and the chain verifies."""
+twice, event times increase along the log, records are numbered 1, 2, 3… in log order
+(the entries API's ids), the views equal a rebuild and the chain verifies."""
 
 from __future__ import annotations
 
@@ -105,6 +106,8 @@ def test_two_processes_of_threads(tmp_path: Path) -> None:
         events = [app.mapper.to_domain_event(n) for n in notifications]
         times = [event.timestamp for event in events]
         assert all(a < b for a, b in zip(times, times[1:], strict=False)), "times not increasing"
+        numbers = [e.number for e in events if e.originator_version == 1]
+        assert numbers == list(range(1, len(numbers) + 1)), "record numbers not dense in order"
         kinds = Counter((type(e).__name__, str(e.originator_id)) for e in events)
         for record_id in shared:
             history = memory.history(record_id, trust=FULL)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import httpx
+import pytest
 
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
@@ -180,12 +184,97 @@ def test_invalidate_hides_from_active_reads_and_a_second_call_is_404(served: Ser
     assert served.engine().history(entry["record_id"])[-1].event == "Retracted"
 
 
-def test_invalidate_refuses_a_replayed_when(served: Served) -> None:
+def test_invalidated_entries_carry_valid_to_in_past_reads(served: Served) -> None:
+    entry = new_entry(served.alpha, title="deploy target")
+    served.clock.advance(30)
+    new = new_entry(served.alpha, title="new deploy target", supersedes_ids=[entry["id"]])
+    superseded_at = served.clock.epoch
+    served.clock.advance(30)
+    served.alpha.post(f"/v1/memory/entries/{new['id']}/invalidate")
+    invalidated_at = served.clock.epoch
+    served.clock.advance(30)
+
+    def window(moment: int) -> dict[int, int | None]:
+        found = served.alpha.get("/v1/memory/entries", params={"as_of": moment}).json()
+        return {e["id"]: e["valid_to"] for e in found["entries"]}
+
+    assert window(entry["created_at"]) == {entry["id"]: superseded_at}
+    assert window(superseded_at) == {new["id"]: invalidated_at}  # half-open: ends exclusive
+    assert window(invalidated_at - 1) == {new["id"]: invalidated_at}
+    assert window(invalidated_at) == {}
+    assert ids(served.alpha.get("/v1/memory/entries")) == []
+
+
+def test_invalidate_with_a_past_when_ends_the_window_there(served: Served) -> None:
+    entry = new_entry(served.alpha)
+    served.clock.advance(100)
+    when = entry["created_at"] + 40
+    response = served.alpha.post(
+        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": when}
+    )
+    assert response.json() == {"invalidated": True, "id": entry["id"]}
+    assert ids(served.alpha.get("/v1/memory/entries")) == []
+    inside = served.alpha.get("/v1/memory/entries", params={"as_of": when - 1}).json()
+    assert [(e["id"], e["valid_to"]) for e in inside["entries"]] == [(entry["id"], when)]
+    assert ids(served.alpha.get("/v1/memory/entries", params={"as_of": when})) == []
+    event = served.engine().history(entry["record_id"])[-1]
+    assert event.event == "Retracted"
+    again = served.alpha.post(f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": when})
+    assert again.status_code == 404
+
+
+def test_invalidate_takes_rfc3339_and_future_moments(served: Served) -> None:
+    entry = new_entry(served.alpha)
+    served.clock.advance(10)
+    later = served.clock.epoch + 3600
+    text = datetime.fromtimestamp(later, UTC).isoformat().replace("+00:00", "Z")
+    response = served.alpha.post(
+        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": text}
+    )
+    assert response.status_code == 200, response.text
+    # Invalidated now (active reads drop it at once), valid until the moment it names.
+    assert ids(served.alpha.get("/v1/memory/entries")) == []
+    now = served.alpha.get("/v1/memory/entries", params={"as_of": served.clock.epoch}).json()
+    assert [(e["id"], e["valid_to"]) for e in now["entries"]] == [(entry["id"], later)]
+    assert ids(served.alpha.get("/v1/memory/entries", params={"as_of": later})) == []
+
+
+@pytest.mark.parametrize(
+    "when",
+    [-1, True, 1.5, "yesterday", "2026-01-01T00:00:00", "2026-W01-1T00:00:00Z", "", [1], 2**63],
+)
+def test_invalidate_refuses_a_bad_when_and_writes_nothing(served: Served, when: Any) -> None:
     entry = new_entry(served.alpha)
     response = served.alpha.post(
-        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": 1735689600}
+        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": when}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("when")
+    assert ids(served.alpha.get("/v1/memory/entries")) == [entry["id"]]
+    assert [e.event for e in served.engine().history(entry["record_id"])] == ["Created"]
+
+
+def test_invalidate_refuses_a_when_before_the_entry_was_valid(served: Served) -> None:
+    entry = new_entry(served.alpha)
+    served.clock.advance(10)
+    response = served.alpha.post(
+        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": entry["valid_from"] - 1}
     )
     assert response.status_code == 400 and response.json()["error"].startswith("when:")
+    assert ids(served.alpha.get("/v1/memory/entries")) == [entry["id"]]
+
+
+def test_a_backfilled_entry_is_in_past_reads_of_its_window(served: Served) -> None:
+    backfill = served.clock.epoch - 86_400
+    entry = new_entry(served.alpha, title="imported fact", created_at=backfill)
+    served.clock.advance(10)
+    served.alpha.post(
+        f"/v1/memory/entries/{entry['id']}/invalidate", json={"when": backfill + 3600}
+    )
+    inside = served.alpha.get("/v1/memory/entries", params={"as_of": backfill + 60}).json()
+    assert [(e["id"], e["valid_to"]) for e in inside["entries"]] == [(entry["id"], backfill + 3600)]
+    assert ids(served.alpha.get("/v1/memory/entries", params={"as_of": backfill - 1})) == []
+    assert ids(served.alpha.get("/v1/memory/entries", params={"as_of": backfill + 3600})) == []
 
 
 def test_delete_hides_the_entry_everywhere_but_keeps_its_events(served: Served) -> None:

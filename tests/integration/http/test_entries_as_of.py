@@ -1,5 +1,6 @@
 """``as_of`` against a replay oracle: random histories of creates, revisions and
-invalidations; what a reader was told at each moment is what ``as_of`` says afterwards."""
+invalidations; what a reader was told at each moment is what ``as_of`` says afterwards, but
+for ``valid_to``, which then says when each entry's validity ended (if it has since)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def test_as_of_answers_what_was_answered_then(serve: Serve) -> None:
     def replay(history: list[tuple[tuple[Any, ...], int]]) -> None:
         client = served.client(f"oracle-{next(tenant)}")
         made: list[int] = []
+        ended: dict[int, int] = {}  # entry id -> when it was invalidated
         told: list[tuple[int, list[dict[str, Any]], dict[str, set[int]], dict[str, Any]]] = []
         for op, pause in history:
             served.clock.advance(pause)
@@ -70,15 +72,22 @@ def test_as_of_answers_what_was_answered_then(serve: Serve) -> None:
             elif made and op[0] == "patch":
                 client.patch(f"/v1/memory/entries/{made[op[1] % len(made)]}", json={"title": op[2]})
             elif made:
-                client.post(f"/v1/memory/entries/{made[op[1] % len(made)]}/invalidate")
+                entry_id = made[op[1] % len(made)]
+                response = client.post(f"/v1/memory/entries/{entry_id}/invalidate")
+                if response.status_code == 200:
+                    ended[entry_id] = served.clock.epoch
             searches = {word: {e["id"] for e in _read(client, q=word)} for word in WORDS}
             scoped = _read(client, conversation_id=17)
             told.append((served.clock.epoch, _read(client), searches, {"17": scoped}))
         served.clock.advance(1)
+
+        def then(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{**e, "valid_to": ended.get(e["id"])} for e in entries]
+
         for moment, browse, searches, scoped in told:
-            assert _read(client, as_of=moment) == browse
+            assert _read(client, as_of=moment) == then(browse)
             for word, found in searches.items():
                 assert {e["id"] for e in _read(client, q=word, as_of=moment)} == found
-            assert _read(client, as_of=moment, conversation_id=17) == scoped["17"]
+            assert _read(client, as_of=moment, conversation_id=17) == then(scoped["17"])
 
     replay()
