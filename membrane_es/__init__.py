@@ -26,7 +26,7 @@ from membrane_es.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from membrane_es.queries.records import HistoryEntry
+from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema import (
     AuditAction,
     AuditEntry,

@@ -26,7 +26,7 @@ DAY = 86_400
 # the state of a task over a week, facts and the things they are about over a year. The
 # reference gives episodic records one hour and everything else a day, and deletes what
 # falls below 0.001 — a captured conversation turn is gone after about 45 days there. Here
-# decay only ranks (see :meth:`membrane_es.projections.records.RecordTable.hidden`), and
+# decay only ranks (see :meth:`membrane_es.projections.record_table.RecordTable.hidden`), and
 # these longer half-lives keep recency a gentle preference rather than the whole ranking.
 ENGINE_HALF_LIFE: dict[MemoryType, int] = {
     MemoryType.EPISODIC: 30 * DAY,

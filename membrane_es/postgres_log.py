@@ -52,8 +52,8 @@ from membrane_es._lmdb_format import (
     originator_key,
     version_suffix,
 )
-from membrane_es.application import EVENT_TIMES, EventTimeBehind
 from membrane_es.errors import IntegrityError, MembraneError
+from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.record_numbers import (
     INITIAL_VERSION,
     RECORD_NUMBERS,

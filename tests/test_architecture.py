@@ -1,5 +1,11 @@
-"""Dependencies point one way: schema ← aggregates ← commands; schema ← projections ← queries;
-the engine composes them; servers and the CLI use the engine only; nothing imports them."""
+"""Dependencies point one way, floor by floor (README, "Code layout"):
+
+    storage and vocabulary (schema, codec, the stores)  ←  aggregates  ←  application
+    aggregates  ←  commands          projections  ←  queries
+    the engine composes them all; the edges (servers, CLI, MCP) sit on top; nothing imports them.
+
+Each floor below the engine may import only what is listed for it: anything else is a
+dependency pointing up or sideways."""
 
 from __future__ import annotations
 
@@ -10,39 +16,42 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
 
+# Storage and vocabulary: bytes, files, time and the words of the domain; no domain logic.
+STORAGE = (
+    "membrane_es.errors",
+    "membrane_es.log_order",
+    "membrane_es.record_numbers",
+    "membrane_es.codec",
+    "membrane_es.keystore",
+    "membrane_es.lmdb_store",
+    "membrane_es._lmdb_env",
+    "membrane_es._lmdb_format",
+    "membrane_es.postgres_log",
+    "membrane_es.postgres_store",
+    "membrane_es.transfer",
+)
+VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.decay", "membrane_es.clock")
+EMBEDDING = ("membrane_es.embedding",)
+AGGREGATES = ("membrane_es.aggregates",)
+PROJECTIONS = ("membrane_es.projections",)
+
+# module prefix → the only membrane_es modules it may import (besides its own package)
+ALLOWED: dict[str, tuple[str, ...]] = {
+    **{module: STORAGE for module in STORAGE},
+    "membrane_es.errors": (),
+    "membrane_es.schema": ("membrane_es.errors",),
+    "membrane_es.decay": ("membrane_es.schema",),
+    "membrane_es.embedding": VOCABULARY,
+    "membrane_es.aggregates": (*VOCABULARY, *EMBEDDING, "membrane_es.keystore"),
+    # the eventsourcing wiring: the aggregates, their bytes and where they are kept
+    "membrane_es.application": (*STORAGE, *AGGREGATES, "membrane_es.record_cache"),
+    "membrane_es.record_cache": AGGREGATES,
+    "membrane_es.commands": (*VOCABULARY, *EMBEDDING, *AGGREGATES),
+    "membrane_es.projections": (*VOCABULARY, *EMBEDDING, *AGGREGATES, "membrane_es.codec"),
+    "membrane_es.queries": (*VOCABULARY, *EMBEDDING, *AGGREGATES, *PROJECTIONS),
+}
 # module prefix → membrane_es modules it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "membrane_es.schema": (
-        "membrane_es.aggregates",
-        "membrane_es.commands",
-        "membrane_es.projections",
-        "membrane_es.queries",
-        "membrane_es.engine",
-        "membrane_es.application",
-    ),
-    "membrane_es.aggregates": (
-        "membrane_es.commands",
-        "membrane_es.projections",
-        "membrane_es.queries",
-        "membrane_es.engine",
-        "membrane_es.application",
-        "membrane_es.lmdb_store",
-    ),
-    "membrane_es.commands": (
-        "membrane_es.projections",
-        "membrane_es.queries",
-        "membrane_es.engine",
-        "membrane_es.application",
-        "membrane_es.lmdb_store",
-    ),
-    "membrane_es.projections": (
-        "membrane_es.commands",
-        "membrane_es.queries",
-        "membrane_es.engine",
-    ),
-    "membrane_es.queries": ("membrane_es.commands", "membrane_es.engine"),
-    "membrane_es.codec": ("membrane_es.aggregates", "membrane_es.engine"),
-    "membrane_es.lmdb_store": ("membrane_es.aggregates", "membrane_es.engine"),
     # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
     "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
@@ -72,11 +81,23 @@ def _imports(path: Path) -> set[str]:
 MODULES = {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_imports_only_what_its_floor_may(module: str) -> None:
+    for prefix, allowed in ALLOWED.items():
+        if _within(module, (prefix,)):
+            bad = {i for i in MODULES[module] if not _within(i, (prefix, *allowed))}
+            assert not bad, f"{module} imports {sorted(bad)}"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_module_imports_point_inward(module: str) -> None:
     for prefix, banned in FORBIDDEN.items():
-        if module == prefix or module.startswith(prefix + "."):
-            bad = {i for i in MODULES[module] for b in banned if i == b or i.startswith(b + ".")}
+        if _within(module, (prefix,)):
+            bad = {i for i in MODULES[module] if _within(i, banned)}
             assert not bad, f"{module} imports {sorted(bad)}"
 
 

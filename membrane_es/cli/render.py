@@ -9,7 +9,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from membrane_es.queries.records import HistoryEntry
+from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema.payloads import (
     CompetencePayload,
     EntityPayload,

@@ -1,4 +1,5 @@
-"""What a command handler needs from the write side, and nothing more."""
+"""What a command handler needs from the write side, and nothing more (implemented by
+:class:`~membrane_es.engine.event_store_unit_of_work.EventStoreUnitOfWork`)."""
 
 from __future__ import annotations
 

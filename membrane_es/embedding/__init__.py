@@ -6,11 +6,11 @@ and two embedders — :class:`HashingEmbedder` (numpy only, deterministic, for t
 
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.protocol import Embedder, Matrix, normalise
+from membrane_es.embedding.record_text import object_text, record_text, search_text, trigger_text
 from membrane_es.embedding.sentence_transformers import (
     EmbedderUnavailableError,
     SentenceTransformerEmbedder,
 )
-from membrane_es.embedding.text import object_text, record_text, search_text, trigger_text
 
 __all__ = [
     "Embedder",

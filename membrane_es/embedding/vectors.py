@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from membrane_es.embedding.protocol import Embedder, Matrix, normalise
-from membrane_es.embedding.text import search_text
+from membrane_es.embedding.record_text import search_text
 from membrane_es.errors import ValidationError
 from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.schema.validation import VectorInput, check_vector

@@ -12,19 +12,19 @@ ports by changing how the client is made::
         memory.capture_memory({"project": "Orchid"}, source_kind="event")  # raw content in
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
-bus), :mod:`.lifecycle`, :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads`,
-:mod:`.consolidation`, :mod:`.erasure`, :mod:`.transfer` and :mod:`.entries` (the seed-003
-entries API).
+bus), :mod:`.opening` (open, close, checkpoint), :mod:`.revisions`, :mod:`.ingestion`,
+:mod:`.reads`, :mod:`.maintenance` (consolidation, now or on a schedule), :mod:`.erasure`,
+:mod:`.transfer` and :mod:`.entries` (the seed-003 entries API).
 """
 
 from __future__ import annotations
 
-from membrane_es.engine.consolidation import Consolidation
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, Timestamp
 from membrane_es.engine.entries import Entries
 from membrane_es.engine.erasure import Erasure
 from membrane_es.engine.ingestion import Ingestion
-from membrane_es.engine.lifecycle import Lifecycle
+from membrane_es.engine.maintenance import Maintenance
+from membrane_es.engine.opening import Opening
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 from membrane_es.engine.transfer import Transfer
@@ -32,7 +32,7 @@ from membrane_es.engine.transfer import Transfer
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Lifecycle, Entries, Revisions, Ingestion, Reads, Consolidation, Erasure, Transfer):
+class Membrane(Opening, Entries, Revisions, Ingestion, Reads, Maintenance, Erasure, Transfer):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

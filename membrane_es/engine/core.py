@@ -1,5 +1,5 @@
 """What every part of the :class:`~membrane_es.engine.Membrane` facade shares: the engine's
-state (set up by :class:`~membrane_es.engine.lifecycle.Lifecycle`), its read side and its
+state (set up by :class:`~membrane_es.engine.opening.Opening`), its read side and its
 command bus."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 
-from membrane_es.application import EventStoreUnitOfWork, EventTimeBehind, MemoryApplication
+from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.protocol import Embedder
+from membrane_es.engine.event_store_unit_of_work import EventStoreUnitOfWork
 from membrane_es.engine.follower import LogFollower
 from membrane_es.errors import (
     ConflictError,
@@ -28,6 +29,7 @@ from membrane_es.errors import (
     ReadOnlyError,
     ValidationError,
 )
+from membrane_es.log_order import EventTimeBehind
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity

@@ -22,10 +22,10 @@ from membrane_es.postgres_store import (
     store_location,
 )
 from membrane_es.projections.timecodes import micros
-from membrane_es.queries import graph as graph_queries
-from membrane_es.queries import records as record_queries
+from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
-from membrane_es.queries.records import HistoryEntry
+from membrane_es.queries import retrieve_graph as graph_queries
+from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import (

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from membrane_es.queries import graph
+from membrane_es.queries import retrieve_graph as graph
 from membrane_es.schema.enums import Sensitivity
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")

@@ -46,7 +46,7 @@ from membrane_es.grpc_server import checks, convert
 from membrane_es.grpc_server.checks import WireError
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
-from membrane_es.queries import graph
+from membrane_es.queries import retrieve_graph as graph
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import ExplainedRetrieveGraphResult
 from membrane_es.tenants import Tenants

@@ -1,6 +1,6 @@
 """The entries view: every record read as an Arbiter memory entry, in SQLite with FTS5.
 
-The same engine as the record text index (:mod:`membrane_es.projections.text`), with the
+The same engine as the record text index (:mod:`membrane_es.projections.text_index`), with the
 tokenizer the entries API specifies: Porter stemming over ``unicode61`` with diacritics
 removed, and four columns (title, content, tags, source) so BM25 can weigh them 10/4/8/2.
 
@@ -26,7 +26,7 @@ import msgspec
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
-from membrane_es.embedding.text import search_text, trigger_text
+from membrane_es.embedding.record_text import search_text, trigger_text
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.schema.entries import (
     ARTIFACT_REF,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.records import FEW_ROWS, TYPE_CODE, TYPES, RecordTable, State
+from membrane_es.projections.record_table import FEW_ROWS, TYPE_CODE, TYPES, RecordTable, State
 from membrane_es.projections.timecodes import from_micros
 from membrane_es.schema.enums import AuditAction, MemoryType
 from membrane_es.schema.payloads import CompetencePayload, PlanGraphPayload

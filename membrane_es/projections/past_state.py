@@ -1,6 +1,6 @@
 """The state columns as they stood at a past moment, computed for the rows a read asks about.
 
-:meth:`Timeline.state_at <membrane_es.projections.records.Timeline.state_at>` rebuilds every
+:meth:`Timeline.state_at <membrane_es.projections.record_table.Timeline.state_at>` rebuilds every
 state column of every row that existed at the moment: a pass over the whole table (and over
 the changes since the last full copy), which at a million records costs more than the read
 itself once that read only touches a scope's rows or its shortlist. :class:`PastState` gives
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from membrane_es.projections.records import Timeline
+    from membrane_es.projections.record_table import Timeline
 
 Array = npt.NDArray[Any]
 

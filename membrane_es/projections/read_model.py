@@ -25,11 +25,11 @@ from eventsourcing.persistence import Tracking
 
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
-from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import MetricsView
-from membrane_es.projections.records import RecordTable
-from membrane_es.projections.text import TextIndex
+from membrane_es.projections.record_table import RecordTable
+from membrane_es.projections.relation_graph import RelationGraph
+from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.view_writes import TextSink, ViewWrites
 from membrane_es.schema.records import Relation
 

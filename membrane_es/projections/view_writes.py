@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from membrane_es.aggregates.memory_record import MemoryRecord
-from membrane_es.embedding.text import search_text
+from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.projections.metrics import ACTION_CODE, figure_of
-from membrane_es.projections.records import (
+from membrane_es.projections.record_table import (
     STATE_NAMES,
     STATUS_CONTESTED,
     STATUS_RETRACTED,

@@ -8,7 +8,7 @@ For a snapshot and a trust context, a record is a candidate when
   those scopes, and unscoped records always;
 * it is *active*: not retracted (superseded, merged or withdrawn) and not taken out of use
   by a penalty to nothing or its own ``max_age_seconds``
-  (:meth:`~membrane_es.projections.records.RecordTable.hidden`; decay alone never hides a
+  (:meth:`~membrane_es.projections.record_table.RecordTable.hidden`; decay alone never hides a
   record, it only ranks it lower) — unless ``include_retracted`` asks for those too;
 * a semantic fact's validity window ``[start, end)`` contains ``valid_at``, when given
   (missing bounds are open; other types have no window);
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.records import STATUS_RETRACTED, TYPE_CODE
+from membrane_es.projections.record_table import STATUS_RETRACTED, TYPE_CODE
 from membrane_es.queries.snapshot import Snapshot
 from membrane_es.queries.trust import access_columns
 from membrane_es.schema.enums import MemoryType

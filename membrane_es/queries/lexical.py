@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.text import TextIndex
+from membrane_es.projections.text_index import TextIndex
 
 Array = npt.NDArray[Any]
 

@@ -35,11 +35,11 @@ from membrane_es.errors import ValidationError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
+from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
 from membrane_es.queries.explain import Evidence, Placed, explain_rows
 from membrane_es.queries.lexical import coverage, matches
 from membrane_es.queries.ranking import blend, order, relative, relevance
-from membrane_es.queries.records import EventReader
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
     Selection,

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from membrane_es.projections.records import TYPE_CODE
+from membrane_es.projections.record_table import TYPE_CODE
 from membrane_es.projections.tokens import query_terms, tokens
 from membrane_es.queries.candidates import Candidates, Filters, admit, visibility
 from membrane_es.queries.ranking import order

@@ -29,9 +29,9 @@ import numpy.typing as npt
 
 from membrane_es.aggregates.memory_record import MemoryRecord as RecordAggregate
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.projections.records import RecordTable, State
+from membrane_es.projections.record_table import RecordTable, State
 from membrane_es.projections.timecodes import micros
-from membrane_es.queries.records import EventReader
+from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.trust import redact
 from membrane_es.schema.records import MemoryRecord, copy_record
 

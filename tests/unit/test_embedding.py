@@ -24,8 +24,8 @@ from membrane_es.embedding import (
     search_text,
     trigger_text,
 )
+from membrane_es.embedding.record_text import readable
 from membrane_es.embedding.sentence_transformers import bundled_model_path
-from membrane_es.embedding.text import readable
 from membrane_es.errors import MembraneError
 from membrane_es.schema import (
     CompetencePayload,
@@ -571,7 +571,7 @@ def test_readable_collapses_every_kind_of_whitespace_as_the_pattern_does() -> No
 
 
 def test_captured_content_is_read_as_words_not_json() -> None:
-    from membrane_es.embedding.text import content_text
+    from membrane_es.embedding.record_text import content_text
 
     turn = {"speaker": "Caroline", "text": "Hey Mel! Good to see you!"}
     assert content_text(turn) == "speaker: Caroline. Hey Mel! Good to see you!"

@@ -17,7 +17,7 @@ from membrane_es import Membrane, TrustContext, ValidationError
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.embedding.protocol import Matrix
-from membrane_es.projections.text import TextIndex
+from membrane_es.projections.text_index import TextIndex
 from membrane_es.queries import lexical, ranking
 from tests.unit.builders import competence, episodic, semantic
 from tests.unit.conftest import ManualTime

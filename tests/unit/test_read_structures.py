@@ -13,10 +13,10 @@ from membrane_es import Membrane
 from membrane_es.aggregates.identity import record_key
 from membrane_es.clock import MonotonicClock
 from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
-from membrane_es.projections.graph import RelationGraph
 from membrane_es.projections.partitions import ScopePartitions
-from membrane_es.projections.records import KeyRows, _canonical_uuid
-from membrane_es.projections.text import TextIndex
+from membrane_es.projections.record_table import KeyRows, _canonical_uuid
+from membrane_es.projections.relation_graph import RelationGraph
+from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.records import Relation
 from tests.unit.conftest import ManualTime

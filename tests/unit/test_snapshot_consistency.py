@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from membrane_es import Membrane
-from membrane_es.queries.graph import RetrieveGraph, retrieve_graph
 from membrane_es.queries.retrieve import Retrieve, Sources, retrieve
+from membrane_es.queries.retrieve_graph import RetrieveGraph, retrieve_graph
 from membrane_es.queries.snapshot import PRIVATE, stale, take_snapshot
 from tests.unit.builders import semantic
 from tests.unit.conftest import ManualTime

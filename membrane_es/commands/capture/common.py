@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.commands.messages import CaptureMemory
-from membrane_es.embedding.text import go_sprint
+from membrane_es.embedding.record_text import go_sprint
 from membrane_es.schema.payloads import (
     EntityPayload,
 )

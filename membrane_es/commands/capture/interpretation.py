@@ -16,7 +16,7 @@ from membrane_es.commands.capture.common import (
 )
 from membrane_es.commands.interpreter import InterpretationLike
 from membrane_es.commands.messages import CaptureMemory
-from membrane_es.embedding.text import go_json
+from membrane_es.embedding.record_text import go_json
 from membrane_es.schema.enums import (
     InterpretationStatus,
     MemoryType,

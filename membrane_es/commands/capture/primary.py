@@ -33,7 +33,7 @@ from membrane_es.commands.inputs import (
 )
 from membrane_es.commands.messages import CaptureMemory
 from membrane_es.commands.unit_of_work import UnitOfWork
-from membrane_es.embedding.text import content_text
+from membrane_es.embedding.record_text import content_text
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
     MemoryType,

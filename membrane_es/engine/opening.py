@@ -52,7 +52,7 @@ LMDB_DATA_FILE = "data.mdb"
 DEFAULT_CHECKPOINT_INTERVAL = 60.0
 
 
-class Lifecycle(EngineCore):
+class Opening(EngineCore):
     """Construction (:meth:`open`, :meth:`open_postgres`, :meth:`in_memory`) and lifecycle of
     the engine."""
 

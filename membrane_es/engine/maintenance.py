@@ -14,7 +14,7 @@ from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.results import ConsolidationResult
 
 
-class Consolidation(EngineCore):
+class Maintenance(EngineCore):
     """Consolidation runs, now or on a background thread."""
 
     # --- consolidation (spec §5.5) ----------------------------------------------------------

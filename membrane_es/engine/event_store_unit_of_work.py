@@ -1,0 +1,263 @@
+"""The unit of work commands run in: the :class:`~membrane_es.commands.unit_of_work.UnitOfWork`
+the handlers ask for, over the event store (loads, one atomic save) and the read side (the
+entity, salience, type and relation lookups a command makes before it writes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+import numpy as np
+from eventsourcing.application import Recording
+
+from membrane_es.aggregates.memory_record import MemoryRecord
+from membrane_es.application import MemoryApplication
+from membrane_es.clock import MonotonicClock
+from membrane_es.commands.interpreter import Interpreter
+from membrane_es.embedding.protocol import Embedder
+from membrane_es.embedding.record_text import search_text
+from membrane_es.embedding.vectors import pack, record_embedding
+from membrane_es.errors import MembraneError
+from membrane_es.projections.entities import normalise_term
+from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.record_table import TYPE_CODE
+from membrane_es.projections.timecodes import micros
+from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.payloads import EntityPayload
+from membrane_es.schema.records import Embedding
+from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.validation import VectorInput
+
+
+class EventStoreUnitOfWork:
+    """One command's (or one batch's) view of the write side, with an identity map."""
+
+    def __init__(
+        self,
+        app: MemoryApplication,
+        clock: MonotonicClock,
+        embedder: Embedder | None = None,
+        views: ReadModel | None = None,
+        interpreter: Interpreter | None = None,
+    ) -> None:
+        self._app = app
+        self._clock = clock
+        self._embedder = embedder
+        self._views = views
+        self._interpreter = interpreter
+        self._loaded: dict[str, MemoryRecord] = {}
+        self._created: dict[str, MemoryRecord] = {}
+        self._pending: dict[str, MemoryRecord] = {}
+        self.deferred = False
+        self.recordings: list[Recording[UUID]] = []  # what the commits wrote, in log order
+        # Vectors the embedder still owes, with the search text of each: filled in at commit,
+        # all in one model call (a capture's records, or a whole batch's).
+        self._unembedded: list[tuple[Embedding, str]] = []
+
+    def get(self, record_id: str) -> MemoryRecord:
+        known = self._created.get(record_id) or self._loaded.get(record_id)
+        if known is None:
+            known = self._loaded[record_id] = self._app.load(record_id)
+            # Another engine (or process) may have written it with a clock ahead of ours:
+            # this record's next event must still come after its last one.
+            self._clock.observe(known.modified_on)
+        return known
+
+    def exists(self, record_id: str) -> bool:
+        return (
+            record_id in self._created or record_id in self._loaded or self._app.exists(record_id)
+        )
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def save(self, *aggregates: MemoryRecord) -> None:
+        for aggregate in aggregates:
+            if aggregate.version == 1 and aggregate.pending_events:
+                self._created.setdefault(aggregate.record_id, aggregate)
+            self._pending[aggregate.record_id] = aggregate
+        if not self.deferred:
+            self.commit()
+
+    def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
+        """The record's vector: the caller's now, the embedder's at commit (one model call
+        for every record of the unit of work: a forward pass per record is what makes a
+        model slow, not the number of texts in it)."""
+        if given is not None or self._embedder is None:
+            return record_embedding(record, self._embedder, given)
+        owed = Embedding(model=self._embedder.model, vector=b"")
+        self._unembedded.append((owed, search_text(record)))
+        return owed
+
+    def _embed_owed(self) -> None:
+        """Fill in every vector :meth:`embed` promised, in one call to the embedder."""
+        owed, self._unembedded = self._unembedded, []
+        if owed and self._embedder is not None:
+            vectors = self._embedder.embed([text for _, text in owed])
+            for (embedding, _), vector in zip(owed, vectors, strict=True):
+                embedding.vector = pack(embedding.model, vector).vector
+
+    @property
+    def interpreter(self) -> Interpreter | None:
+        return self._interpreter
+
+    def find_entities(self, term: str, scope: str, limit: int = 10) -> list[RecordData]:
+        """Entities named ``term`` in ``scope`` or unscoped (the reference's
+        ``FindEntitiesByTerm``): from the entity-term index, plus entities created earlier in
+        this unit of work; retracted ones left out."""
+        wanted = normalise_term(term)
+        if not wanted:
+            return []
+        limit = limit if limit > 0 else DEFAULT_ENTITY_LIMIT
+        exact: dict[str, bool] = {}  # record id -> whether its scope is exactly ``scope``
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table = views.table
+                for row in views.entities.rows_named(wanted):
+                    row_scope = table.scope_names[int(table.content["scope"][row])]
+                    if row_scope in (scope, ""):
+                        exact[table.ids[row]] = row_scope == scope
+        for aggregate in self._created.values():
+            content = aggregate.state.content
+            payload = content.payload
+            if (
+                isinstance(payload, EntityPayload)
+                and content.scope in (scope, "")
+                and wanted in _entity_terms(payload)
+            ):
+                exact[content.id] = content.scope == scope
+        found: list[RecordData] = []
+        now = self._clock.now()
+        for record_id in sorted(exact, key=lambda i: (not exact[i], i)):
+            aggregate = self.get(record_id)
+            if aggregate.state.retracted or aggregate.memory_type is not MemoryType.ENTITY:
+                continue
+            found.append(aggregate.view(now))
+            if len(found) == limit:
+                break
+        return found
+
+    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+        """The ``limit`` most salient active records (ties: newer, then id) of exactly
+        ``scope`` (every scope for None), including records created in this unit of work."""
+        if limit <= 0:
+            return []
+        now = self._clock.now()
+        picks: list[tuple[float, int, str]] = []  # (salience, created_at µs, id)
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                picks = _most_salient(views, scope, limit, micros(now))
+        listed = {record_id for _, _, record_id in picks}
+        for aggregate in self._created.values():
+            content = aggregate.state.content
+            if content.id in listed or aggregate.state.retracted:
+                continue
+            if scope is None or content.scope == scope:
+                created = content.created_at or aggregate.created_on
+                picks.append((aggregate.salience(now), micros(created), content.id))
+        picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
+        return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
+
+    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+        """Active records of one type from the record table, plus those created in this unit
+        of work, oldest first (then by id)."""
+        ids: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table = views.table
+                rows = np.flatnonzero(table.content["type"][: table.size] == TYPE_CODE[memory_type])
+                ids.update(table.ids[int(row)] for row in rows)
+        ids.update(
+            record_id
+            for record_id, aggregate in self._created.items()
+            if aggregate.memory_type is memory_type
+        )
+        now = self._clock.now()
+        aggregates = [self.get(record_id) for record_id in ids]
+        found = [a.view(now) for a in aggregates if not a.state.retracted]
+        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
+        return found
+
+    def referrers(self, record_id: str, predicate: str) -> list[str]:
+        """Sources of ``predicate`` relations to ``record_id``: from the relation graph (the
+        committed log), plus relations saved in this unit of work but not yet committed."""
+        found: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                found.update(s for s, p in views.graph.sources(record_id) if p == predicate)
+        for aggregate in self._pending.values():
+            if any(
+                r.predicate == predicate and r.target_id == record_id
+                for r in aggregate.state.relations
+            ):
+                found.add(aggregate.record_id)
+        return sorted(found)
+
+    def content_key(self, record_id: str) -> bytes | None:
+        return self._app.content_key(record_id)
+
+    def destroy_keys(self, key_ids: Sequence[bytes]) -> None:
+        if self.deferred:
+            # A batch could still fail after the keys are gone, leaving records erased
+            # without the events that say so.
+            raise MembraneError("forget cannot run inside a batch")
+        self._app.keys.destroy(key_ids)
+
+    def commit(self) -> None:
+        """Write every pending event in one atomic save."""
+        if self._pending:
+            self._embed_owed()
+            pending = list(self._pending.values())
+            self._pending.clear()
+            self.recordings.extend(self._app.save(*pending))
+
+    def rollback(self) -> None:
+        """Forget pending work; cached aggregates were copies, so nothing else to undo."""
+        self._pending.clear()
+        self._unembedded.clear()
+
+
+DEFAULT_ENTITY_LIMIT = 10
+
+
+def _entity_terms(payload: EntityPayload) -> set[str]:
+    terms = {normalise_term(payload.canonical_name)}
+    terms.update(normalise_term(alias.value) for alias in payload.aliases)
+    terms.discard("")
+    return terms
+
+
+def _most_salient(
+    views: ReadModel, scope: str | None, limit: int, at: int
+) -> list[tuple[float, int, str]]:
+    """(salience, created_at, id) of the ``limit`` most salient active rows of ``scope``
+    (every scope for None), best first; ties at the cut are all kept for the caller to order."""
+    table = views.table
+    rows = np.arange(table.size)
+    if scope is not None:
+        scope_id = table.scope_ids.get(scope)
+        if scope_id is None:
+            return []
+        rows = rows[table.content["scope"][: table.size] == scope_id]
+    state = table.state_now()
+    salience = table.salience(rows, at, state)
+    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, at, state)
+    rows, salience = rows[active], salience[active]
+    if len(rows) > limit:
+        cut = np.partition(salience, len(rows) - limit)[len(rows) - limit]
+        keep = salience >= cut
+        rows, salience = rows[keep], salience[keep]
+    created = table.content["created_at"][rows]
+    return [
+        (float(s), int(c), table.ids[int(r)])
+        for r, s, c in zip(rows.tolist(), salience.tolist(), created.tolist(), strict=True)
+    ]
