@@ -14,7 +14,6 @@ Run it with ``membrane-es mcp DIR`` (stdio) or ``membrane-es mcp DIR --http HOST
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,16 +67,14 @@ def build_server(memory: Membrane, caller: Caller) -> MCPServer:
     return server
 
 
-def serve_stdio(path: str | os.PathLike[str], ceiling: TrustContext) -> None:
-    """Serve the store at ``path`` (created if missing) on standard input and output."""
-    with Membrane.open(path) as memory:
-        build_server(memory, caller_of(ceiling)).run("stdio")
+def serve_stdio(memory: Membrane, ceiling: TrustContext) -> None:
+    """Serve an open store on standard input and output until the client goes."""
+    build_server(memory, caller_of(ceiling)).run("stdio")
 
 
-def serve_http(path: str | os.PathLike[str], ceiling: TrustContext, host: str, port: int) -> None:
-    """Serve the store at ``path`` over streamable HTTP at ``http://host:port/mcp``."""
-    with Membrane.open(path) as memory:
-        build_server(memory, caller_of(ceiling)).run("streamable-http", host=host, port=port)
+def serve_http(memory: Membrane, ceiling: TrustContext, host: str, port: int) -> None:
+    """Serve an open store over streamable HTTP at ``http://host:port/mcp``."""
+    build_server(memory, caller_of(ceiling)).run("streamable-http", host=host, port=port)
 
 
 def caller_of(ceiling: TrustContext) -> Caller:

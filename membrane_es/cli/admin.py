@@ -15,8 +15,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membrane_es.cli import render
-from membrane_es.cli.app import command
-from membrane_es.cli.options import Json, Store, existing_store, store_for_writing
+from membrane_es.cli.app import UsageProblem, command
+from membrane_es.cli.options import Json, Store, StoreAddress, existing_store, store_for_writing
 from membrane_es.engine import Membrane
 
 TAMPERED = 2  # verify's exit status when the chain is broken
@@ -34,7 +34,11 @@ def verify(
     """Walk the log's hash chain without opening the views; exits 2 naming the first altered,
     missing or reordered event (a report even for a store file too corrupt to read)."""
     key = chain_key_file.read_bytes() if chain_key_file is not None else None
-    report = Membrane.verify_store(store, chain_key=key)
+    if store.path is not None:
+        report = Membrane.verify_store(store.path, chain_key=key)
+    else:
+        assert store.dsn is not None
+        report = Membrane.verify_postgres_store(store.dsn, schema=store.schema, chain_key=key)
     if json:
         render.print_json(
             {
@@ -56,6 +60,11 @@ def verify(
 @command("rebuild", "membrane-es rebuild ./memory")
 def rebuild(store: Store) -> None:
     """Rebuild the read views (tables, text and vector indexes) from the whole log."""
+    if store.path is None:
+        raise UsageProblem(
+            "rebuild: a PostgreSQL store's read views live in each process that serves it "
+            "(made from the log when it opens); restart those, or rebuild their views directory"
+        )
     with existing_store(store) as memory, _bar("rebuilding") as advance:
         memory.rebuild_views(advance)
         memory.checkpoint()
@@ -122,14 +131,15 @@ def _readable(file: str) -> Iterator[Path]:
 
 
 @contextmanager
-def _removed_on_failure(store: Path) -> Iterator[None]:
-    """A store directory this import creates is removed again if the import fails."""
-    existed = store.exists()
+def _removed_on_failure(store: StoreAddress) -> Iterator[None]:
+    """A store directory this import creates is removed again if the import fails (a
+    failed import into PostgreSQL leaves its tables empty: nothing is written)."""
+    existed = store.path is None or store.path.exists()
     try:
         yield
     except BaseException:
-        if not existed:
-            shutil.rmtree(store, ignore_errors=True)
+        if not existed and store.path is not None:
+            shutil.rmtree(store.path, ignore_errors=True)
         raise
 
 

@@ -6,19 +6,65 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import typer
 
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
+from membrane_es.postgres_store import DEFAULT_SCHEMA
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
-# A command's help ends with an example; the store directory is always the first argument.
-Store = Annotated[Path, typer.Argument(help="the store directory", show_default=False)]
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    """Where a store is: an LMDB directory, or a PostgreSQL database URL and the schema the
+    store lives in (written after ``#``: ``postgresql://host/db#tenant_acme``; the daemon's
+    default schema without one)."""
+
+    path: Path | None = None
+    dsn: str | None = None
+    schema: str = DEFAULT_SCHEMA
+
+    def __str__(self) -> str:
+        if self.path is not None:
+            return str(self.path)
+        return f"{_without_password(self.dsn or '')} schema {self.schema}"
+
+
+def parse_store(text: str) -> StoreAddress:
+    if not text.startswith(POSTGRES_SCHEMES):
+        return StoreAddress(path=Path(text))
+    dsn, _, schema = text.partition("#")
+    return StoreAddress(dsn=dsn, schema=schema or DEFAULT_SCHEMA)
+
+
+def _without_password(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# A command's help ends with an example; the store is always the first argument.
+Store = Annotated[
+    StoreAddress,
+    typer.Argument(
+        help="the store: a directory (LMDB), or a PostgreSQL URL, postgresql://user@host/db "
+        "(add #schema for a store in another schema, e.g. a tenant's)",
+        parser=parse_store,
+        metavar="STORE",
+        show_default=False,
+    ),
+]
 RecordId = Annotated[str, typer.Argument(help="a record id", show_default=False)]
 AsOf = Annotated[
     str | None,
@@ -71,15 +117,25 @@ def parse_json(text: str, field: str) -> Any:
         raise ValidationError(field, f"not JSON: {error}") from None
 
 
+def open_store(store: StoreAddress, *, create: bool, follow: bool = False) -> Membrane:
+    """Open the store at ``store``. A PostgreSQL store is opened as one process among
+    others: its views are made from the log at open, and follow the others' writes only
+    with ``follow`` (a server does; a one-shot command need not)."""
+    if store.path is not None:
+        return Membrane.open(store.path, create=create)
+    assert store.dsn is not None
+    return Membrane.open_postgres(store.dsn, schema=store.schema, follow=follow, create=create)
+
+
 @contextmanager
-def existing_store(path: Path) -> Iterator[Membrane]:
-    """The store at ``path``; a path holding none is an error and nothing is created."""
-    with Membrane.open(path, create=False) as memory:
+def existing_store(store: StoreAddress) -> Iterator[Membrane]:
+    """The store at ``store``; a place holding none is an error and nothing is created."""
+    with open_store(store, create=False) as memory:
         yield memory
 
 
 @contextmanager
-def store_for_writing(path: Path) -> Iterator[Membrane]:
-    """The store at ``path``, created if missing (writes may start a new store)."""
-    with Membrane.open(path) as memory:
+def store_for_writing(store: StoreAddress) -> Iterator[Membrane]:
+    """The store at ``store``, created if missing (writes may start a new store)."""
+    with open_store(store, create=True) as memory:
         yield memory

@@ -18,11 +18,13 @@ from membrane_es.cli.options import (
     Json,
     RecordId,
     Store,
+    StoreAddress,
     Trust,
     TrustScopes,
     existing_store,
     trust_context,
 )
+from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
 from membrane_es.queries import retrieve_graph as graph_defaults
 from membrane_es.queries.retrieve import DEFAULT_RESULTS
@@ -256,7 +258,7 @@ def stats(
     with existing_store(store) as memory:
         snapshot = memory.get_metrics(as_of=moment)
         events = memory.application.recorder.max_notification_id() or 0
-    size = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())
+        size = _bytes_stored(store, memory)
     figures = {
         "store": str(store),
         "events": events,
@@ -271,6 +273,22 @@ def stats(
         render.print_json(figures)
     else:
         render.mapping_table(figures)
+
+
+def _bytes_stored(store: StoreAddress, memory: Membrane) -> int:
+    """The store's files (LMDB), or its schema's tables with their indexes (PostgreSQL)."""
+    if store.path is not None:
+        return sum(path.stat().st_size for path in store.path.rglob("*") if path.is_file())
+    datastore = memory.application.recorder.datastore  # type: ignore[attr-defined]
+    with datastore.get_connection() as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS size FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (store.schema,),
+        )
+        row = cursor.fetchone()
+    return int(row["size"] if isinstance(row, dict) else row[0])
 
 
 def _owner_only(trust: object) -> None:

@@ -12,7 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from membrane_es.cli.app import MissingExtraError, UsageProblem, app
-from membrane_es.cli.options import Store, TrustScopes, trust_context
+from membrane_es.cli.options import Store, TrustScopes, open_store, trust_context
 from membrane_es.errors import MembraneError
 from membrane_es.schema.enums import Sensitivity
 
@@ -92,10 +92,12 @@ def mcp(
     except ImportError as error:
         raise MissingExtraError("mcp", error.name or "mcp") from None
     ceiling = trust_context(trust, trust_scope)
-    if http is None:
-        serve_stdio(store, ceiling)
-    else:
+    if http is not None:
         host, _, port = http.rpartition(":")
         if not host or not port.isdigit():
             raise UsageProblem("--http: expected HOST:PORT")
-        serve_http(store, ceiling, host, int(port))
+    with open_store(store, create=True, follow=True) as memory:
+        if http is None:
+            serve_stdio(memory, ceiling)
+        else:
+            serve_http(memory, ceiling, host, int(port))

@@ -26,8 +26,10 @@ from membrane_es.postgres_store import (
     connect,
     creating_tables,
     ensure_schema,
+    has_store,
     postgres_settings,
     store_identity,
+    store_location,
 )
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
@@ -145,6 +147,7 @@ class Opening(EngineCore):
         follow: bool = True,
         checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
         chain_key: bytes | None = None,
+        create: bool = True,
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
         (needs the ``postgres`` extra). The schema and its tables are created if missing.
@@ -167,6 +170,8 @@ class Opening(EngineCore):
             a recent checkpoint rather than replaying the log from the start.
         :param chain_key: key of the log's hash chain, as for :meth:`open`; every process
             writing the log must be given the same one.
+        :param create: with ``False``, a schema that holds no store raises
+            :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there.
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
@@ -178,7 +183,10 @@ class Opening(EngineCore):
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
             **(env or {}),
         }
+        check_flag("create", create)
         with connect(settings) as connection:
+            if not create and not has_store(connection, settings):
+                raise StoreNotFoundError(store_location(settings))
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
             with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
                 app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)

@@ -7,13 +7,20 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import APPLICATION_NAME
+from membrane_es.application import APPLICATION_NAME, MemoryApplication
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
 from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.lmdb_store import ChainReport, verify_store
+from membrane_es.postgres_store import (
+    DEFAULT_SCHEMA,
+    connect,
+    has_store,
+    postgres_settings,
+    store_location,
+)
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import retrieve as retrieve_queries
@@ -260,3 +267,27 @@ class Reads(EngineCore):
         if not (directory / "data.mdb").is_file():
             raise StoreNotFoundError(str(path))
         return verify_store(str(directory), APPLICATION_NAME, chain_key)
+
+    @staticmethod
+    def verify_postgres_store(
+        dsn: str, *, schema: str = DEFAULT_SCHEMA, chain_key: bytes | None = None
+    ) -> ChainReport:
+        """Walk the hash chain of the PostgreSQL store in ``schema`` of the database ``dsn``
+        names, without opening its views (a store's read views replay the whole log).
+        Damage is reported, as by :meth:`verify_store`; a schema holding no store raises
+        :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created."""
+        check_chain_key(chain_key)
+        settings = {
+            **postgres_settings(dsn, schema),
+            "CREATE_TABLE": "n",
+            **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
+        }
+        with connect(settings) as connection:
+            if not has_store(connection, settings):
+                raise StoreNotFoundError(store_location(settings))
+        app = MemoryApplication(settings)
+        try:
+            report: ChainReport = app.recorder.verify()  # type: ignore[attr-defined]
+        finally:
+            app.close()
+        return report

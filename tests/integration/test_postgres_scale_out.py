@@ -18,7 +18,7 @@ from eventsourcing.cipher import AESCipher
 from membrane_es import ConflictError, Membrane, MembraneError
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
-from membrane_es.errors import PositionNotReachedError, ValidationError
+from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
 from membrane_es.lmdb_store import ChainFault
 from membrane_es.projections.log_pages import event_decoder
 from tests.unit.builders import FULL_TRUST, semantic
@@ -269,3 +269,33 @@ def test_a_keyed_chain_needs_its_key(open_store: OpenStore, postgres_dsn: str) -
     # a chain recomputed without the key does not pass
     _sql(postgres_dsn, "UPDATE public.memory_events SET state = state || '\\x00'::bytea")
     assert not memory.verify().ok
+
+
+def test_a_store_that_must_exist_is_not_created(postgres_dsn: str) -> None:
+    with pytest.raises(StoreNotFoundError, match="schema tenant_nobody"):
+        Membrane.open_postgres(postgres_dsn, schema="tenant_nobody", create=False)
+    with pytest.raises(StoreNotFoundError):
+        Membrane.verify_postgres_store(postgres_dsn, schema="tenant_nobody")
+    with psycopg.connect(postgres_dsn) as connection:
+        found = connection.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = 'tenant_nobody'"
+        ).fetchone()
+    assert found is None
+
+
+def test_verify_without_views_names_the_first_bad_event(
+    open_store: OpenStore, postgres_dsn: str
+) -> None:
+    key = b"chain key kept outside the store"
+    memory = open_store(chain_key=key)
+    for index in range(3):
+        memory.create_record(semantic(obj=f"port {index}"))
+    report = Membrane.verify_postgres_store(postgres_dsn, chain_key=key)
+    assert report.ok and report.checked == 3
+    assert not Membrane.verify_postgres_store(postgres_dsn).ok  # the key is part of the check
+    _sql(
+        postgres_dsn,
+        "UPDATE public.memory_events SET state = state || '\\x00'::bytea WHERE notification_id = 2",
+    )
+    report = Membrane.verify_postgres_store(postgres_dsn, chain_key=key)
+    assert (report.fault, report.notification_id) == (ChainFault.ALTERED, 2)
