@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from membrane_es.errors import MembraneError
+from membrane_es.log_name import APPLICATION_NAME
 
 if TYPE_CHECKING:
     import psycopg
@@ -159,8 +160,6 @@ def creating_tables(
 
 def events_table(settings: dict[str, str]) -> str:
     """The table holding a store's log (eventsourcing names it after the application)."""
-    from membrane_es.application import APPLICATION_NAME
-
     return f"{APPLICATION_NAME.lower()}_events"
 
 

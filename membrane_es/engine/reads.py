@@ -7,13 +7,14 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import APPLICATION_NAME, MemoryApplication
+from membrane_es.application import MemoryApplication
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
 from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.lmdb_store import ChainReport, verify_store
+from membrane_es.log_name import APPLICATION_NAME
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
