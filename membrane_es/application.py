@@ -30,6 +30,8 @@ from membrane_es.record_cache import RecordCache
 from membrane_es.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
 
 APPLICATION_NAME = "memory"
+# eventsourcing names the log's table after the application.
+EVENTS_TABLE = f"{APPLICATION_NAME}_events"
 
 DEFAULT_ENV: dict[str, str] = {
     "MAPPER_TOPIC": "membrane_es.codec:MsgspecMapper",
@@ -249,4 +251,4 @@ def _project(aggregate: Any, events: Any) -> Any:
     return aggregate
 
 
-__all__ = ["APPLICATION_NAME", "DEFAULT_ENV", "MemoryApplication"]
+__all__ = ["APPLICATION_NAME", "DEFAULT_ENV", "EVENTS_TABLE", "MemoryApplication"]

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import APPLICATION_NAME, MemoryApplication
+from membrane_es.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
@@ -283,7 +283,7 @@ class Reads(EngineCore):
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
         }
         with connect(settings) as connection:
-            if not has_store(connection, settings):
+            if not has_store(connection, settings, EVENTS_TABLE):
                 raise StoreNotFoundError(store_location(settings))
         app = MemoryApplication(settings)
         try:
