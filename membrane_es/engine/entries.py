@@ -63,23 +63,21 @@ class Entries(Revisions, Reads, Erasure):
 
     @property
     def entries_view(self) -> EntryIndex:
-        """The entries view, caught up with the log."""
-        index: EntryIndex | None = self.__dict__.get("_entry_index")
+        """The entries view, caught up with the log (built the first time: from then on it
+        is part of the read views, checkpointed with them)."""
+        views = self._views
+        # Caught up with the log even where a follower applies other processes' writes (as
+        # entries reads always were: another process's write is found at once).
+        views.catch_up(self._app)
+        index = views.entries
         if index is None:
             with _INDEX_LOCK:
-                index = self.__dict__.get("_entry_index")
+                index = views.entries
                 if index is None:
-                    index = EntryIndex()
-                    self.__dict__["_entry_index"] = index
-        index.catch_up(self._app)
+                    index = views.entries = EntryIndex()
+        # As far as the other views, never past them: a checkpoint of the views holds it.
+        index.catch_up(self._app, until=views.position)
         return index
-
-    def _close_parts(self) -> None:
-        super()._close_parts()
-        index: EntryIndex | None = self.__dict__.pop("_entry_index", None)
-        if index is not None:
-            with index.lock:
-                index.close()
 
     # --- reads ----------------------------------------------------------------------------
 

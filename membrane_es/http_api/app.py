@@ -47,6 +47,7 @@ from membrane_es.queries.entries import (
     RerankReport,
     SearchAdvisor,
 )
+from membrane_es.queries.entry_scores import EntryExplanation
 from membrane_es.schema.entries import (
     ENTRY_TYPES,
     MAX_INTEGER,
@@ -84,6 +85,7 @@ class EntryList(msgspec.Struct, kw_only=True, omit_defaults=True):
     entries: list[Entry]
     expansion: Expansion | None = None
     rerank: RerankReport | None = None
+    explain: list[EntryExplanation] | None = None
 
 
 class RelationList(msgspec.Struct, kw_only=True):
@@ -259,6 +261,13 @@ class MemoryController(Controller):
         before_updated_at: Epoch = None,
         limit: Limit = None,
         decay: str | None = None,
+        explain: Annotated[
+            str | None,
+            Parameter(
+                description="true: with q, an explain list: per entry its BM25, boosts, age "
+                "decay and the rank-fusion passes that placed it"
+            ),
+        ] = None,
     ) -> EntryList:
         """Browse (no ``q``: newest first, ``type``/``tag`` filter) or search (``q``: BM25,
         ``type``/``tag`` boost)."""
@@ -277,6 +286,7 @@ class MemoryController(Controller):
             expand=expand or "",
             rerank=rerank or "",
             rerank_fine=rerank_fine or "",
+            explain=_bool("explain", explain),
         )
         page = access.store().list_entries(
             query, trust=access.trust, tenant=access.tenant, advisor=_advisor(request)
@@ -286,6 +296,7 @@ class MemoryController(Controller):
             entries=page.entries,
             expansion=page.expansion,
             rerank=page.rerank,
+            explain=page.explain,
         )
 
     @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry", responses=ERRORS)

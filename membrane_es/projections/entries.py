@@ -13,13 +13,17 @@ the entries as they stood at any past moment are one query (``as_of``: the revis
 then, if the entry's validity window covers that moment).
 
 It follows the notification log with its own position (:meth:`EntryIndex.catch_up`), and
-can be rebuilt from the log at any time; it holds nothing the log does not.
+can be rebuilt from the log at any time; it holds nothing the log does not. It is built the
+first time entries are read, and from then on checkpointed with the other read views
+(:meth:`EntryIndex.save`, :meth:`EntryIndex.load`: a file in the sealed checkpoint), so a
+restart follows the log only from where the checkpoint left it.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -45,6 +49,10 @@ from membrane_es.schema.records import MemoryRecord, Relation
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 PAGE = 500
+# The layout of a saved entries view (SQLite's user_version): a checkpoint of another layout
+# is not loaded, and the view is built from the log instead.
+SAVED_FORMAT = 1
+_STATE = msgspec.json.Encoder()
 SENSITIVITY_RANK = {level.value: rank for rank, level in enumerate(Sensitivity)}
 _TAGS_JSON = msgspec.json.Encoder()
 
@@ -85,7 +93,18 @@ CREATE TABLE rel (
 );
 CREATE INDEX rel_source ON rel(source_record);
 CREATE INDEX rel_target ON rel(target_record);
+CREATE TABLE state (one INTEGER PRIMARY KEY CHECK (one = 1), body TEXT NOT NULL);
 """
+
+
+class _SavedState(msgspec.Struct, frozen=True):
+    """What a saved view knows beyond its tables."""
+
+    position: int
+    creations: int
+    relations: int
+    rows: int
+    continues: dict[str, tuple[int, int]]
 
 
 def entry_fields(record: MemoryRecord) -> EntryFields:
@@ -137,6 +156,8 @@ class EntryIndex:
 
     def __init__(self) -> None:
         self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        # An erased record's text is overwritten, so no saved copy of the view holds it.
+        self.db.execute("PRAGMA secure_delete = ON")
         self.db.executescript(_SCHEMA)
         self.lock = threading.RLock()
         self.position = 0
@@ -150,15 +171,22 @@ class EntryIndex:
         # written before any other event is applied (it may name them).
         self._new_revisions: list[tuple[Any, ...]] = []
         self._new_documents: list[tuple[int, str, str, str, str]] = []
+        # A page erased text: its terms leave the index's segments (merged anew) before the
+        # page commits, so neither memory nor a saved copy keeps them.
+        self._erased = False
 
     # --- following the log ----------------------------------------------------------------
 
-    def catch_up(self, source: NotificationSource) -> None:
-        """Apply every notification after :attr:`position`, a page per transaction."""
+    def catch_up(self, source: NotificationSource, until: int | None = None) -> None:
+        """Apply every notification after :attr:`position` (up to ``until``, if given), a
+        page per transaction."""
         with self.lock:
             reader = LogReader(source)
             while True:
-                page = reader.page(self.position + 1, PAGE)
+                limit = PAGE if until is None else min(PAGE, until - self.position)
+                if limit <= 0:
+                    return
+                page = reader.page(self.position + 1, limit)
                 if not page.count:
                     return
                 self.db.execute("BEGIN")
@@ -167,15 +195,19 @@ class EntryIndex:
                     for event in page.events:
                         self.apply(event)
                     self._write_new_rows()
+                    if self._erased:
+                        self.db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
                 except BaseException:
                     self.db.execute("ROLLBACK")
                     self._rows = rows
                     self._new_revisions.clear()
                     self._new_documents.clear()
                     raise
+                finally:
+                    self._erased = False
                 self.db.execute("COMMIT")
                 self.position = page.last_id
-                if page.count < PAGE:
+                if page.count < limit:
                     return
 
     def apply(self, event: Any) -> None:
@@ -328,6 +360,7 @@ class EntryIndex:
             found,
         )
         self.db.execute("DELETE FROM fts WHERE rowid = ?", found)
+        self._erased = True
 
     def _related(self, source_key: str, relation: Relation, at: int) -> None:
         if relation.predicate not in RELATION_KINDS:
@@ -344,6 +377,45 @@ class EntryIndex:
                 at,
             ),
         )
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the view and the log position it reflects to the file ``path``."""
+        with self.lock:
+            state = _SavedState(
+                self.position, self._creations, self._relations, self._rows, self._continues
+            )
+            self.db.execute(
+                "INSERT OR REPLACE INTO state(one, body) VALUES (1, ?)",
+                (_STATE.encode(state).decode(),),
+            )
+            target = sqlite3.connect(path)
+            try:
+                self.db.backup(target)
+                target.execute(f"PRAGMA user_version = {SAVED_FORMAT}")
+                target.commit()
+            finally:
+                target.close()
+
+    @classmethod
+    def load(cls, path: Path) -> EntryIndex | None:
+        """The view saved in ``path``; None if it was saved in another layout."""
+        source = sqlite3.connect(path)
+        try:
+            (saved_format,) = source.execute("PRAGMA user_version").fetchone()
+            if saved_format != SAVED_FORMAT:
+                return None
+            index = cls()
+            source.backup(index.db)
+        finally:
+            source.close()
+        (body,) = index.db.execute("SELECT body FROM state").fetchone()
+        state = msgspec.json.decode(body, type=_SavedState)
+        index.position, index._creations = state.position, state.creations
+        index._relations, index._rows = state.relations, state.rows
+        index._continues = dict(state.continues)
+        return index
 
     def close(self) -> None:
         self.db.close()

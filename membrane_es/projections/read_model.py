@@ -25,6 +25,7 @@ from eventsourcing.persistence import Tracking
 
 from membrane_es.projections.embeddings import Block, EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
+from membrane_es.projections.entries import EntryIndex
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import MetricsView
 from membrane_es.projections.record_table import RecordTable
@@ -41,6 +42,7 @@ CHECKPOINT_VERSION = 4  # 2: validity columns, entity names, text lengths; 3: me
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
 TEXT_WORKER_MIN_BACKLOG = 50_000
+ENTRIES_FILE = "entries.sqlite"
 
 
 class ReadModel:
@@ -55,6 +57,9 @@ class ReadModel:
         self.text = TextIndex()
         self.entities = EntityIndex()
         self.metrics = MetricsView()
+        # The entries view (:mod:`membrane_es.projections.entries`): built when entries are
+        # first read, following the log on its own; checkpointed with the others once built.
+        self.entries: EntryIndex | None = None
         self.position = 0
         self.lock = threading.RLock()
         # Rows forgotten while the text index was being written by a worker: their documents
@@ -75,6 +80,18 @@ class ReadModel:
         page after page in order and each page as one statement (SQLite tokenises without
         the GIL), while this thread decodes and applies the next page; every page is indexed,
         and its lengths noted, before this returns."""
+        with self.lock:
+            applied = self._catch_up(source, progress)
+            entries = self.entries
+            if entries is not None:
+                # Once built, the entries view follows as closely (an erasure leaves it at
+                # once), never past these views: a checkpoint of both holds.
+                entries.catch_up(source, until=self.position)
+            return applied
+
+    def _catch_up(
+        self, source: NotificationSource, progress: Callable[[int, int], None] | None
+    ) -> int:
         applied = 0
         with self.lock:
             head = source.recorder.max_notification_id() or 0
@@ -173,6 +190,10 @@ class ReadModel:
 
     def close(self) -> None:
         self.text.close()
+        entries = self.entries
+        if entries is not None:
+            with entries.lock:
+                entries.close()
 
     @classmethod
     def rebuild(
@@ -235,6 +256,13 @@ class ReadModel:
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             self.text.save(staging / "text.sqlite")
+            entries = self.entries
+            if entries is not None:
+                with entries.lock:
+                    # Its own position, at most the checkpoint's: the seal's tie to the log
+                    # there covers every event it reflects.
+                    if entries.position <= self.position:
+                        entries.save(staging / ENTRIES_FILE)
             if seal is not None:
                 seal(staging, self.position)
             current = directory / "current"
@@ -315,6 +343,8 @@ class ReadModel:
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))
         model.text.load(current / "text.sqlite")
+        if (current / ENTRIES_FILE).exists():
+            model.entries = EntryIndex.load(current / ENTRIES_FILE)
         model.position = manifest["position"]
         return model
 

@@ -7,7 +7,9 @@ and 1.2 instead of filtering; intent cue words in ``q`` boost types the same way
 ``type`` is given; ``decay`` multiplies by an age step; ``graduated`` fuses a
 conversation-scoped pass (weight 1.5) and a tenant-wide pass (1.0) by reciprocal rank
 (k = 60). ``expand`` and ``rerank`` go through a :class:`SearchAdvisor`; with none, or when
-it fails, the search runs as if they were not asked and the result says why.
+it fails, the search runs as if they were not asked and the result says why. ``explain``
+adds, for each answer, the numbers that placed it
+(:mod:`membrane_es.queries.entry_scores`).
 
 ``as_of=T`` reads the entries whose validity window ``valid_from <= T < valid_to`` covers T
 (``valid_to`` as known now: null while open), each in its revision current at T (an entry
@@ -15,6 +17,15 @@ backfilled after T: its first revision), with its ``valid_to``. Unless a backfil
 invalidation's ``when`` rewrote a window afterwards, an answer given at T is therefore the
 answer ``as_of=T`` gives forever after, but for ``valid_to``, which then tells when the
 entry stopped being valid.
+
+A *search* ``as_of=T`` matches exactly the entries found then (matching depends on an
+entry's text alone), with the boosts and the age decay of then (age counts up to T), but
+FTS5 computes BM25 with the index's statistics as they are now: the document count, the
+average length and each term's document frequency count every revision recorded since T
+too. The order can therefore differ from the answer given at T, and a ``limit`` smaller
+than the matches can pick other ones of them; with ``limit`` at least the number of matches
+the entries are the same. Past statistics would need FTS5's per-phrase hit counts, which
+only a native auxiliary function can read, so this module does not recompute them.
 """
 
 from __future__ import annotations
@@ -29,6 +40,14 @@ import msgspec
 from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.entries import SENSITIVITY_RANK, EntryIndex
 from membrane_es.projections.tokens import STOP_WORDS
+from membrane_es.queries.entry_scores import (
+    RRF_K,
+    EntryExplanation,
+    Pass,
+    Scored,
+    Searched,
+    explain,
+)
 from membrane_es.schema.entries import Entry, EntryRelation
 from membrane_es.schema.records import TrustContext
 
@@ -37,7 +56,6 @@ MAX_LIMIT = 200
 FIELD_WEIGHTS = (10.0, 4.0, 8.0, 2.0)  # title, content, tags, source
 TYPE_BOOST = 1.3
 TAG_BOOST = 1.2
-RRF_K = 60
 CONVERSATION_WEIGHT = 1.5
 TENANT_WEIGHT = 1.0
 PARAPHRASE_WEIGHT = 0.7
@@ -95,6 +113,7 @@ class EntryQuery(msgspec.Struct, kw_only=True, frozen=True):
     expand: str = ""
     rerank: str = ""
     rerank_fine: str = ""
+    explain: bool = False
 
 
 class Expansion(msgspec.Struct, kw_only=True):
@@ -117,6 +136,7 @@ class EntryPage(msgspec.Struct, kw_only=True):
     entries: list[Entry]
     expansion: Expansion | None = None
     rerank: RerankReport | None = None
+    explain: list[EntryExplanation] | None = None  # a search with ``explain``: per entry
 
 
 class RerankCandidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -287,7 +307,7 @@ def _ranking(
     conversation: int | None,
     now: int,
     depth: int,
-) -> list[int]:
+) -> list[Scored]:
     """Rows matching ``text``, best first: BM25 × type, tag and intent boosts × age decay.
 
     FTS5 ranks its matches by BM25 alone fastest, so candidates are read that way, best
@@ -300,21 +320,24 @@ def _ranking(
         return []
     where = _filters(query, trust, conversation=conversation, browse=False)
     boosted = query.types or (intent_types(text) if query.intent else ())
-    factors: list[str] = []
+    factors: list[str] = []  # each a column: Scored's boost, tag and decay (absent: 1.0)
     params: list[Any] = []
     most = 1.0
+    boost, tag, decay = "1.0", "1.0", "1.0"
     if boosted:
-        factors.append(f"(CASE WHEN r.type IN ({_marks(boosted)}) THEN {TYPE_BOOST} ELSE 1 END)")
+        boost = f"(CASE WHEN r.type IN ({_marks(boosted)}) THEN {TYPE_BOOST} ELSE 1.0 END)"
+        factors.append(boost)
         params.extend(boosted)
         most *= TYPE_BOOST
     if query.tag:
-        factors.append(f"(CASE WHEN instr(r.tags, ?) > 0 THEN {TAG_BOOST} ELSE 1 END)")
+        tag = f"(CASE WHEN instr(r.tags, ?) > 0 THEN {TAG_BOOST} ELSE 1.0 END)"
+        factors.append(tag)
         params.append(query.tag)
         most *= TAG_BOOST
     if query.decay:
-        factors.append(_DECAY)
+        decay = _DECAY
+        factors.append(decay)
         params.extend(_decay_params(query.as_of or now))
-    factor = " * ".join(factors) or "1.0"
     weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
     # Candidates come in the order (BM25, newest row first); with no factor that is the
     # answer's order, and the first ``depth`` that pass the filters are exact. Factors can lift
@@ -329,19 +352,23 @@ def _ranking(
         raw = {row: -score for row, score in candidates}
         found = index.db.execute(
             # CROSS JOIN: from the candidates to their rows (never a scan of every row)
-            f"SELECT r.row, {factor} FROM json_each(?) AS c CROSS JOIN rev r"
+            f"SELECT r.row, {boost}, {tag}, {decay} FROM json_each(?) AS c CROSS JOIN rev r"
             f" ON r.row = c.value WHERE {where.sql}",
             (*params, _ROWS.encode(list(raw)).decode(), *where.params),
         ).fetchall()
-        scored = sorted(((raw[row] * weight, row) for row, weight in found), reverse=True)
+        scored = sorted(
+            (Scored(row, raw[row], *factor) for row, *factor in found),
+            key=lambda s: (s.score, s.row),
+            reverse=True,
+        )
         if len(candidates) < wanted:  # every match was read
             break
         if len(scored) >= depth and (
-            not factors or scored[depth - 1][0] > most * -candidates[-1][1]
+            not factors or scored[depth - 1].score > most * -candidates[-1][1]
         ):
             break
         wanted *= 4
-    return [row for _, row in scored[:depth]]
+    return scored[:depth]
 
 
 # Age steps since valid_from: ≤ 30 days 1.0, ≤ half-life 0.9, ≤ 2× 0.75, ≤ 4× 0.6, older floor.
@@ -373,15 +400,23 @@ def _search_rows(
     query: EntryQuery,
     trust: TrustContext | None,
     now: int,
-) -> list[int]:
+    weight: float = 1.0,
+) -> Searched:
     """One query's ranking: graduated (two passes fused) when asked and scoped."""
     depth = max(query.limit, RERANK_POOL if query.rerank or query.rerank_fine else 0)
     conversation = known_conversation(index, query.conversation_id, query.as_of)
     if query.graduated and conversation is not None:
         scoped = _ranking(index, text, query, trust, conversation, now, depth)
         wide = _ranking(index, text, query, trust, None, now, depth)
-        return fuse([(CONVERSATION_WEIGHT, scoped), (TENANT_WEIGHT, wide)])
-    return _ranking(index, text, query, trust, conversation, now, depth)
+        passes = [
+            Pass(text, "conversation", CONVERSATION_WEIGHT, scoped),
+            Pass(text, "tenant", TENANT_WEIGHT, wide),
+        ]
+        rows = fuse([(p.weight or 1.0, [s.row for s in p.scored]) for p in passes])
+        return Searched(text, weight, rows, passes)
+    scope = "tenant" if conversation is None else "conversation"
+    ranked = _ranking(index, text, query, trust, conversation, now, depth)
+    return Searched(text, weight, [s.row for s in ranked], [Pass(text, scope, None, ranked)])
 
 
 def search(
@@ -392,22 +427,35 @@ def search(
     now: int,
     advisor: SearchAdvisor | None = None,
 ) -> EntryPage:
-    rows = _search_rows(index, query.q, query, trust, now)
+    searched = [_search_rows(index, query.q, query, trust, now)]
+    rows = searched[0].rows
     expansion: Expansion | None = None
     if query.expand:
         expansion = _expand(index, query, trust, now, advisor, rows)
         if expansion.applied:
-            rankings = [(1.0, rows)] + [
-                (PARAPHRASE_WEIGHT, _search_rows(index, text, query, trust, now))
+            searched += [
+                _search_rows(index, text, query, trust, now, PARAPHRASE_WEIGHT)
                 for text in expansion.queries
             ]
-            rows = fuse(rankings)
+            rows = fuse([(s.weight, s.rows) for s in searched])
     report: RerankReport | None = None
     if query.rerank or query.rerank_fine:
         rows, report = _rerank(index, query, rows, advisor)
-    by_row = _rows(index, rows[: query.limit])
-    entries = [_entry(by_row[row], tenant) for row in rows[: query.limit]]
-    return EntryPage(entries=entries, expansion=expansion, rerank=report)
+    answer = rows[: query.limit]
+    by_row = _rows(index, answer)
+    entries = [_entry(by_row[row], tenant) for row in answer]
+    explained = None
+    if query.explain:
+        explained = explain(
+            answer,
+            {row: int(by_row[row][1]) for row in answer},
+            searched,
+            typed=bool(query.types),
+            decay=query.decay,
+            expanded=expansion is not None and expansion.applied,
+            reranked=report is not None and report.applied,
+        )
+    return EntryPage(entries=entries, expansion=expansion, rerank=report, explain=explained)
 
 
 def _expand(
