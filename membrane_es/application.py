@@ -24,10 +24,13 @@ from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.keystore import KeyStore, open_key_store
-from membrane_es.log_name import APPLICATION_NAME
 from membrane_es.log_order import EVENT_TIMES
 from membrane_es.record_cache import RecordCache
 from membrane_es.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
+
+APPLICATION_NAME = "memory"
+# eventsourcing names the log's table after the application.
+EVENTS_TABLE = f"{APPLICATION_NAME}_events"
 
 DEFAULT_ENV: dict[str, str] = {
     "MAPPER_TOPIC": "membrane_es.codec:MsgspecMapper",
@@ -248,4 +251,4 @@ def _project(aggregate: Any, events: Any) -> Any:
     return aggregate
 
 
-__all__ = ["DEFAULT_ENV", "MemoryApplication"]
+__all__ = ["APPLICATION_NAME", "DEFAULT_ENV", "EVENTS_TABLE", "MemoryApplication"]

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from membrane_es.errors import MembraneError
-from membrane_es.log_name import APPLICATION_NAME
 
 if TYPE_CHECKING:
     import psycopg
@@ -158,11 +157,6 @@ def creating_tables(
         connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
-def events_table(settings: dict[str, str]) -> str:
-    """The table holding a store's log (eventsourcing names it after the application)."""
-    return f"{APPLICATION_NAME.lower()}_events"
-
-
 def store_location(settings: dict[str, str]) -> str:
     """Where a store is, for messages: server, database and schema (never the password)."""
     return (
@@ -171,12 +165,14 @@ def store_location(settings: dict[str, str]) -> str:
     )
 
 
-def has_store(connection: psycopg.Connection[tuple[object, ...]], settings: dict[str, str]) -> bool:
-    """Whether the schema ``settings`` name holds a store's log (its events table)."""
+def has_store(
+    connection: psycopg.Connection[tuple[object, ...]], settings: dict[str, str], table: str
+) -> bool:
+    """Whether the schema ``settings`` name holds a store's log (its events ``table``)."""
     row = connection.execute(
         "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = %s AND c.relname = %s",
-        (settings["POSTGRES_SCHEMA"], events_table(settings)),
+        (settings["POSTGRES_SCHEMA"], table),
     ).fetchone()
     return row is not None
 

@@ -19,7 +19,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
 # Storage and vocabulary: bytes, files, time and the words of the domain; no domain logic.
 STORAGE = (
     "membrane_es.errors",
-    "membrane_es.log_name",
     "membrane_es.log_order",
     "membrane_es.record_numbers",
     "membrane_es.codec",

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from membrane_es.application import MemoryApplication
+from membrane_es.application import EVENTS_TABLE, MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
@@ -185,13 +185,13 @@ class Opening(EngineCore):
         }
         check_flag("create", create)
         with connect(settings) as connection:
-            if not create and not has_store(connection, settings):
+            if not create and not has_store(connection, settings, EVENTS_TABLE):
                 raise StoreNotFoundError(store_location(settings))
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
             with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
                 app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
             try:
-                identity = store_identity(connection, settings, f"{app.name.lower()}_events")
+                identity = store_identity(connection, settings, EVENTS_TABLE)
             except BaseException:
                 app.close()
                 raise

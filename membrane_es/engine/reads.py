@@ -7,14 +7,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import MemoryApplication
+from membrane_es.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
 from membrane_es.errors import MembraneError, StoreNotFoundError
 from membrane_es.lmdb_store import ChainReport, verify_store
-from membrane_es.log_name import APPLICATION_NAME
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -284,7 +283,7 @@ class Reads(EngineCore):
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
         }
         with connect(settings) as connection:
-            if not has_store(connection, settings):
+            if not has_store(connection, settings, EVENTS_TABLE):
                 raise StoreNotFoundError(store_location(settings))
         app = MemoryApplication(settings)
         try:
