@@ -13,26 +13,29 @@ ports by changing how the client is made::
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
 bus), :mod:`.opening` (open, close, checkpoint), :mod:`.revisions`, :mod:`.ingestion`,
-:mod:`.reads`, :mod:`.maintenance` (consolidation, now or on a schedule), :mod:`.erasure`,
-:mod:`.transfer` and :mod:`.entries` (the seed-003 entries API).
+:mod:`.reads`, :mod:`.maintenance` (consolidation, now or on a schedule), :mod:`.forgetting`
+(erasure), :mod:`.export_import` (the log to and from a file) and :mod:`.entries` (the seed-003
+entries API).
 """
 
 from __future__ import annotations
 
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, Timestamp
 from membrane_es.engine.entries import Entries
-from membrane_es.engine.erasure import Erasure
+from membrane_es.engine.export_import import ExportImport
+from membrane_es.engine.forgetting import Forgetting
 from membrane_es.engine.ingestion import Ingestion
 from membrane_es.engine.maintenance import Maintenance
 from membrane_es.engine.opening import Opening
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
-from membrane_es.engine.transfer import Transfer
 
 __all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
 
 
-class Membrane(Opening, Entries, Revisions, Ingestion, Reads, Maintenance, Erasure, Transfer):
+class Membrane(
+    Opening, Entries, Revisions, Ingestion, Reads, Maintenance, Forgetting, ExportImport
+):
     """An event-sourced memory engine.
 
     :param app: the eventsourcing application holding the log (see :meth:`open`,

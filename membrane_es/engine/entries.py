@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from membrane_es.engine.erasure import Erasure
+from membrane_es.engine.forgetting import Forgetting
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 from membrane_es.errors import (
@@ -58,7 +58,7 @@ _INDEX_LOCK = threading.Lock()
 BATCH_ATTEMPTS = 16
 
 
-class Entries(Revisions, Reads, Erasure):
+class Entries(Revisions, Reads, Forgetting):
     """Create, revise, invalidate, delete, relate and read entries."""
 
     @property
@@ -236,7 +236,7 @@ class Entries(Revisions, Reads, Erasure):
         ``history`` and the record reads still show them.
 
         With ``erase``, every revision's content is forgotten instead (see
-        :meth:`~membrane_es.engine.erasure.Erasure.forget`): the log keeps only that the
+        :meth:`~membrane_es.engine.forgetting.Forgetting.forget`): the log keeps only that the
         entry existed and was erased, by whom and when."""
         with self._write_lock:
             index = self.entries_view

@@ -6,7 +6,7 @@ from membrane_es.commands import messages
 from membrane_es.engine.core import EngineCore
 
 
-class Erasure(EngineCore):
+class Forgetting(EngineCore):
     """Erase records' content while the log stays append-only."""
 
     def forget(self, record_id: str, actor: str, rationale: str) -> list[str]:

@@ -12,7 +12,7 @@ from membrane_es.engine.core import EngineCore
 from membrane_es.errors import MembraneError
 
 
-class Transfer(EngineCore):
+class ExportImport(EngineCore):
     """The log out to JSON Lines, and back into an empty store."""
 
     def export_log(self, out: IO[bytes], progress: transfer.Progress | None = None) -> int:
