@@ -45,7 +45,7 @@ from membrane_es.errors import MembraneError, StorageFullError
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
 POOL_SIZE = 4096  # keys made per durable write (one sync; 192 kB)
-CACHE_SIZE = 65_536  # keys kept in memory (≈ 10 MB at most: bytes and their dict entries)
+CACHE_SIZE = 8_192  # keys kept in memory (about 1.4 MB: bytes and their dict entries)
 READ_AHEAD = 256  # keys read at once on a cache miss
 KEY_STORE_FILE = "keys.sqlite"
 
@@ -125,7 +125,7 @@ class KeyStore:
 
     def cipher(self, key_id: bytes) -> AESGCM | None:
         """The AES-GCM cipher of the key with this id, or None if the key was destroyed.
-        Made anew on each call: kept, 65,536 ciphers would hold about 160 MB."""
+        Made anew on each call (about 2 µs): each holds about 2.4 kB of OpenSSL state."""
         key = self._cache.get(key_id)  # one dict lookup on the usual path: no lock
         if key is None:
             key = self.get(key_id)
