@@ -6,6 +6,7 @@ processes is in ``test_postgres_processes.py``."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -201,9 +202,36 @@ def test_a_process_that_never_writes_follows_the_others(open_store: OpenStore) -
     newest = max(w.last_position or 0 for w in writers)
     follower.wait_for_position(newest)
     assert follower.position == newest
-    # applied by its subscription, not by a read catching up
-    assert follower._views.table.size == 30
     assert follower.get_metrics()["total_records"] == 30
+
+
+def test_the_subscription_moves_a_followers_views_without_any_read(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No read, no wait and no catch-up on the follower: only its LISTEN/NOTIFY subscription
+    can bring the others' writes into its views."""
+    follower = open_store()
+    subscription = follower._follower
+    assert subscription is not None
+    _until(lambda: subscription.following, "the follower never subscribed")
+    views = follower._views
+    caught_up: list[int] = []
+    # a catch-up (what a read does when nothing follows the log) would be seen here
+    monkeypatch.setattr(views, "catch_up", lambda app: caught_up.append(views.position))
+    writers = [open_store(), open_store()]
+    for index in range(10):
+        writers[index % 2].create_record(semantic(obj=f"port {index}"))
+    newest = max(w.last_position or 0 for w in writers)
+    _until(lambda: views.position == newest, "the views never reached the newest write")
+    assert subscription.following and caught_up == []
+    assert views.table.size == 10
+
+
+def _until(condition: Callable[[], bool], failure: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.01)
 
 
 def test_a_position_on_an_lmdb_store_is_read_your_writes_too(tmp_path: Path) -> None:
