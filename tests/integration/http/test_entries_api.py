@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
+from membrane_es.http_api import app as http_app
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
-from .conftest import Served, ids, new_entry
+from .conftest import Serve, Served, ids, new_entry
 
 ENTRY_KEYS = {
     "id",
@@ -544,3 +546,23 @@ def test_writes_carry_their_log_position_and_reads_may_require_one(served: Serve
     assert ids(read) == [entry["id"]]
     bad = served.alpha.get("/v1/memory/entries", headers={"x-membrane-min-position": "soon"})
     assert bad.status_code == 400 and "x-membrane-min-position" in bad.json()["error"]
+
+
+def test_a_min_position_not_reached_in_time_is_a_504(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = serve(durable=True)  # an LMDB store: the wait looks at the log until the bound
+    response = served.alpha.post("/v1/memory/entries", json={"type": "user", "title": "x"})
+    position = int(response.headers["x-membrane-position"])
+    monkeypatch.setattr(http_app, "POSITION_WAIT_SECONDS", 0.05)
+    ahead = {"x-membrane-min-position": str(position + 1000)}
+    started = time.monotonic()
+    for path in ("/v1/memory/entries", f"/v1/memory/entries/{response.json()['id']}"):
+        late = served.alpha.get(path, headers=ahead)
+        assert late.status_code == 504, late.text
+        assert f"min_position {position + 1000} not reached" in late.json()["error"]
+    assert time.monotonic() - started < 5  # the bound, not the default wait
+    reached = served.alpha.get(
+        "/v1/memory/entries", headers={"x-membrane-min-position": str(position)}
+    )
+    assert reached.status_code == 200
