@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -117,8 +118,10 @@ def test_conversation_scope_since_cursor_and_limit(served: Served) -> None:
         pinned["id"],
         unscoped["id"],
     ]
-    # a conversation this tenant has no entry in is dropped, as another tenant's would be
-    assert len(ids(alpha.get("/v1/memory/entries", params={"conversation_id": 99}))) == 3
+    # a conversation with no entry yet (a new one) still filters: the unscoped entries
+    assert ids(alpha.get("/v1/memory/entries", params={"conversation_id": 99})) == [unscoped["id"]]
+    past = {"conversation_id": 99, "as_of": elsewhere["created_at"]}
+    assert ids(alpha.get("/v1/memory/entries", params=past)) == [unscoped["id"]]
     assert ids(alpha.get("/v1/memory/entries", params={"since": pinned["created_at"]})) == [
         elsewhere["id"],
         pinned["id"],
@@ -454,11 +457,17 @@ def test_tenants_never_see_or_count_each_others_entries(served: Served) -> None:
     assert beta_titles == ["beta notes"]
     search = served.beta.get("/v1/memory/entries", params={"q": "secret plan"})
     assert search.json() == {"count": 0, "entries": []}
+    # another tenant's conversation is one with no entries here: its unscoped entries only
     scoped = served.beta.get("/v1/memory/entries", params={"conversation_id": 3})
-    assert [e["title"] for e in scoped.json()["entries"]] == ["beta notes"]  # dropped
+    assert [e["title"] for e in scoped.json()["entries"]] == ["beta notes"]
     assert served.beta.get(f"/v1/memory/entries/{mine['id']}").json()["title"] == "beta notes"
     assert served.beta.get("/v1/memory/entries/2").status_code == 404
     assert served.beta.get("/v1/memory/graph").json()["tenant_id"] == "acme"
+    pinned = new_entry(served.beta, title="beta pinned", conversation_id=4)
+    assert ids(served.beta.get("/v1/memory/entries", params={"conversation_id": 3})) == [1]
+    assert pinned["id"] not in ids(
+        served.beta.get("/v1/memory/entries", params={"conversation_id": 3, "q": "beta"})
+    )
 
 
 def test_a_keys_ceiling_bounds_what_it_reads_and_writes(served: Served) -> None:
@@ -491,7 +500,8 @@ def test_a_keys_ceiling_bounds_what_it_reads_and_writes(served: Served) -> None:
     refused = served.low.post(
         "/v1/memory/entries", json={"type": "user", "title": "x", "conversation_id": 8}
     )
-    assert refused.status_code == 400 and refused.json()["error"].startswith("conversation_id")
+    # outside the key's ceiling: 403, as gRPC's PERMISSION_DENIED (test_entries_ceiling.py)
+    assert refused.status_code == 403 and refused.json()["error"].startswith("conversation_id")
     allowed = served.low.post(
         "/v1/memory/entries", json={"type": "user", "title": "x", "conversation_id": 7}
     )
@@ -512,6 +522,17 @@ def test_openapi_document_and_docs_page(served: Served) -> None:
     assert "/v1/memory/graph" in paths
     docs = httpx.get(f"{served.base}/docs")
     assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+def test_the_docs_page_needs_nothing_but_the_server(served: Served) -> None:
+    page = httpx.get(f"{served.base}/docs").text
+    linked = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page)
+    assert len(linked) == 4 and all(url.startswith("/docs/assets/") for url in linked), linked
+    for url in linked:
+        asset = httpx.get(f"{served.base}{url}")
+        assert asset.status_code == 200 and len(asset.content) > 1000, url
+    assert httpx.get(f"{served.base}/docs/assets/swagger-initializer.js").status_code == 404
+    assert httpx.get(f"{served.base}/docs/assets/..%2FLICENSE").status_code == 404
 
 
 def test_delete_with_erase_forgets_every_revision(served: Served) -> None:
