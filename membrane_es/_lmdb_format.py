@@ -45,7 +45,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
-from membrane_es import _lmdb_heads as heads
+import membrane_es._lmdb_heads as heads
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.errors import MembraneError
 from membrane_es.log_order import EventTimeBehind
