@@ -1,7 +1,7 @@
 """Crash consistency under SIGKILL: a writer process doing random operations through the
 public API is killed at random moments, and a fresh process checks the store after each kill.
 
-Run the long version (500 kills; a few minutes)::
+Run the long version (500 kills: 40–60 minutes on 2 shared cores)::
 
     python -m bench.faults --kills 500
 
@@ -10,18 +10,21 @@ The CI test (tests/faults/test_crash.py) runs the same harness with 30 kills.
 How it works. The writer (a forked child) opens the store and does random operations —
 creates, captures, supersede, fork, merges of several records, retract, contest, reinforce,
 penalize, batches of several — and journals each one durably (fsync) on the side: an
-*intent* line (the log head before it, how many events it must write) before the call, an
-*ack* line (the head after, the events it wrote) after the call returns, or a *fail* line when
-it raised. It also checkpoints its read views now and then, and starts from a map sized to
-its data, so the map grows often. The harness kills it with SIGKILL at a random moment, or
-just after it announced a checkpoint write or a map growth. Then a fresh (forked) process
-opens the store and checks:
+*intent* line (the log head before it, how many events it must write when that is known
+beforehand) before the call, a *write* line (how many events the store is handed) just before
+each write to the log, an *ack* line (the head after, the events it wrote) after the call
+returns, or a *fail* line when it raised. It also checkpoints its read views now and then,
+and starts from a map sized to its data, so the map grows often. The harness kills it with
+SIGKILL at a random moment, or just after it announced a checkpoint write or a map growth.
+Then a fresh (forked) process opens the store and checks:
 
 * every acknowledged operation is there: the log holds exactly the events its ack recorded
   (topic, record, version), and the records it made can be read;
 * a failed call wrote nothing;
+* an acknowledged operation wrote what its last write line announced, in one write;
 * the operation in flight when the writer died is all there or not at all (its events
-  counted against what it must write: no part of a multi-record operation is visible);
+  counted against its last write line, and against what it must write when that is known:
+  no part of a multi-record operation, a capture's included, is visible);
 * nothing else is in the log;
 * the views, after catching up from their checkpoint, equal views rebuilt from the log;
 * ``verify()`` passes;
@@ -49,6 +52,7 @@ from membrane_es import MembraneError, Sensitivity, TrustContext
 from membrane_es._lmdb_env import LMDBStore
 from membrane_es.engine import Membrane
 from membrane_es.engine.checkpoints import Checkpoints
+from membrane_es.lmdb_store import LMDBApplicationRecorder
 from membrane_es.projections.read_model import ReadModel
 
 FULL = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -57,7 +61,8 @@ SMALL_MAP = str(64 * 1024)  # the map starts at the data's size, so it grows soo
 CHECKPOINT, GROW = b"C", b"G"  # what the writer announces on its pipe
 WORDS = ["orchid", "deploy", "staging", "region", "cache", "alpha", "queue", "ledger"]
 
-# Events an operation writes when it succeeds (None: depends on the store, e.g. capture).
+# Events an operation writes when it succeeds (None: depends on the store, e.g. capture, whose
+# count the journal's write line gives).
 EXPECTED = {
     "create": 1,
     "supersede": 2,
@@ -100,6 +105,7 @@ class Writer:
         self.live, self.replaced = _known_records(store.parent / JOURNAL)
         self.seq = int(time.time() * 1e6)
         self._announce_on(announce)
+        self._journal_writes()
 
     def _announce_on(self, fd: int) -> None:
         """Tell the harness (one byte on its pipe) when a checkpoint write or a map growth
@@ -116,6 +122,18 @@ class Writer:
 
         Checkpoints.save = announced_save  # type: ignore[method-assign,assignment]
         LMDBStore._set_map_size = announced_grow  # type: ignore[method-assign,assignment]
+
+    def _journal_writes(self) -> None:
+        """Journal how many events each write to the log is handed, before it starts: what
+        the checker holds an operation to (all of it or nothing), whatever the store decides
+        a capture writes."""
+        insert = LMDBApplicationRecorder.insert_events
+
+        def journaled(recorder: LMDBApplicationRecorder, events: Any, **kwargs: Any) -> Any:
+            self.log({"k": "write", "i": self.seq, "events": len(events)})
+            return insert(recorder, events, **kwargs)
+
+        LMDBApplicationRecorder.insert_events = journaled  # type: ignore[method-assign,assignment]
 
     def head(self) -> int:
         return self.memory.application.recorder.max_notification_id() or 0
@@ -158,7 +176,17 @@ class Writer:
             record = _record(rng)
             return "create", lambda: [m.create_record(record).id], 1, _nothing
         if choice < 0.32:
-            content = {"note": f"{rng.choice(WORDS)} {rng.randrange(10**6)}"}
+            # A note writes one event; a fact also an entity, or an edge on an existing one.
+            content: dict[str, str] = rng.choice(
+                [
+                    {"note": f"{rng.choice(WORDS)} {rng.randrange(10**6)}"},
+                    {
+                        "subject": rng.choice(WORDS),
+                        "predicate": "uses",
+                        "object": rng.choice(WORDS),
+                    },
+                ]
+            )
             return "capture", lambda: _captured(m.capture_memory(content)), None, _nothing
         if choice < 0.40:
             return self._revision("supersede", rng.choice(live), _record(rng))
@@ -313,7 +341,10 @@ def check(store: Path) -> dict[str, int]:
         expected_head = 0
         in_flight: dict[str, Any] | None = None
         for entry in entries:
-            if entry["k"] == "intent":
+            if entry["k"] == "write":
+                assert in_flight is not None, f"a write outside an operation: {entry}"
+                in_flight["writes"] = entry["events"]
+            elif entry["k"] == "intent":
                 if in_flight is not None:  # the writer died in it: all of it or nothing
                     _all_or_nothing(in_flight, entry["head"])
                 else:
@@ -332,6 +363,9 @@ def check(store: Path) -> dict[str, int]:
                 before, after = in_flight["head"], entry["head"]
                 assert events[before:after] == entry["events"], (
                     f"acknowledged operation {in_flight['op']} not in the log as written"
+                )
+                assert after - before == in_flight.get("writes", 0), (
+                    f"{in_flight} wrote {after - before}: not its last write, whole"
                 )
                 if in_flight["expect"] is not None:
                     assert after - before == in_flight["expect"], (
@@ -361,11 +395,13 @@ def check(store: Path) -> dict[str, int]:
 
 
 def _all_or_nothing(in_flight: dict[str, Any], head: int) -> None:
-    """The log head found after an operation the writer died in: none or all of its events."""
+    """The log head found after an operation the writer died in: none or all of its events
+    (all: what its last write line announced; none when it died before announcing one)."""
     written = head - in_flight["head"]
     expect = in_flight["expect"]
-    assert written >= 0 and (expect is None or written in (0, expect)), (
-        f"{written} of the in-flight {in_flight['op']}'s events are visible"
+    whole = in_flight.get("writes", 0)
+    assert written in (0, whole) and (expect is None or written in (0, expect)), (
+        f"{written} of the in-flight {in_flight['op']}'s events are visible (its write had {whole})"
     )
 
 

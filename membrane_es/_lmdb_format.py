@@ -4,12 +4,14 @@ Package-private support for :mod:`membrane_es.lmdb_store`. Sub-databases:
 
 events         key: originator key ‖ u64(version + 2**63)
                value: u64(notification id, 0 if none) ‖ u32(len topic) ‖ topic ‖ state
+               and, per originator of the log, its head (see :mod:`membrane_es._lmdb_heads`)
 notifications  key: u64(notification id)
                value: chain hash (32 bytes) ‖ events key
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"chain" → b"plain", or b"keyed" ‖ the key's fingerprint (16 bytes)
                b"time" → i64(newest event time, µs since the epoch), when saves give times
                b"records" → u64(records created in the log: its ``Created`` events)
+               b"heads" → u64(how many heads the events sub-database holds)
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -20,7 +22,8 @@ keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can reco
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
-page of the log is hashed link by link. A mismatch, a missing row or a version gap raises
+page of the log is hashed link by link. A mismatch, a missing row, a version gap or a read
+that stops before its originator's latest logged version raises
 :class:`~membrane_es.errors.IntegrityError` naming the notification.
 """
 
@@ -42,6 +45,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
+import membrane_es._lmdb_heads as heads
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.errors import MembraneError
 from membrane_es.log_order import EventTimeBehind
@@ -267,8 +271,12 @@ def append_events(
     record number the save wrote, and how many): refused with
     :class:`~membrane_es.record_numbers.RecordNumberBehind` unless the first is one more
     than the count of records in the log (see :mod:`membrane_es.record_numbers`).
+    Each originator's head is kept with the log; a version at or below it is refused (its
+    row was deleted: see :mod:`membrane_es._lmdb_heads`).
     """
     events_db, log_db, meta_db = dbs
+    known_heads = heads.index_log(txn, events_db, log_db, meta_db)
+    new_heads = 0
     _count_records(txn, events_db, meta_db, events, numbers)
     if times is not None:
         newest = txn.get(TIME_KEY, db=meta_db)
@@ -294,12 +302,16 @@ def append_events(
         row = _ROW.pack(last, len(topic)) + topic + event.state
         if not txn.put(key, row, overwrite=False, db=events_db):
             raise IntegrityError(_conflict(event))
+        notification_key = U64.pack(last)
+        new_heads += heads.advance(txn, events_db, key, notification_key)
         previous = chain.link(previous, last, key, topic, event.state)
-        if not txn.put(U64.pack(last), previous + key, append=True, db=log_db):
+        if not txn.put(notification_key, previous + key, append=True, db=log_db):
             raise IntegrityError(f"Notification id {last} already used")
         notification_ids.append(last)
     if notification_ids:
         txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
+    if new_heads:
+        txn.put(heads.COUNT_KEY, U64.pack(known_heads + new_heads), db=meta_db)
     return notification_ids
 
 
@@ -357,7 +369,9 @@ def read_events(
     """Return one originator's events with gt < version <= lte, in version order.
 
     With ``log_db`` (an application sequence), each event is checked against the chain, and
-    a version missing between two that were read raises, naming its notification.
+    a version missing between two that were read raises, naming its notification, and so
+    does a missing version after the last one read (a deleted latest event: the originator's
+    head names it), unless ``limit`` cut the read short.
     """
     prefix = originator_key(originator_id)
     size = len(prefix) + 8
@@ -377,7 +391,8 @@ def read_events(
         if not positioned:
             return results
         rows = cursor.iterprev()
-    expected = None if desc or gt is not None else 1  # versions start at 1, without gaps
+    # Versions start at 1, without gaps.
+    expected = None if desc else INITIAL_VERSION if gt is None else gt + 1
     last_id = 0
     for key, value in rows:
         if len(key) != size or not key.startswith(prefix):
@@ -396,7 +411,33 @@ def read_events(
         results.append(StoredEvent(originator_id, version, topic, state))
         if limit is not None and len(results) >= limit:
             break
+    if log_db is not None and (desc or len(results) != limit):
+        # The newest version read (desc: the first), else the one the range starts after.
+        newest = results[0 if desc else -1].originator_version if results else (gt or 0)
+        if lte is None or newest < lte:
+            _check_tail(txn, events_db, log_db, prefix, newest, last_id)
     return results
+
+
+def _check_tail(
+    txn: Txn,
+    events_db: lmdb._Database,
+    log_db: lmdb._Database,
+    prefix: bytes,
+    newest: int,
+    last_id: int,
+) -> None:
+    """Raise if the log holds a later version of the originator than the newest read."""
+    head = heads.head_of(txn, events_db, prefix)
+    if head is None or head[0] <= newest:
+        return
+    version, notification_id = head
+    if version == newest + 1:  # the latest event itself is gone: the heads name it
+        raise DamageError(
+            f"notification {notification_id} refers to a missing event row; run verify()",
+            notification_id,
+        )
+    raise _gap(txn, log_db, prefix + version_suffix(newest + 1), last_id)
 
 
 def _gap(txn: Txn, log_db: lmdb._Database, missing: bytes, after: int) -> DamageError:
@@ -640,6 +681,25 @@ class ChainReport:
         return f"{self.fault}{where}: {self.detail}"
 
 
+def _misplaced(
+    txn: Txn, log_db: lmdb._Database, event_key: bytes, recorded_id: int
+) -> tuple[ChainFault, str]:
+    """What it means that a log entry's event row was recorded under another notification.
+
+    When that notification refers to the same row, the row is its own: this entry's event was
+    deleted and its version written again later (by a store that did not refuse it). Else the
+    entries were reordered.
+    """
+    owner = txn.get(U64.pack(recorded_id), db=log_db)
+    if owner is not None and owner[HASH_SIZE:] == event_key:
+        return (
+            ChainFault.MISSING,
+            f"the event row it refers to is missing (its version was written again by "
+            f"notification {recorded_id})",
+        )
+    return ChainFault.REORDERED, f"holds the event recorded as notification {recorded_id}"
+
+
 def verify_log(
     store: LMDBStore,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
@@ -695,10 +755,7 @@ def _walk(
                     return fault(ChainFault.MISSING, "the event row it refers to is missing")
                 recorded_id, topic, state = decode_row(row)
                 if recorded_id != notification_id:
-                    return fault(
-                        ChainFault.REORDERED,
-                        f"holds the event recorded as notification {recorded_id}",
-                    )
+                    return fault(*_misplaced(txn, log_db, event_key, recorded_id))
                 if chain.link(previous, expected, event_key, topic.encode(), state) != stored:
                     return fault(ChainFault.ALTERED, "content does not match the hash chain")
                 previous = stored
@@ -711,7 +768,7 @@ def _walk(
     with store.reading() as txn:
         # Rows and log entries commit together, so in one snapshot they match.
         logged, _ = read_head(txn, meta_db)
-        entries = txn.stat(events_db)["entries"]
+        entries = txn.stat(events_db)["entries"] - (heads.count(txn, meta_db) or 0)
     if entries > logged:
         return ChainReport(
             head_id,

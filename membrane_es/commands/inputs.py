@@ -17,6 +17,7 @@ from membrane_es.schema.enums import (
 from membrane_es.schema.timestamps import Timestamp, utc
 from membrane_es.schema.validation import (
     MAX_PAYLOAD_BYTES,
+    check_finite,
     check_storable,
     check_tags,
     check_text,
@@ -60,6 +61,8 @@ def json_value(field: str, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError) as exc:
         check_storable(field, value)  # names the offending value's path
         raise ValidationError(field, f"{field} must be JSON-encodable: {exc}") from None
+    if b"null" in raw:  # NaN and infinity encode as null: look for them only then
+        check_finite(field, value)
     if len(raw) > MAX_PAYLOAD_BYTES:
         raise ValidationError(
             field, f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"

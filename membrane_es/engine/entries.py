@@ -37,6 +37,7 @@ from membrane_es.errors import (
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.queries import entries as queries
 from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
+from membrane_es.schema import entries as checks
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
     DELETED,
@@ -57,7 +58,7 @@ from membrane_es.schema.records import (
     TrustContext,
 )
 from membrane_es.schema.rfc3339 import parse_moment
-from membrane_es.schema.validation import check_moment
+from membrane_es.schema.validation import check_flag, check_limit, check_moment
 
 ENTRY_ACTOR = "entries-api"
 _FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -99,6 +100,10 @@ class Entries(Revisions, Reads, Forgetting):
         advisor: SearchAdvisor | None = None,
     ) -> EntryPage:
         """Browse (no ``q``) or search entries; see :mod:`membrane_es.queries.entries`."""
+        query = checks.check_entry_query(
+            "query", EntryQuery() if query is None else query, EntryQuery
+        )
+        trust, advisor = checks.check_reader(trust, tenant), _check_advisor(advisor)
         index = self.entries_view
         with index.lock:
             return queries.list_entries(
@@ -109,6 +114,7 @@ class Entries(Revisions, Reads, Forgetting):
         self, entry_id: int, *, trust: TrustContext | None = None, tenant: int | str = 0
     ) -> Entry:
         """One active entry; :class:`EntryNotFoundError` if absent, deleted or invalidated."""
+        entry_id, trust = checks.check_entry_call(entry_id, trust, tenant)
         index = self.entries_view
         with index.lock:
             entry = queries.get_entry(index, entry_id, trust, tenant)
@@ -127,6 +133,12 @@ class Entries(Revisions, Reads, Forgetting):
         among: Sequence[int] | None = None,
         limit: int = 1000,
     ) -> list[EntryRelation]:
+        trust = checks.check_reader(trust, tenant)
+        source_id = checks.check_optional_id("source_id", source_id)
+        target_id = checks.check_optional_id("target_id", target_id)
+        relation = checks.check_relation_kind("relation", relation, optional=True)
+        among = checks.check_entry_ids("among", among)
+        limit = check_limit("limit", limit, low=1, high=MAX_INTEGER)
         index = self.entries_view
         with index.lock:
             return queries.relations(
@@ -153,6 +165,7 @@ class Entries(Revisions, Reads, Forgetting):
     ) -> Entry:
         """Write a new entry; with ``supersedes_ids``, invalidate those entries and relate
         the new one to each by ``supersedes``, all in one atomic write."""
+        entry, trust = checks.check_new_entry("entry", entry), checks.check_reader(trust, tenant)
         scope = conversation_scope(entry.conversation_id)
         if writer is not None and not writer.may_write("low", scope):  # entries are written low
             raise CeilingError("conversation_id", "outside the scopes this key may write")
@@ -196,6 +209,8 @@ class Entries(Revisions, Reads, Forgetting):
 
         A patch that changes no field is refused (:class:`ValidationError` on ``body``) and
         writes nothing: a revision equal to the current one would only add noise to the log."""
+        entry_id, trust = checks.check_entry_call(entry_id, trust, tenant)
+        patch = checks.check_entry_patch("patch", patch)
         if all(value is msgspec.UNSET for value in msgspec.structs.astuple(patch)):
             raise ValidationError("body", "no field to change: the patch is empty")
         with self._write_lock:
@@ -237,6 +252,7 @@ class Entries(Revisions, Reads, Forgetting):
             datetime; not before the entry's ``valid_from``. It becomes the entry's
             ``valid_to``, which ``as_of`` reads honour; the invalidation itself is recorded
             now, so active reads drop the entry at once either way."""
+        entry_id, trust = checks.check_entry_call(entry_id, trust)
         until = None if when is None else moment_of("when", when)
         with self._write_lock:
             index = self.entries_view
@@ -265,6 +281,8 @@ class Entries(Revisions, Reads, Forgetting):
         With ``erase``, every revision's content is forgotten instead (see
         :meth:`~membrane_es.engine.forgetting.Forgetting.forget`): the log keeps only that the
         entry existed and was erased, by whom and when."""
+        entry_id, trust = checks.check_entry_call(entry_id, trust)
+        erase = check_flag("erase", erase)
         with self._write_lock:
             index = self.entries_view
             with index.lock:
@@ -296,6 +314,10 @@ class Entries(Revisions, Reads, Forgetting):
     ) -> EntryRelation:
         """A directed relation between two entries of this store (no self loops; one per
         (source, target, relation): a repeat raises :class:`DuplicateRelationError`)."""
+        source_id = checks.check_entry_id("source_id", source_id)
+        target_id = checks.check_entry_id("target_id", target_id)
+        relation = checks.check_relation_kind("relation", relation)
+        trust = checks.check_reader(trust, tenant)
         if source_id == target_id:
             raise ValidationError("target_id", "self-loops not allowed")
         with self._write_lock:
@@ -363,6 +385,15 @@ class Entries(Revisions, Reads, Forgetting):
         with index.lock:
             entry_id = queries.entry_of_record(index, record_id)
         return self.get_entry(entry_id, trust=trust, tenant=tenant)
+
+
+def _check_advisor(advisor: Any) -> SearchAdvisor | None:
+    if advisor is not None and not (
+        callable(getattr(advisor, "paraphrase", None))
+        and callable(getattr(advisor, "rerank", None))
+    ):
+        raise ValidationError("advisor", "must be a SearchAdvisor (paraphrase and rerank)")
+    return advisor
 
 
 def _unchanged(revised: NewEntry, current: Entry) -> bool:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO
 
 from membrane_es import transfer
 from membrane_es.engine.core import EngineCore
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, ValidationError
+from membrane_es.schema.validation import check_path
 
 
 class ExportImport(EngineCore):
@@ -18,7 +19,9 @@ class ExportImport(EngineCore):
     def export_log(self, out: IO[bytes], progress: transfer.Progress | None = None) -> int:
         """Write every event (with its notification id, time and chain hash) to ``out`` as
         JSON Lines; returns how many. ``progress(done, total)`` is called after each page."""
-        return transfer.export_log(self._app, out, progress)
+        if not callable(getattr(out, "write", None)) or isinstance(out, io.TextIOBase):
+            raise ValidationError("out", "must be a file opened for writing bytes")
+        return transfer.export_log(self._app, out, _check_progress(progress))
 
     def import_log(
         self, path: str | os.PathLike[str], progress: transfer.Progress | None = None
@@ -30,7 +33,9 @@ class ExportImport(EngineCore):
         is written. Afterwards the store answers every read, at every moment, as the
         exported one did.
         """
-        source = Path(path)
+        source, progress = check_path("path", path), _check_progress(progress)
+        if not source.is_file():
+            raise ValidationError("path", f"no file at {source}")
 
         def lines() -> Iterator[bytes]:
             with source.open("rb") as file:
@@ -47,3 +52,9 @@ class ExportImport(EngineCore):
         with self._advanced:  # readers waiting for a log position
             self._advanced.notify_all()
         return count
+
+
+def _check_progress(progress: transfer.Progress | None) -> transfer.Progress | None:
+    if progress is not None and not callable(progress):
+        raise ValidationError("progress", "must be a function of (done, total), or None")
+    return progress

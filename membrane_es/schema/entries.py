@@ -44,12 +44,25 @@ hidden from every entries read, past ones included, while its events stay in the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.records import TrustContext
+from membrane_es.schema.validation import (
+    MAX_IDS,
+    as_list,
+    check_limit,
+    check_struct,
+    check_text,
+    check_trust,
+)
+
+Q = TypeVar("Q", bound=msgspec.Struct)
 
 ENTRY_TYPES = ("user", "feedback", "project", "reference", "learning", "context")
 RELATION_KINDS = ("relates_to", "refines", "contradicts", "supersedes", "supports")
@@ -132,6 +145,89 @@ class EntryFields(msgspec.Struct, frozen=True, kw_only=True):
     conversation_id: int | None
     artifact_id: int | None
     valid_from: int | None  # None: the moment the record was written
+
+
+# --- checks of what Python callers pass (HTTP requests are decoded into the same shapes) -----
+
+
+def check_entry_id(field: str, value: Any) -> int:
+    """An entry id: an integer of at most 64 bits (ids are positive; others find nothing)."""
+    return check_limit(field, value, low=-MAX_INTEGER, high=MAX_INTEGER)
+
+
+def check_optional_id(field: str, value: Any) -> int | None:
+    return None if value is None else check_entry_id(field, value)
+
+
+def check_entry_ids(field: str, values: Sequence[int] | None) -> list[int] | None:
+    if values is None:
+        return None
+    ids = as_list(field, values)
+    if len(ids) > MAX_IDS:
+        raise ValidationError(field, f"too many ids: {len(ids)} (max {MAX_IDS})")
+    return [check_entry_id(f"{field}[{i}]", value) for i, value in enumerate(ids)]
+
+
+def check_relation_kind(field: str, value: Any, *, optional: bool = False) -> str:
+    """One of the relation kinds (with ``optional``, also "": any)."""
+    if not (isinstance(value, str) and (value in RELATION_KINDS or (optional and not value))):
+        raise ValidationError(field, f"must be one of: {', '.join(RELATION_KINDS)}")
+    return value
+
+
+def check_reader(trust: Any, tenant: Any) -> TrustContext | None:
+    """An entries call's trust (None: no limit) and tenant id (an integer or text, echoed in
+    what it returns)."""
+    if isinstance(tenant, bool) or not isinstance(tenant, int | str):
+        raise ValidationError("tenant", "must be an integer or text")
+    if isinstance(tenant, int):
+        check_entry_id("tenant", tenant)
+    else:
+        check_text("tenant", tenant)
+    return None if trust is None else check_trust(trust)
+
+
+def check_entry_call(entry_id: Any, trust: Any, tenant: Any = 0) -> tuple[int, TrustContext | None]:
+    """The entry id, trust and tenant of a call on one entry."""
+    return check_entry_id("entry_id", entry_id), check_reader(trust, tenant)
+
+
+def check_new_entry(field: str, value: Any) -> NewEntry:
+    return check_struct(field, value, NewEntry)
+
+
+def check_entry_patch(field: str, value: Any) -> EntryPatch:
+    return check_struct(field, value, EntryPatch)
+
+
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_INTEGER)]
+
+
+class _QueryShape(msgspec.Struct, kw_only=True):
+    """What the fields of an entries query (:class:`~membrane_es.queries.entries.EntryQuery`,
+    which the HTTP layer builds from checked parameters) may hold, by name. A field this does
+    not name is not checked here."""
+
+    q: str = ""
+    types: tuple[EntryType, ...] = ()
+    tag: str = ""
+    conversation_id: PositiveId | None = None
+    graduated: bool = False
+    intent: bool = True
+    as_of: Epoch = 0
+    since: Epoch | None = None
+    before_updated_at: Epoch | None = None
+    limit: Limit = 1
+    decay: bool = False
+    expand: str = ""
+    rerank: str = ""
+    rerank_fine: str = ""
+    explain: bool = False
+
+
+def check_entry_query(field: str, value: Any, kind: type[Q]) -> Q:
+    """An entries query made in Python: a ``kind`` whose fields hold what they may."""
+    return check_struct(field, value, kind, _QueryShape)
 
 
 def conversation_scope(conversation_id: int | None) -> str:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -25,6 +27,7 @@ from membrane_es.schema.payloads import PAYLOAD_TYPES, SemanticPayload
 from membrane_es.schema.records import DecayProfile, MemoryRecord, TrustContext
 from membrane_es.schema.timestamps import utc
 
+S = TypeVar("S", bound=msgspec.Struct)
 Vector = npt.NDArray[np.float32]
 VectorInput = Sequence[float] | Vector  # a caller's vector: a list of numbers or an array
 
@@ -86,8 +89,8 @@ _MAX_DEPTH = 100  # deeper than protobuf's own nesting limit, so wire input neve
 def _unstorable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
     if depth > _MAX_DEPTH:
         return path, f"nested deeper than {_MAX_DEPTH} levels"
-    if value is None or isinstance(value, bool | float | datetime | Enum):
-        return None
+    if value is None or value is msgspec.UNSET or isinstance(value, bool | float | datetime | Enum):
+        return None  # UNSET: a field left out (never encoded)
     if isinstance(value, str):
         if not value.isascii():
             try:
@@ -122,6 +125,74 @@ def _unstorable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
                 return problem
         return None
     return path, f"must be JSON data, not {type(value).__name__}"
+
+
+def check_finite(field: str, value: Any) -> None:
+    """No NaN or infinity anywhere in ``value`` (JSON-like data or a Struct): JSON has no
+    such numbers (they would be stored as null), and the gRPC edge refuses them too.
+
+    Raises :class:`ValidationError` naming the path of the first one.
+    """
+    problem = _non_finite(value, field, 0)
+    if problem is not None:
+        raise ValidationError(problem, "must be a finite number (JSON has no NaN or infinity)")
+
+
+def _non_finite(value: Any, path: str, depth: int) -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if depth > _MAX_DEPTH:  # too deep to store: check_storable names it
+        return None
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, msgspec.Struct):
+        items = ((f"{path}.{k}", getattr(value, k)) for k in value.__struct_fields__)
+    else:
+        return None
+    for where, item in items:
+        found = _non_finite(item, where, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+# Kept as they are when a Struct is checked, so that a datetime or bytes where text belongs
+# is refused rather than turned into text.
+_NOT_TURNED_INTO_TEXT = (
+    datetime,
+    date,
+    time,
+    timedelta,
+    bytes,
+    bytearray,
+    memoryview,
+    uuid.UUID,
+    Decimal,
+)
+
+
+def check_struct(field: str, value: Any, kind: type[S], shape: type[Any] | None = None) -> S:
+    """A Struct made in Python, checked against its declared types and constraints (its
+    constructor checks none of them), and storable; returns a private copy.
+
+    ``shape``: check against this Struct's fields instead (same names, with the constraints
+    ``kind`` does not declare); the value given is then returned as it is.
+    """
+    if not isinstance(value, kind):
+        raise ValidationError(field, f"must be a {kind.__name__}, not {type(value).__name__}")
+    try:
+        plain = msgspec.to_builtins(value, builtin_types=_NOT_TURNED_INTO_TEXT)
+    except (TypeError, ValueError, OverflowError) as exc:
+        check_storable(field, value)  # names the offending value's path
+        raise ValidationError(field, str(exc)) from None
+    try:
+        checked = msgspec.convert(plain, shape or kind, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _as_validation_error(exc, field) from None
+    check_storable(field, checked)  # lone surrogates
+    return value if shape is not None else checked
 
 
 def check_tags(field: str, tags: Iterable[str]) -> list[str]:
@@ -317,12 +388,14 @@ def check_trust(trust: TrustContext | None, field: str = "trust") -> TrustContex
     if not isinstance(trust, TrustContext):
         raise ValidationError(field, "must be a TrustContext")
     try:
-        Sensitivity(trust.max_sensitivity)
+        level = Sensitivity(trust.max_sensitivity)
     except ValueError:
         raise ValidationError(
             f"{field}.max_sensitivity",
             "must be one of: " + ", ".join(s.value for s in Sensitivity),
         ) from None
+    if trust.max_sensitivity is not level:  # one made in Python with the level's text
+        trust = msgspec.structs.replace(trust, max_sensitivity=level)
     return trust
 
 
@@ -356,6 +429,7 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
 def validate_record(record: MemoryRecord, field: str = "record") -> None:
     """The record-level rules, in the reference order, plus the checks its store enforced."""
     _check_finite_scores(record, field)
+    check_finite(f"{field}.payload", record.payload)
     if record.id:
         check_text(f"{field}.id", record.id)
     if not 0.0 <= record.confidence <= 1.0:

@@ -1,5 +1,5 @@
 """A daemon on loopback for the fault tests, and hypothesis strategies that fill any
-``membrane.v1`` request message from its descriptor."""
+``membrane.v1`` or ``membrane_es.v1`` request message from its descriptor."""
 
 from __future__ import annotations
 
@@ -17,11 +17,17 @@ from hypothesis import strategies as st
 from membrane_es.grpc_server.config import DaemonConfig
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2 as es_pb
 
 API_KEY = "fault-test-secret"
 AUTH = (("authorization", f"Bearer {API_KEY}"),)
-SERVICE = pb.DESCRIPTOR.services_by_name["MembraneService"]
-METHODS = {method.name: method for method in SERVICE.methods}
+# Every RPC the daemon serves: Membrane's contract and our own service (Forget).
+SERVICES = (
+    pb.DESCRIPTOR.services_by_name["MembraneService"],
+    es_pb.DESCRIPTOR.services_by_name["MembraneEsService"],
+)
+METHODS = {method.name: method for service in SERVICES for method in service.methods}
+assert len(METHODS) == sum(len(service.methods) for service in SERVICES), "an RPC name repeats"
 
 
 @contextmanager
@@ -46,7 +52,7 @@ def event_count(daemon: Daemon) -> int:
 
 
 def path_of(method: str) -> str:
-    return f"/{SERVICE.full_name}/{method}"
+    return f"/{METHODS[method].containing_service.full_name}/{method}"
 
 
 # --- messages filled from their descriptors -----------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import lmdb
 
 from membrane_es._lmdb_format import HASH_SIZE, HEAD_KEY, U64, Chain, decode_row
+from membrane_es._lmdb_heads import COUNT_KEY, head_key, is_head
 
 APP = "memory"
 
@@ -92,3 +93,23 @@ def rewrite_and_rechain(path: Path, notification_id: int, chain: Chain) -> None:
             previous = chain.link(previous, n, key, topic.encode(), state)
             txn.put(U64.pack(n), previous + key, db=log)
         txn.put(HEAD_KEY, U64.pack(head) + previous, db=meta)
+
+
+def drop_head(path: Path, notification_id: int) -> None:
+    """Delete the head kept for the originator of a notification's event (what an attacker
+    who knows the store's layout removes along with the event)."""
+    with raw_store(path) as (env, txn):
+        events, log, _ = _dbs(env, txn)
+        key = txn.get(U64.pack(notification_id), db=log)[HASH_SIZE:]
+        assert txn.delete(head_key(key[:-8]), db=events)
+
+
+def unindex_heads(path: Path) -> None:
+    """Make the store look written before heads were kept: no head keys, no count."""
+    with raw_store(path) as (env, txn):
+        events, _, meta = _dbs(env, txn)
+        doomed = [bytes(k) for k in txn.cursor(db=events).iternext(values=False) if is_head(k)]
+        assert doomed
+        for key in doomed:
+            txn.delete(key, db=events)
+        assert txn.delete(COUNT_KEY, db=meta)

@@ -1,8 +1,8 @@
-"""Bad input on every ``membrane.v1`` RPC, property-based, through a generic channel: any
-message of the request's type with any field values (NaN and infinities in numbers and in
-``Value`` content included), arbitrary bytes, bytes of another message type, and content
-nested past protobuf's limit. No call ends INTERNAL or UNKNOWN; a call that fails writes
-nothing; the API key is checked before a request's bytes are parsed."""
+"""Bad input on every ``membrane.v1`` and ``membrane_es.v1`` RPC, property-based, through a
+generic channel: any message of the request's type with any field values (NaN and infinities
+in numbers and in ``Value`` content included), arbitrary bytes, bytes of another message
+type, and content nested past protobuf's limit. No call ends INTERNAL or UNKNOWN; a call that
+fails writes nothing; the API key is checked before a request's bytes are parsed."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ ID_FIELDS = {
     "Penalize": ["id"],
     "Contest": ["id", "contesting_ref"],
     "Merge": ["ids"],
+    "Forget": ["id"],
 }
 
 

@@ -7,8 +7,11 @@ operation in flight unless all of it, views equal to a rebuild, and a chain that
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from bench.faults import _cut_torn_tail, read_journal, run
+import pytest
+
+from bench.faults import _all_or_nothing, _cut_torn_tail, read_journal, run
 
 KILLS = 30
 
@@ -32,3 +35,22 @@ def test_a_line_torn_by_a_kill_is_cut_before_the_next_writer_appends(tmp_path: P
     assert [entry["k"] for entry in read_journal(journal)] == ["intent"]
     _cut_torn_tail(journal)  # a whole journal is left alone
     assert journal.read_bytes() == whole
+
+
+def test_an_operation_in_flight_is_held_to_its_announced_write() -> None:
+    """A capture's event count depends on the store (entities it creates, edges it adds), so
+    its intent cannot say it: the write line the writer journals just before the write does."""
+    capture: dict[str, Any] = {"k": "intent", "i": 1, "op": "capture", "head": 10, "expect": None}
+    _all_or_nothing(capture, 10)  # died before it announced a write: nothing written
+    with pytest.raises(AssertionError):
+        _all_or_nothing(capture, 11)  # died before announcing, yet something is there
+    capture["writes"] = 3
+    _all_or_nothing(capture, 10)  # nothing
+    _all_or_nothing(capture, 13)  # all
+    for partial in (11, 12, 14):
+        with pytest.raises(AssertionError):
+            _all_or_nothing(capture, partial)
+    merge = {"k": "intent", "i": 2, "op": "merge", "head": 10, "expect": 4, "writes": 4}
+    _all_or_nothing(merge, 14)
+    with pytest.raises(AssertionError):
+        _all_or_nothing(merge, 12)

@@ -80,8 +80,10 @@ Tamper = Callable[[Path], int]  # edits the store, returns the first bad notific
 
 TAMPERS: dict[str, Tamper] = {
     "changed byte": lambda p: (change_a_byte(p, 4), 4)[1],
-    # a record's middle event (its latest one is found by a walk or a replay, not by a read)
+    # a record's middle event: its read finds a version gap
     "deleted event": lambda p: (delete_event(p, 3), 3)[1],
+    # a record's latest event (a's Penalized): no later version shows the gap
+    "deleted latest event": lambda p: (delete_event(p, 5), 5)[1],
     "swapped events": lambda p: (swap_events(p, 2, 5), 2)[1],
     "truncated tail": lambda p: truncate_tail(p, 2),
 }
@@ -121,7 +123,9 @@ def test_opening_a_damaged_log_is_an_error(tmp_path: Path, tamper: str) -> None:
         assert memory.damage is not None and memory.damage.notification_id == bad
 
 
-@pytest.mark.parametrize("tamper", ["changed byte", "deleted event", "swapped events"])
+@pytest.mark.parametrize(
+    "tamper", ["changed byte", "deleted event", "deleted latest event", "swapped events"]
+)
 def test_reads_of_a_damaged_record_raise_naming_the_notification(
     tmp_path: Path, tamper: str
 ) -> None:
@@ -135,7 +139,11 @@ def test_reads_of_a_damaged_record_raise_naming_the_notification(
             memory.history(owner[bad], trust=FULL)
         # A record none of whose events is, or links to, a damaged one still reads (a swap
         # breaks the links of every record here).
-        untouched = {"changed byte": owner[1], "deleted event": owner[2]}.get(tamper)
+        untouched = {
+            "changed byte": owner[1],
+            "deleted event": owner[2],
+            "deleted latest event": owner[2],
+        }.get(tamper)
         if untouched is not None:
             assert memory.retrieve_by_id(untouched, trust=FULL).id == untouched
         assert not memory.verify().ok

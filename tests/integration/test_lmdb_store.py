@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
+from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.lmdb_store import (
     ChainFault,
     LMDBApplicationRecorder,
@@ -434,6 +435,32 @@ def test_verify_detects_a_deleted_event_row(chained: LMDBApplicationRecorder) ->
     report = chained.verify()
 
     assert (report.fault, report.notification_id) == (ChainFault.MISSING, 6)
+
+
+def test_a_deleted_latest_event_is_found_by_reads_and_never_reused(
+    chained: LMDBApplicationRecorder,
+) -> None:
+    (latest,) = chained.select_notifications(8, 1)  # the last originator's version 2
+    originator = latest.originator_id
+    with chained.store.env.begin(write=True) as txn:
+        event_key = txn.get(log_key(8), db=raw(chained, "notifications"))[32:]
+        txn.delete(event_key, db=raw(chained, "events"))
+
+    for read in (
+        lambda: chained.select_events(originator),
+        lambda: chained.select_events(originator, gt=1),
+        lambda: chained.select_events(originator, desc=True, limit=1),
+        lambda: chained.select_events(originator, lte=5),
+    ):
+        with pytest.raises(DamageError) as raised:
+            read()
+        assert raised.value.notification_id == 8
+    assert [e.originator_version for e in chained.select_events(originator, lte=1)] == [1]
+    with pytest.raises(DamageError) as raised:
+        chained.insert_events(events(originator, 1, start=2))
+    assert raised.value.notification_id == 8
+    assert chained.max_notification_id() == 8
+    assert (chained.verify().fault, chained.verify().notification_id) == (ChainFault.MISSING, 8)
 
 
 def test_verify_detects_a_truncated_tail(chained: LMDBApplicationRecorder) -> None:

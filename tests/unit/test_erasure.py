@@ -147,6 +147,50 @@ def test_an_entity_another_capture_mentions_is_kept(memory: Membrane) -> None:
     assert read(memory, second.primary_record.id).payload is not None
 
 
+def _episode(memory: Membrane, event_kind: str, summary: str) -> str:
+    """A successful episode with one timeline event: consolidation derives the fact
+    ``<event_kind> observed_in <summary>`` from it."""
+    payload = {
+        "kind": "episodic",
+        "timeline": [{"event_kind": event_kind, "summary": summary}],
+        "outcome": "success",
+    }
+    return memory.create_record({"type": "episodic", "payload": payload}).id
+
+
+def _facts(memory: Membrane) -> dict[str, set[str]]:
+    """Every semantic record's id, with the records it is derived from."""
+    found = memory.retrieve(trust=FULL_TRUST, memory_types=["semantic"]).records
+    return {
+        r.id: {e.target_id for e in r.relations if e.predicate == "derived_from"} for r in found
+    }
+
+
+def test_consolidation_derived_records_of_that_episode_alone_go_with_it(
+    memory: Membrane,
+) -> None:
+    alone = _episode(memory, "latency_check", f"{SECRET} p95 latency 180ms")
+    first, second = (_episode(memory, "deploy", "deployed service") for _ in range(2))
+    memory.consolidate()
+    facts = _facts(memory)
+    (derived,) = (f for f, sources in facts.items() if sources == {alone})
+    (shared,) = (f for f, sources in facts.items() if sources == {first, second})
+    before = log_size(memory)
+
+    assert memory.forget(alone, "dpo", "erasure request") == [alone, derived]
+
+    assert log_size(memory) == before + 2  # one Forgotten event each, in the log
+    for record_id in (alone, derived):
+        assert not _mentions_secret(read(memory, record_id).payload)
+        assert memory.history(record_id, trust=FULL_TRUST)[-1].event == "Forgotten"
+    cascade = memory.history(derived, trust=FULL_TRUST)[-1]
+    assert cascade.rationale == f"forgotten with {alone}: erasure request"
+    assert not memory.views.text.search(SECRET)[0].size  # neither text is searchable
+    # A fact another episode still supports stays.
+    assert memory.forget(first, "dpo", "erasure request") == [first]
+    assert read(memory, shared).payload is not None
+
+
 def test_a_forgotten_record_can_be_neither_changed_nor_forgotten_again(memory: Membrane) -> None:
     record_id = _secret_fact(memory)
     memory.forget(record_id, "dpo", "erasure request")
