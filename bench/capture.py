@@ -23,7 +23,7 @@ def capture_rate(captures: int) -> tuple[float, float, float, float]:
     """(captures/s, records/s, entities/s, edges/s) through ``capture_memory``."""
     records = entities = edges = 0
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as directory:
-        with Membrane.open(directory) as memory:
+        with Membrane.open(directory, embedder=None) as memory:
             start = time.perf_counter()
             for i in range(captures):
                 project = PROJECTS[i % len(PROJECTS)]
@@ -52,7 +52,7 @@ def capture_rate(captures: int) -> tuple[float, float, float, float]:
 
 def create_rate(count: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-create-") as directory:
-        with Membrane.open(directory) as memory:
+        with Membrane.open(directory, embedder=None) as memory:
             start = time.perf_counter()
             for i in range(count):
                 memory.create_record(

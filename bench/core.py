@@ -49,7 +49,7 @@ def _record(i: int) -> dict[str, object]:
 def _store(kind: str) -> Iterator[Membrane]:
     with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as directory:
         if kind == "lmdb":
-            memory = Membrane.open(directory)
+            memory = Membrane.open(directory, embedder=None)
         elif kind == "sqlite":
             memory = Membrane(
                 MemoryApplication(
@@ -57,10 +57,11 @@ def _store(kind: str) -> Iterator[Membrane]:
                         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
                         "SQLITE_DBNAME": str(Path(directory) / "events.db"),
                     }
-                )
+                ),
+                embedder=None,
             )
         else:
-            memory = Membrane.in_memory()
+            memory = Membrane.in_memory(embedder=None)
         try:
             yield memory
         finally:
@@ -105,12 +106,12 @@ def single_op_p50(ops: int) -> tuple[float, float]:
 def rebuild(events: int, repeats: int) -> tuple[float, float]:
     """Median seconds to rebuild one aggregate of ``events`` events, and to read its rows."""
     with tempfile.TemporaryDirectory(prefix="bench-rebuild-") as directory:
-        with Membrane.open(directory, sync=False) as memory:
+        with Membrane.open(directory, sync=False, embedder=None) as memory:
             record = memory.create_record(_record(0))
             with memory.batch():
                 for _ in range(events - 1):
                     memory.reinforce(record.id, "bench", "useful")
-        with Membrane.open(directory) as memory:
+        with Membrane.open(directory, embedder=None) as memory:
             app = memory.application
             key = record_key(record.id)
             rebuild_times = _timed(lambda: app.repository.get(key, projector_func=_fold), repeats)

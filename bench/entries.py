@@ -162,7 +162,7 @@ def main() -> None:
 
     entries = synthetic_entries(args.entries)
     texts = queries(args.queries)
-    memory = Membrane.in_memory()
+    memory = Membrane.in_memory(embedder=None)
     for start in range(0, len(entries), BATCH):
         with memory.batch():
             for entry in entries[start : start + BATCH]:

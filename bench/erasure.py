@@ -41,8 +41,8 @@ def _stores() -> Iterator[dict[str, Membrane]]:
         # Unsynced commits: a synced one costs milliseconds that vary more, on a shared disk,
         # than everything measured here (sealing adds one sync per 4,096 records made).
         stores = {
-            "sealed": Membrane.open(sealed_dir, sync=False),
-            "plain": Membrane.open(plain_dir, sync=False),
+            "sealed": Membrane.open(sealed_dir, sync=False, embedder=None),
+            "plain": Membrane.open(plain_dir, sync=False, embedder=None),
         }
         stores["plain"].application.mapper.sealer = None  # type: ignore[attr-defined]
         try:
@@ -120,7 +120,7 @@ def measure(records: int, ops: int) -> dict[str, dict[str, float]]:
                 note(kind, "rebuild", _seconds(partial(ReadModel.rebuild, app)))
     # forget against retract on a durable store (both one synced write, as a user has them)
     with tempfile.TemporaryDirectory(prefix="bench-erasure-") as directory:
-        with Membrane.open(directory) as durable:
+        with Membrane.open(directory, embedder=None) as durable:
             with durable.batch():
                 made = [durable.create_record(_record(i)).id for i in range(2 * FORGETS)]
             forget: list[float] = []

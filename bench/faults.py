@@ -98,7 +98,7 @@ class Writer:
     """Random operations on one store, each journaled durably around the call."""
 
     def __init__(self, store: Path, rng: random.Random, announce: int) -> None:
-        self.memory = Membrane.open(store, env={"LMDB_MAP_SIZE": SMALL_MAP})
+        self.memory = Membrane.open(store, env={"LMDB_MAP_SIZE": SMALL_MAP}, embedder=None)
         self.rng = rng
         _cut_torn_tail(store.parent / JOURNAL)
         self.journal = os.open(store.parent / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -331,7 +331,7 @@ def check(store: Path) -> dict[str, int]:
     from tests.views_support import assert_same_views
 
     entries = read_journal(store.parent / JOURNAL)
-    with Membrane.open(store) as memory:
+    with Membrane.open(store, embedder=None) as memory:
         app = memory.application
         head = app.recorder.max_notification_id() or 0
         notifications = app.recorder.select_notifications(1, head + 1) if head else []

@@ -41,7 +41,7 @@ def _seconds(action: Callable[[], object], repeat: int = 3) -> float:
 
 
 def _fill(path: Path, events: int) -> None:
-    with Membrane.open(path) as memory:
+    with Membrane.open(path, embedder=None) as memory:
         written = 0
         while written < events:
             with memory.batch():
@@ -77,14 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-integrity-") as directory:
         path = Path(directory)
         _fill(path, args.events)
-        with Membrane.open(path) as memory:
+        with Membrane.open(path, embedder=None) as memory:
             head = memory.application.recorder.max_notification_id() or 0
             verify = _seconds(memory.verify)
             states = _states(memory)
             hashing = _seconds(lambda: _hash_each(states))
             rebuild = _seconds(lambda: ReadModel.rebuild(memory.application).close(), repeat=1)
-        default_open = _seconds(lambda: Membrane.open(path).close())
-        full_open = _seconds(lambda: Membrane.open(path, verify_on_open=True).close())
+        default_open = _seconds(lambda: Membrane.open(path, embedder=None).close())
+        full_open = _seconds(
+            lambda: Membrane.open(path, verify_on_open=True, embedder=None).close()
+        )
         seal = _seconds(lambda: _seal_check(path))
     print(f"{head} events")
     print(f"full verify():              {verify:.3f} s ({verify / head * 1e6:.1f} µs/event)")

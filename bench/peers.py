@@ -157,7 +157,7 @@ class MembraneStore(Store):
     def __init__(self, path: str) -> None:
         from membrane_es import Membrane, TrustContext
 
-        self.memory = Membrane.open(path)
+        self.memory = Membrane.open(path, embedder=None)
         self.row_of: dict[str, int] = {}
         self.everyone = TrustContext()
         self.focused = TrustContext(scopes=[FOCUS])

@@ -438,7 +438,7 @@ def run_size(n: int, queries: int, seed: int, *, rebuild_only: bool = False) -> 
     query_lists = [q.tolist() for q in query_vectors]
     descriptors = [task_descriptor(int(c)) for c in query_clusters]
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as directory:
-        memory = Membrane.open(directory, sync=False)
+        memory = Membrane.open(directory, sync=False, embedder=None)
         try:
             _progress(f"{n:,} records: building through the API")
             built = build(memory, corpus, rng)
@@ -480,7 +480,7 @@ def run_unclustered(n: int, queries: int, seed: int) -> UnclusteredResult:
     bits = np.packbits(corpus.scopes == 0, bitorder="little")
     scoped = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits)))
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as directory:
-        memory = Membrane.open(directory, sync=False)
+        memory = Membrane.open(directory, sync=False, embedder=None)
         try:
             ids: list[str] = []
             for first in range(0, n, BATCH):
