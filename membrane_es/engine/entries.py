@@ -167,6 +167,7 @@ class Entries(Revisions, Reads, Forgetting):
         the new one to each by ``supersedes``, all in one atomic write."""
         entry, trust = checks.check_new_entry("entry", entry), checks.check_reader(trust, tenant)
         scope = conversation_scope(entry.conversation_id)
+        writer = _checked_writer(writer)
         if writer is not None and not writer.may_write("low", scope):  # entries are written low
             raise CeilingError("conversation_id", "outside the scopes this key may write")
         record = entry_record(entry)
@@ -370,6 +371,7 @@ class Entries(Revisions, Reads, Forgetting):
     ) -> None:
         """Refuse a write to an entry (one the caller can see) that ``writer``'s key may not
         write: its latest revision, or with ``every_revision`` any of them."""
+        writer = _checked_writer(writer)
         if writer is None or writer.unrestricted:
             return
         index = self.entries_view
@@ -462,3 +464,10 @@ def entry_record(entry: NewEntry) -> MemoryRecord:
         ),
         provenance=Provenance(sources=sources, created_by=entry.source),
     )
+
+
+def _checked_writer(writer: object) -> Caller | None:
+    """``writer`` as given, once it is known to be a caller (or None)."""
+    if writer is not None and not isinstance(writer, Caller):
+        raise ValidationError("writer", f"must be a Caller or None, not {type(writer).__name__}")
+    return writer

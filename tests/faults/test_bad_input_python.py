@@ -738,6 +738,8 @@ def test_one_bad_entry_field(store: Store, data: st.DataObject) -> None:
         (lambda m, a: m.relate_entries(1, 2, "bogus"), "relation"),
         (lambda m, a: m.export_log(5), "out"),
         (lambda m, a: m.import_log(5), "path"),
+        (lambda m, a: m.create_entry(_entry(), writer=5), "writer"),
+        (lambda m, a: m.revise_entry(1, EntryPatch(content="x"), writer="key"), "writer"),
     ],
 )
 def test_reported_bad_inputs_name_their_field(
