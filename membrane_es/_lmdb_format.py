@@ -255,12 +255,15 @@ def append_events(
     chain: Chain = PLAIN_CHAIN,
     times: tuple[datetime, datetime] | None = None,
     numbers: tuple[int, int] | None = None,
+    imported: datetime | None = None,
 ) -> list[int]:
     """Write events and append them to the hash-chained log; return their ids.
 
     ``times`` (the first and last event's): refused with :class:`EventTimeBehind` unless the
     first is later than the newest event time already in the log (another process's clock
-    may be ahead), so event times follow log order across processes. ``numbers`` (the first
+    may be ahead), so event times follow log order across processes. ``imported`` (events
+    that keep the times they had, the newest of them): not checked, but the log's time moves
+    up to it, so the next write is checked against them. ``numbers`` (the first
     record number the save wrote, and how many): refused with
     :class:`~membrane_es.record_numbers.RecordNumberBehind` unless the first is one more
     than the count of records in the log (see :mod:`membrane_es.record_numbers`).
@@ -274,6 +277,10 @@ def append_events(
             if _micros(times[0]) <= log_time:
                 raise EventTimeBehind(_EPOCH + timedelta(microseconds=log_time))
         txn.put(TIME_KEY, _I64.pack(_micros(times[1])), db=meta_db)
+    elif imported is not None:
+        newest = txn.get(TIME_KEY, db=meta_db)
+        if newest is None or _I64.unpack(newest)[0] < _micros(imported):
+            txn.put(TIME_KEY, _I64.pack(_micros(imported)), db=meta_db)
     last, previous = read_head(txn, meta_db)
     if last == 0 and events:
         txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode

@@ -13,6 +13,11 @@ Keys file (YAML or JSON)::
         tenant: acme               # default: the shared default tenant
         max_sensitivity: medium    # default: hyper (no ceiling)
         scopes: [project:alpha]    # default: every scope
+        name: ingest-bot           # default: key:<the first 12 hex digits of its SHA-256>
+
+A key's name is the actor of the writes it makes where the request names none (the entries
+API), so ``history`` tells which key wrote what. It is never the key: the default is a
+prefix of the key's SHA-256 digest, which the keys file may hold anyway (``key_sha256``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from membrane_es.schema.enums import Sensitivity
 __all__ = ["CURRENT_CALLER", "DEFAULT_CALLER", "DEFAULT_TENANT", "Caller", "KeyRing"]
 
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
+KEY_NAME_DIGITS = 12  # hex digits of the digest in a key's default name (48 bits)
 BEARER = "Bearer "
 
 DEFAULT_CALLER = Caller()
@@ -51,6 +58,7 @@ class _KeyEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tenant: str = DEFAULT_TENANT
     max_sensitivity: Sensitivity = Sensitivity.HYPER
     scopes: list[str] = msgspec.field(default_factory=list)
+    name: str = ""
 
 
 class _KeysFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -63,9 +71,11 @@ class KeyRing:
     def __init__(self, shared_key: str = "", keys: Iterable[tuple[str, Caller]] = ()) -> None:
         self._callers: list[tuple[bytes, Caller]] = []
         if shared_key:
-            self._callers.append((_digest(shared_key), DEFAULT_CALLER))
+            digest = _digest(shared_key)
+            self._callers.append((digest, _named(DEFAULT_CALLER, digest)))
         for digest_hex, caller in keys:
-            self._callers.append((bytes.fromhex(digest_hex), caller))
+            digest = bytes.fromhex(digest_hex)
+            self._callers.append((digest, _named(caller, digest)))
 
     @property
     def enabled(self) -> bool:
@@ -121,13 +131,25 @@ def _entry(index: int, entry: _KeyEntry) -> tuple[str, Caller]:
         raise ValidationError(
             f"{where}.tenant", "tenant must be 1-64 letters, digits, '_', '.' or '-'"
         )
+    if entry.name and not _KEY_NAME.match(entry.name):
+        raise ValidationError(
+            f"{where}.name", "name must be 1-64 letters, digits, '_', '.', '@', ':' or '-'"
+        )
     digest = entry.key_sha256.lower() or _digest(entry.key).hex()
     caller = Caller(
         tenant=entry.tenant,
         max_sensitivity=entry.max_sensitivity,
         scopes=tuple(entry.scopes),
+        name=entry.name,
     )
     return digest, caller
+
+
+def _named(caller: Caller, digest: bytes) -> Caller:
+    """The caller with a name: its own, else ``key:`` and a prefix of its key's digest."""
+    if caller.name:
+        return caller
+    return msgspec.structs.replace(caller, name=f"key:{digest.hex()[:KEY_NAME_DIGITS]}")
 
 
 def _digest(key: str) -> bytes:

@@ -19,11 +19,14 @@ _RANK = {level: rank for rank, level in enumerate(Sensitivity)}
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
     """What a caller may do: its tenant, and the most sensitive level and the scopes it may
-    ever read."""
+    ever read; and its key's name."""
 
     tenant: str = DEFAULT_TENANT
     max_sensitivity: Sensitivity = Sensitivity.HYPER
     scopes: tuple[str, ...] = ()  # empty: every scope
+    # Who the key is, never the key itself: the actor its writes are recorded with where the
+    # surface has no actor of its own (the entries API). Empty: no key (no authentication).
+    name: str = ""
 
     @property
     def unrestricted(self) -> bool:

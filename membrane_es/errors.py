@@ -35,6 +35,17 @@ class AccessDeniedError(MembraneError, PermissionError):
         super().__init__("access denied by trust context")
 
 
+class CeilingError(AccessDeniedError):
+    """A write the caller's key may not make: the entry (or the scope asked for) is outside
+    the scopes or above the sensitivity its ceiling allows. An entry the key cannot even see
+    is not found instead, so a key cannot learn that it exists."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.record_id = ""
+        PermissionError.__init__(self, f"{field}: {message}")
+
+
 class EpisodicImmutableError(MembraneError):
     """Episodic memory is raw experience: revision operations refuse it."""
 

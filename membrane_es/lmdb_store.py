@@ -74,7 +74,7 @@ from membrane_es._lmdb_format import (
     verify_log,
 )
 from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.log_order import EVENT_TIMES
+from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME
 from membrane_es.record_numbers import RECORD_NUMBERS
 
 if TYPE_CHECKING:
@@ -210,8 +210,10 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         chain = self.chain
         times = kwargs.get(EVENT_TIMES)
         numbers = kwargs.get(RECORD_NUMBERS)
+        imported = kwargs.get(IMPORTED_TIME)
         return self.store.write(
-            lambda txn: append_events(txn, dbs, events, chain, times, numbers), self.channel
+            lambda txn: append_events(txn, dbs, events, chain, times, numbers, imported),
+            self.channel,
         )
 
     def select_events(

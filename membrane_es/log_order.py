@@ -7,6 +7,10 @@ refuses a save whose first event is not later than the newest one already in the
 (:class:`EventTimeBehind`); the engine then moves its clock past the log's time and runs the
 command again, so event times never go backwards along the log and ``as_of(T)`` always sees
 a prefix of it.
+
+Events written with the times they already carry (an import of an exported log) are not
+checked; the recorder is handed the newest of those times (keyword :data:`IMPORTED_TIME`)
+and moves the log's time up to it, so the next write is checked against them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from datetime import datetime
 from eventsourcing.persistence import IntegrityError
 
 EVENT_TIMES = "event_times"
+IMPORTED_TIME = "imported_time"
 
 
 class EventTimeBehind(IntegrityError):

@@ -12,7 +12,10 @@ leaves neither behind):
 * it refuses a write whose first event is not later than the newest one in the log
   (:class:`EventTimeBehind`, an ``IntegrityError``): a writer whose clock is behind another's
   then retries with its clock moved past the log's time, so event times never go backwards
-  along the log, and ``as_of(T)`` always sees a prefix of it.
+  along the log, and ``as_of(T)`` always sees a prefix of it. Events written with the times
+  they already had (an import, keyword :data:`IMPORTED_TIME`) move the log's time up to the
+  newest of them; a log chained after the fact gets its newest event's time from the engine
+  that opens it (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.
 
 The chain hash is the LMDB store's (:class:`membrane_es._lmdb_format.Chain`: plain, or keyed
 with ``POSTGRES_CHAIN_KEY``) over the same fields; PostgreSQL's ids may have gaps (a
@@ -53,7 +56,7 @@ from membrane_es._lmdb_format import (
     version_suffix,
 )
 from membrane_es.errors import IntegrityError, MembraneError
-from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
+from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME, EventTimeBehind
 from membrane_es.record_numbers import (
     INITIAL_VERSION,
     RECORD_NUMBERS,
@@ -114,6 +117,10 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         self._select_head = SQL(
             "SELECT notification_id, hash, event_time, chain_mode, records FROM {schema}.{head}"
         ).format(schema=schema, head=head)
+        # Only ever forwards: a concurrent writer's newer time is never replaced by an older one.
+        self._raise_time = SQL(
+            "UPDATE {schema}.{head} SET event_time = %s WHERE event_time IS NULL OR event_time < %s"
+        ).format(schema=schema, head=head)
         self._set_records = SQL("UPDATE {schema}.{head} SET records = %s").format(
             schema=schema, head=head
         )
@@ -128,7 +135,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "INSERT INTO {schema}.{head} (one, notification_id, hash, event_time, chain_mode) "
             "VALUES (true, %s, %s, %s, %s) ON CONFLICT (one) DO UPDATE SET "
             "notification_id = EXCLUDED.notification_id, hash = EXCLUDED.hash, "
-            "event_time = COALESCE(EXCLUDED.event_time, {head}.event_time), "
+            "event_time = GREATEST(EXCLUDED.event_time, {head}.event_time), "
             "chain_mode = EXCLUDED.chain_mode"
         ).format(schema=schema, head=head)
         events = Identifier(self.events_table_name)
@@ -184,7 +191,8 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
     def _chain_unchained_log(self) -> None:
         """A log written before it had a chain (by eventsourcing's own recorder) gets one, in
         log order, once: under the writers' lock, so no write slips in meanwhile. Its events
-        keep the times they have; the check of new ones starts from the next write."""
+        keep the times they have; the newest of them, which only the application can decode,
+        is given to the head by :meth:`observe_event_time` when an engine opens the log."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             if self._read_head(curs)[0] or not self._has_events(curs):
                 return  # chained already, or nothing to chain (the usual cases)
@@ -239,7 +247,8 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 previous = self._link(previous, notification_id, event)
                 hashes.append(previous)
             curs.execute(self._insert_chain, (list(ids), hashes))
-            new_time = None if times is None else times[1]
+            # Imported events keep their times unchecked, but the next write must follow them.
+            new_time = kwargs.get(IMPORTED_TIME) if times is None else times[1]
             curs.execute(self._upsert_head, (ids[-1], previous, new_time, self.chain.mode))
             curs.execute(self._set_records, (records,))
         return ids
@@ -279,6 +288,22 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         """The newest event time any writer has put in the log (None for an empty log)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             return self._read_head(curs)[2]
+
+    def observe_event_time(self, moment: datetime) -> None:
+        """Make the log's newest event time at least ``moment`` (the newest event's own time,
+        decoded by the caller): a head that lacks it (a log chained after the fact) would let
+        a writer whose clock is behind put earlier times after those events. Under the
+        writers' lock, and only when the head is behind, so an open usually writes nothing."""
+        held = self.last_event_time()
+        if held is not None and held >= moment:
+            return  # the usual case: every write since the log began recorded its times
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)
+            curs.execute(self._raise_time, (moment, moment))
 
     def verify(self, chunk_size: int = VERIFY_CHUNK) -> ChainReport:
         """Walk the log up to its head against the hash chain; the report names the first

@@ -25,7 +25,9 @@ Importing needs an empty store; the whole file is checked before anything is wri
 tampered file is refused (naming its first bad line) and leaves the store as it was. Events
 keep their order, their originators, versions, topics and stored bytes, so the imported store
 has the same records, the same history, the same ``as_of`` answers at every moment, and
-(on LMDB) the same hash chain.
+(on LMDB) the same hash chain. Each batch hands the store the newest of its events' times
+(:data:`~membrane_es.log_order.IMPORTED_TIME`), so a write after the import, from any process,
+is timed after the imported events.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es.errors import MembraneError
+from membrane_es.log_order import IMPORTED_TIME
 
 FORMAT = "membrane-es/log"
 VERSION = 1
@@ -172,10 +175,12 @@ def import_log(
     done = 0
     batch: list[StoredEvent] = []
     keys: list[tuple[bytes, bytes]] = []
+    newest: datetime | None = None  # of the events imported so far
     for _, line in _content_lines(lines()):
         if isinstance(line, KeyLine):
             keys.append((line.key_id, line.key))
             continue
+        newest = line.time if newest is None else max(newest, line.time)
         batch.append(
             StoredEvent(
                 originator_id=line.originator_id if line.text_id else UUID(line.originator_id),
@@ -185,9 +190,9 @@ def import_log(
             )
         )
         if len(batch) == IMPORT_BATCH:
-            done += _append(app, keys, batch, done, total, progress)
+            done += _append(app, keys, batch, newest, done, total, progress)
     if batch or keys:
-        done += _append(app, keys, batch, done, total, progress)
+        done += _append(app, keys, batch, newest, done, total, progress)
     elif progress is not None:
         progress(done, total)
     return done
@@ -197,14 +202,16 @@ def _append(
     app: Any,
     keys: list[tuple[bytes, bytes]],
     batch: list[StoredEvent],
+    newest: datetime | None,
     done: int,
     total: int,
     progress: Progress | None,
 ) -> int:
-    """Write a batch: the keys its events are sealed under first, then the events."""
+    """Write a batch: the keys its events are sealed under first, then the events, with the
+    newest event time imported so far (the log's time moves up to it)."""
     app.keys.adopt(keys)
     keys.clear()
-    app.recorder.insert_events(batch)
+    app.recorder.insert_events(batch, **{IMPORTED_TIME: newest})
     count = len(batch)
     batch.clear()
     if progress is not None:

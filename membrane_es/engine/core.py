@@ -159,6 +159,12 @@ class EngineCore:
         last = app.last_event_time()
         if last is not None:
             self._clock.observe(last)
+            # A log chained after the fact (PostgreSQL) has a head that never recorded its
+            # events' times, which only the application can decode: give it the newest, so
+            # every process's next write is checked against it.
+            observe = getattr(app.recorder, "observe_event_time", None)
+            if observe is not None:
+                observe(last)
 
     @property
     def embedder(self) -> Embedder | None:

@@ -4,6 +4,13 @@ An entry is a memory record (the mapping is in :mod:`membrane_es.schema.entries`
 one creates a semantic record, revising one supersedes its record, invalidating one retracts
 it. So ``history``, ``verify``, audit and ``as_of`` apply to entries as to every record, and
 a record written any other way (capture, gRPC) is an entry too.
+
+Every write takes an optional ``writer``, the :class:`~membrane_es.ceiling.Caller` whose key
+asks for it: a write may only touch entries (and create scopes) within that key's ceiling,
+as :meth:`~membrane_es.ceiling.Caller.may_write` says. An entry the key cannot see (its
+``trust``) is not found; one it can see but may not write, an unscoped entry for a key
+limited to some conversations, is a :class:`~membrane_es.errors.CeilingError`. Without a
+``writer`` (the Python API, an unauthenticated server) nothing is refused on that ground.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ from typing import Any
 
 import msgspec
 
+from membrane_es.ceiling import Caller
 from membrane_es.engine.forgetting import Forgetting
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 from membrane_es.errors import (
+    CeilingError,
     ConflictError,
     DuplicateRelationError,
     EntryNotFoundError,
@@ -140,9 +149,13 @@ class Entries(Revisions, Reads, Forgetting):
         actor: str = ENTRY_ACTOR,
         trust: TrustContext | None = None,
         tenant: int | str = 0,
+        writer: Caller | None = None,
     ) -> Entry:
         """Write a new entry; with ``supersedes_ids``, invalidate those entries and relate
         the new one to each by ``supersedes``, all in one atomic write."""
+        scope = conversation_scope(entry.conversation_id)
+        if writer is not None and not writer.may_write("low", scope):  # entries are written low
+            raise CeilingError("conversation_id", "outside the scopes this key may write")
         record = entry_record(entry)
         if not entry.supersedes_ids:  # one command: retried by the engine if overtaken
             created = self.create_record(record, actor=actor, rationale="entry created")
@@ -154,6 +167,8 @@ class Entries(Revisions, Reads, Forgetting):
                         self._current_record(entry_id, trust, field="supersedes_ids")
                         for entry_id in dict.fromkeys(entry.supersedes_ids)
                     ]
+                    for entry_id in dict.fromkeys(entry.supersedes_ids):
+                        self._check_writer(entry_id, writer, field="supersedes_ids")
                     with self.batch():
                         created = self.create_record(record, actor=actor, rationale="entry created")
                         for old in olds:
@@ -175,10 +190,17 @@ class Entries(Revisions, Reads, Forgetting):
         actor: str = ENTRY_ACTOR,
         trust: TrustContext | None = None,
         tenant: int | str = 0,
+        writer: Caller | None = None,
     ) -> Entry:
-        """A new revision of an active entry (Membrane's supersede: nothing is overwritten)."""
+        """A new revision of an active entry (Membrane's supersede: nothing is overwritten).
+
+        A patch that changes no field is refused (:class:`ValidationError` on ``body``) and
+        writes nothing: a revision equal to the current one would only add noise to the log."""
+        if all(value is msgspec.UNSET for value in msgspec.structs.astuple(patch)):
+            raise ValidationError("body", "no field to change: the patch is empty")
         with self._write_lock:
             record_id = self._current_record(entry_id, trust)
+            self._check_writer(entry_id, writer)
             current = self.get_entry(entry_id, trust=trust, tenant=tenant)
             old = self.retrieve_by_id(record_id, trust=_FULL_TRUST)
             revised = NewEntry(
@@ -190,6 +212,8 @@ class Entries(Revisions, Reads, Forgetting):
                 artifact_id=_pick(patch.artifact_id, current.artifact_id),
                 conversation_id=current.conversation_id,
             )
+            if _unchanged(revised, current):
+                raise ValidationError("body", "no field to change: the patch equals the entry")
             record = msgspec.structs.replace(
                 entry_record(revised), sensitivity=old.sensitivity, scope=old.scope
             )
@@ -203,6 +227,7 @@ class Entries(Revisions, Reads, Forgetting):
         when: datetime | int | str | None = None,
         actor: str = ENTRY_ACTOR,
         trust: TrustContext | None = None,
+        writer: Caller | None = None,
     ) -> None:
         """End an active entry's validity (Membrane's retract); a second call finds no
         active entry and raises :class:`EntryNotFoundError`.
@@ -219,6 +244,7 @@ class Entries(Revisions, Reads, Forgetting):
                 row = queries.current_revision(index, entry_id, trust)
             if row is None:
                 raise EntryNotFoundError(entry_id)
+            self._check_writer(entry_id, writer)
             if until is not None and epoch(until) < row[10]:
                 raise ValidationError("when", f"before the entry's valid_from ({row[10]})")
             self.retract(str(row[2]), actor, "entry invalidated", valid_until=until)
@@ -230,6 +256,7 @@ class Entries(Revisions, Reads, Forgetting):
         erase: bool = False,
         actor: str = ENTRY_ACTOR,
         trust: TrustContext | None = None,
+        writer: Caller | None = None,
     ) -> None:
         """Hide an entry from every entries read, past ones included (a retraction with the
         rationale :data:`~membrane_es.schema.entries.DELETED`). Its events stay in the log:
@@ -245,6 +272,8 @@ class Entries(Revisions, Reads, Forgetting):
                 revisions = queries.revision_records(index, entry_id)
             if found is None:
                 raise EntryNotFoundError(entry_id)
+            # Erasure forgets every revision, so the key must reach every one.
+            self._check_writer(entry_id, writer, every_revision=erase)
             if not erase:
                 self.retract(found, actor, DELETED)
                 return
@@ -263,6 +292,7 @@ class Entries(Revisions, Reads, Forgetting):
         actor: str = ENTRY_ACTOR,
         trust: TrustContext | None = None,
         tenant: int | str = 0,
+        writer: Caller | None = None,
     ) -> EntryRelation:
         """A directed relation between two entries of this store (no self loops; one per
         (source, target, relation): a repeat raises :class:`DuplicateRelationError`)."""
@@ -277,6 +307,10 @@ class Entries(Revisions, Reads, Forgetting):
                 raise ValidationError("source_id", f"entry {source_id} not found")
             if target is None:
                 raise ValidationError("target_id", f"entry {target_id} not found")
+            # The edge changes what both entries read as (their relations): both must be the
+            # key's to write.
+            self._check_writer(source_id, writer, field="source_id")
+            self._check_writer(target_id, writer, field="target_id")
             existing = self.entry_relations(
                 trust=trust, source_id=source_id, target_id=target_id, relation=relation
             )
@@ -304,11 +338,44 @@ class Entries(Revisions, Reads, Forgetting):
             raise EntryNotFoundError(entry_id)
         return str(row[2])
 
+    def _check_writer(
+        self,
+        entry_id: int,
+        writer: Caller | None,
+        *,
+        field: str = "",
+        every_revision: bool = False,
+    ) -> None:
+        """Refuse a write to an entry (one the caller can see) that ``writer``'s key may not
+        write: its latest revision, or with ``every_revision`` any of them."""
+        if writer is None or writer.unrestricted:
+            return
+        index = self.entries_view
+        with index.lock:
+            reach = queries.revision_reach(index, entry_id, every=every_revision)
+        if not all(writer.may_write(sensitivity, scope) for sensitivity, scope in reach):
+            raise CeilingError(
+                field or "entry", f"entry {entry_id} is outside the scopes this key may write"
+            )
+
     def _entry_of_record(self, record_id: str, trust: TrustContext | None, tenant: Any) -> Entry:
         index = self.entries_view
         with index.lock:
             entry_id = queries.entry_of_record(index, record_id)
         return self.get_entry(entry_id, trust=trust, tenant=tenant)
+
+
+def _unchanged(revised: NewEntry, current: Entry) -> bool:
+    """Whether a revision would read exactly as the entry does now (tags as stored: once
+    each, in order)."""
+    return (
+        revised.type == current.type
+        and revised.title == current.title
+        and revised.content == current.content
+        and revised.source == current.source
+        and list(dict.fromkeys(revised.tags)) == current.tags
+        and revised.artifact_id == current.artifact_id
+    )
 
 
 def _pick(value: Any, default: Any) -> Any:

@@ -3,14 +3,19 @@
 Routes, shapes, status codes and error bodies follow Arbiter's memory API: ``/v1/memory/
 entries`` (browse, search, create), ``/v1/memory/entries/{id}`` (read, revise, delete),
 ``/v1/memory/entries/{id}/invalidate``, ``/v1/memory/relations`` and ``/v1/memory/graph``.
-Every error is ``{"error": "..."}`` with 400 (naming the bad field), 401, 404, 409 (a
-duplicate relation adds ``existing_id``) or 413. The OpenAPI document is ``/openapi.json``
-and the interactive docs page ``/docs``.
+Every error is ``{"error": "..."}`` with 400 (naming the bad field, or ``body``), 401, 403,
+404, 409 (a duplicate relation adds ``existing_id``) or 413. Bodies are decoded with strict
+types (:mod:`membrane_es.http_api.bodies`). The OpenAPI document is ``/openapi.json`` and
+the interactive docs page ``/docs`` (:mod:`membrane_es.http_api.docs`).
 
 A bearer token is checked against the same keys as the gRPC daemon's
 (:class:`~membrane_es.access.KeyRing`): its tenant picks the store, its ceiling bounds what
-it reads and writes. This module turns requests into calls on the engine and results back
-into JSON; it holds no domain logic.
+it reads and writes, and its name is the actor of its writes. A write to an entry the key
+cannot see is 404, as for an entry that does not exist, so a key cannot learn what lies
+outside its ceiling; a write to one it can see but may not write (an unscoped entry, for a
+key limited to some conversations), or into a scope it may not write, is 403, as the gRPC
+edge answers PERMISSION_DENIED. This module turns requests into calls on the engine and
+results back into JSON; it holds no domain logic.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.params import Parameter
 
 from membrane_es import __version__
 from membrane_es.access import Caller, KeyRing
 from membrane_es.engine import Membrane
+from membrane_es.engine.entries import ENTRY_ACTOR
 from membrane_es.errors import (
     DuplicateRelationError,
     EntryNotFoundError,
@@ -39,6 +45,8 @@ from membrane_es.errors import (
     ValidationError,
     status_of,
 )
+from membrane_es.http_api.bodies import StrictBody, require
+from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.queries.entries import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -59,7 +67,6 @@ from membrane_es.schema.entries import (
     NewEntry,
     NewRelation,
     RelationKind,
-    conversation_scope,
 )
 from membrane_es.schema.records import TrustContext
 from membrane_es.tenants import Tenants
@@ -127,9 +134,9 @@ def _error(description: str) -> ResponseSpec:
 
 # Every route answers errors as {"error": "..."} (409 on a duplicate relation adds existing_id).
 ERRORS: dict[int, ResponseSpec] = {
-    400: _error("A bad parameter or body; the message names the field"),
+    400: _error("A bad parameter or body; the message names the field (or body)"),
     401: _error("Missing or invalid bearer token"),
-    403: _error("The key's ceiling does not reach this record"),
+    403: _error("The entry, or the scope asked for, is outside what the key may write"),
     404: _error("No such entry (or route)"),
     409: _error("A duplicate relation (with existing_id), or a conflicting revision"),
     413: _error("The body is over the size limit"),
@@ -150,6 +157,12 @@ class Access:
     tenant: int | str
     caller: Caller
     min_position: int | None = None
+
+    @property
+    def actor(self) -> str:
+        """Who the audit records as writing: the key's name (without authentication, every
+        caller is the same anonymous one)."""
+        return self.caller.name or ENTRY_ACTOR
 
     def store(self) -> Membrane:
         """The caller's engine, once its views include ``min_position`` (on the handler's
@@ -219,11 +232,6 @@ def _intent(value: str | None) -> bool:
     if text not in ("auto", "off"):
         raise ValidationError("intent", "must be auto or off")
     return text == "auto"
-
-
-def _check_write(access: Access, conversation_id: int | None) -> None:
-    if not access.caller.may_write("low", conversation_scope(conversation_id)):
-        raise ValidationError("conversation_id", "outside the scopes this key may write")
 
 
 Limit = Annotated[
@@ -299,11 +307,23 @@ class MemoryController(Controller):
             explain=page.explain,
         )
 
-    @post("/v1/memory/entries", sync_to_thread=True, operation_id="create_entry", responses=ERRORS)
-    def create_entry(self, data: NewEntry, access: Access) -> Response[Entry]:
+    @post(
+        "/v1/memory/entries",
+        sync_to_thread=True,
+        operation_id="create_entry",
+        responses=ERRORS,
+        dto=StrictBody[NewEntry],
+        return_dto=None,
+    )
+    def create_entry(self, access: Access, data: NewEntry | None = None) -> Response[Entry]:
         """Create an entry (201); ``supersedes_ids`` invalidates those entries atomically."""
-        _check_write(access, data.conversation_id)
-        entry = access.store().create_entry(data, trust=access.trust, tenant=access.tenant)
+        entry = access.store().create_entry(
+            require(data),
+            actor=access.actor,
+            trust=access.trust,
+            tenant=access.tenant,
+            writer=access.caller,
+        )
         return _written(access, entry, 201)
 
     @get(
@@ -331,11 +351,21 @@ class MemoryController(Controller):
         sync_to_thread=True,
         operation_id="patch_entry",
         responses=ERRORS,
+        dto=StrictBody[EntryPatch],
+        return_dto=None,
     )
-    def patch_entry(self, entry_id: PathId, data: EntryPatch, access: Access) -> Response[Entry]:
-        """Revise an active entry: a new revision, the old one kept in the log."""
+    def patch_entry(
+        self, entry_id: PathId, access: Access, data: EntryPatch | None = None
+    ) -> Response[Entry]:
+        """Revise an active entry: a new revision, the old one kept in the log (a patch that
+        changes nothing is 400 and writes nothing)."""
         revised = access.store().revise_entry(
-            entry_id, data, trust=access.trust, tenant=access.tenant
+            entry_id,
+            require(data),
+            actor=access.actor,
+            trust=access.trust,
+            tenant=access.tenant,
+            writer=access.caller,
         )
         return _written(access, revised)
 
@@ -356,7 +386,13 @@ class MemoryController(Controller):
     ) -> Response[Deleted]:
         """Hide an entry from every entries read (its events stay in the log); with
         ``erase=true`` its content is erased for good (crypto-shredding)."""
-        access.store().delete_entry(entry_id, erase=_bool("erase", erase), trust=access.trust)
+        access.store().delete_entry(
+            entry_id,
+            erase=_bool("erase", erase),
+            actor=access.actor,
+            trust=access.trust,
+            writer=access.caller,
+        )
         return _written(access, Deleted(deleted=True))
 
     @post(
@@ -365,6 +401,8 @@ class MemoryController(Controller):
         sync_to_thread=True,
         operation_id="invalidate_entry",
         responses=ERRORS,
+        dto=StrictBody[InvalidateBody],
+        return_dto=None,
     )
     def invalidate_entry(
         self, entry_id: PathId, access: Access, data: InvalidateBody | None = None
@@ -372,7 +410,9 @@ class MemoryController(Controller):
         """End an active entry's validity (now, or at ``when``); a second call is 404."""
         when = None if data is None else data.when
         try:
-            access.store().invalidate_entry(entry_id, when=when, trust=access.trust)
+            access.store().invalidate_entry(
+                entry_id, when=when, actor=access.actor, trust=access.trust, writer=access.caller
+            )
         except EntryNotFoundError:
             raise EntryNotFoundError(entry_id, "entry not found or already invalidated") from None
         return _written(access, Invalidated(invalidated=True, id=entry_id))
@@ -405,11 +445,22 @@ class MemoryController(Controller):
         sync_to_thread=True,
         operation_id="create_relation",
         responses=ERRORS,
+        dto=StrictBody[NewRelation],
+        return_dto=None,
     )
-    def create_relation(self, data: NewRelation, access: Access) -> Response[EntryRelation]:
+    def create_relation(
+        self, access: Access, data: NewRelation | None = None
+    ) -> Response[EntryRelation]:
         """Relate two entries (201); a repeat is 409 with ``existing_id``."""
+        body = require(data)
         made = access.store().relate_entries(
-            data.source_id, data.target_id, data.relation, trust=access.trust, tenant=access.tenant
+            body.source_id,
+            body.target_id,
+            body.relation,
+            actor=access.actor,
+            trust=access.trust,
+            tenant=access.tenant,
+            writer=access.caller,
         )
         return _written(access, made, 201)
 
@@ -486,14 +537,14 @@ def create_app(
         version=__version__,
         description=__doc__,
         path="/",
-        render_plugins=[JsonRenderPlugin(path="/openapi.json"), SwaggerRenderPlugin(path="/docs")],
+        render_plugins=[JsonRenderPlugin(path="/openapi.json"), swagger_ui("/docs")],
         components=Components(
             security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
         ),
         security=[{"bearer": []}],
     )
     app = Litestar(
-        route_handlers=[MemoryController],
+        route_handlers=[MemoryController, *swagger_assets()],
         dependencies={"access": Provide(provide_access)},
         exception_handlers={
             MembraneError: _membrane_error,

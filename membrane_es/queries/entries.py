@@ -11,6 +11,11 @@ it fails, the search runs as if they were not asked and the result says why. ``e
 adds, for each answer, the numbers that placed it
 (:mod:`membrane_es.queries.entry_scores`).
 
+``conversation_id`` always filters, to that conversation's rows and the unscoped ones, as
+Arbiter does, whether or not the store has an entry in it yet (a new conversation: the
+unscoped rows). Each tenant has a store of its own, so another tenant's conversation id
+reads as one with no entries here and can reveal nothing of that tenant.
+
 ``as_of=T`` reads the entries whose validity window ``valid_from <= T < valid_to`` covers T
 (``valid_to`` as known now: null while open), each in its revision current at T (an entry
 backfilled after T: its first revision), with its ``valid_to``. Unless a backfill or an
@@ -25,7 +30,10 @@ average length and each term's document frequency count every revision recorded 
 too. The order can therefore differ from the answer given at T, and a ``limit`` smaller
 than the matches can pick other ones of them; with ``limit`` at least the number of matches
 the entries are the same. Past statistics would need FTS5's per-phrase hit counts, which
-only a native auxiliary function can read, so this module does not recompute them.
+only a native auxiliary function can read, so this module does not recompute them. One case
+keeps its order: one query word, held equally often (by field weight) by every match. Its
+BM25 is idf × f(k₁+1) / (f + k₁(1 − b + b·|D|/avgdl)), the idf and f shared by all, so the
+order is by length |D| alone (ties: the newer row), whatever the statistics.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from membrane_es.queries.entry_scores import (
     explain,
 )
 from membrane_es.schema.entries import Entry, EntryRelation
+from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
 DEFAULT_LIMIT = 50
@@ -93,6 +102,7 @@ _COLUMNS = (
     " r.conversation, r.artifact, r.valid_from, r.created_at, r.updated_at, r.valid_to"
 )
 _TAGS = msgspec.json.Decoder(list[str])
+_SENSITIVITIES = list(Sensitivity)  # by rank, as the view stores them (SENSITIVITY_RANK)
 _ROWS = msgspec.json.Encoder()
 
 
@@ -274,23 +284,10 @@ def _filters(
 # --- reading ------------------------------------------------------------------------------
 
 
-def known_conversation(index: EntryIndex, conversation_id: int | None, as_of: int) -> int | None:
-    """The conversation if this store has (had, at ``as_of``) an entry in it; otherwise none
-    (an id the tenant does not know, another tenant's included, is dropped without a word)."""
-    if not conversation_id:
-        return None
-    found = index.db.execute(
-        "SELECT 1 FROM rev WHERE conversation = ? AND (recorded <= ? OR valid_from <= ?) LIMIT 1",
-        (conversation_id, as_of or 2**62, as_of or 2**62),
-    ).fetchone()
-    return conversation_id if found else None
-
-
 def browse(
     index: EntryIndex, query: EntryQuery, trust: TrustContext | None, tenant: int | str
 ) -> list[Entry]:
-    conversation = known_conversation(index, query.conversation_id, query.as_of)
-    where = _filters(query, trust, conversation=conversation, browse=True)
+    where = _filters(query, trust, conversation=query.conversation_id, browse=True)
     rows = index.db.execute(
         f"SELECT {_COLUMNS} FROM rev r WHERE {where.sql}"
         " ORDER BY r.updated_at DESC, r.row DESC LIMIT ?",
@@ -404,7 +401,7 @@ def _search_rows(
 ) -> Searched:
     """One query's ranking: graduated (two passes fused) when asked and scoped."""
     depth = max(query.limit, RERANK_POOL if query.rerank or query.rerank_fine else 0)
-    conversation = known_conversation(index, query.conversation_id, query.as_of)
+    conversation = query.conversation_id
     if query.graduated and conversation is not None:
         scoped = _ranking(index, text, query, trust, conversation, now, depth)
         wide = _ranking(index, text, query, trust, None, now, depth)
@@ -611,6 +608,17 @@ def latest_revision(index: EntryIndex, entry_id: int, trust: TrustContext | None
         (entry_id, *where.params),
     ).fetchone()
     return None if found is None else str(found[0])
+
+
+def revision_reach(index: EntryIndex, entry_id: int, *, every: bool) -> list[tuple[str, str]]:
+    """The (sensitivity, scope) of the entry's latest revision, or of every one (``every``):
+    what a write to the entry touches, for a key's ceiling to allow or refuse."""
+    found = index.db.execute(
+        "SELECT sensitivity, scope FROM rev WHERE entry = ? AND hidden = 0 ORDER BY row DESC"
+        + ("" if every else " LIMIT 1"),
+        (entry_id,),
+    ).fetchall()
+    return [(_SENSITIVITIES[rank].value, str(scope)) for rank, scope in found]
 
 
 def revision_records(index: EntryIndex, entry_id: int) -> list[str]:

@@ -10,14 +10,17 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import MembraneError
+from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.schema import Sensitivity
 from membrane_es.transfer import TransferError
 
@@ -210,3 +213,21 @@ def test_import_needs_an_empty_store(tmp_path: Path, exported: list[bytes]) -> N
         memory.create_record(fact("x"))
         with pytest.raises(TransferError, match="empty store; this one holds 1 events"):
             memory.import_log(path)
+
+
+def test_an_import_gives_the_log_its_newest_time(tmp_path: Path, exported: list[bytes]) -> None:
+    """Another process sharing the store checks its next write against the imported events'
+    times, as against any other write's (the store, not this engine's clock, holds them)."""
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(exported))
+    newest = max(
+        datetime.fromisoformat(json.loads(line)["time"])
+        for line in exported
+        if json.loads(line)["kind"] == "event"
+    )
+    with Membrane.open(tmp_path / "copy") as memory:
+        memory.import_log(path)
+        late = StoredEvent(uuid4(), 1, "timed", b"state")
+        with pytest.raises(EventTimeBehind) as behind:
+            memory.application.recorder.insert_events([late], **{EVENT_TIMES: (newest, newest)})
+        assert behind.value.log_time == newest

@@ -6,20 +6,24 @@ processes is in ``test_postgres_processes.py``."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 import pytest
 from eventsourcing.cipher import AESCipher
+from eventsourcing.persistence import StoredEvent
 
 from membrane_es import ConflictError, Membrane, MembraneError
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
 from membrane_es.lmdb_store import ChainFault
+from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.projections.log_pages import event_decoder
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
@@ -198,9 +202,36 @@ def test_a_process_that_never_writes_follows_the_others(open_store: OpenStore) -
     newest = max(w.last_position or 0 for w in writers)
     follower.wait_for_position(newest)
     assert follower.position == newest
-    # applied by its subscription, not by a read catching up
-    assert follower._views.table.size == 30
     assert follower.get_metrics()["total_records"] == 30
+
+
+def test_the_subscription_moves_a_followers_views_without_any_read(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No read, no wait and no catch-up on the follower: only its LISTEN/NOTIFY subscription
+    can bring the others' writes into its views."""
+    follower = open_store()
+    subscription = follower._follower
+    assert subscription is not None
+    _until(lambda: subscription.following, "the follower never subscribed")
+    views = follower._views
+    caught_up: list[int] = []
+    # a catch-up (what a read does when nothing follows the log) would be seen here
+    monkeypatch.setattr(views, "catch_up", lambda app: caught_up.append(views.position))
+    writers = [open_store(), open_store()]
+    for index in range(10):
+        writers[index % 2].create_record(semantic(obj=f"port {index}"))
+    newest = max(w.last_position or 0 for w in writers)
+    _until(lambda: views.position == newest, "the views never reached the newest write")
+    assert subscription.following and caught_up == []
+    assert views.table.size == 10
+
+
+def _until(condition: Callable[[], bool], failure: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.01)
 
 
 def test_a_position_on_an_lmdb_store_is_read_your_writes_too(tmp_path: Path) -> None:
@@ -253,9 +284,47 @@ def test_a_log_written_before_the_chain_is_chained_at_open(
     memory = open_store()
     report = memory.verify()
     assert report.ok and report.checked == 2
+    # the head carries the newest old event's time, so every writer's next write follows it
+    recorder = memory.application.recorder
+    newest = _log_times(memory)[-1]
+    assert recorder.last_event_time() == newest
+    with pytest.raises(EventTimeBehind) as behind:
+        _write_timed(recorder, newest)
+    assert behind.value.log_time == newest
     memory.create_record(semantic(id="new-1"))
     assert memory.verify().checked == 3
     assert open_store().verify().ok  # chained once only
+
+
+def _write_timed(recorder: Any, moment: datetime) -> None:
+    """A save of one event timed at ``moment``, straight to the recorder (as a process whose
+    clock says ``moment`` would make it)."""
+    event = StoredEvent(uuid4(), 1, "timed", b"state")
+    recorder.insert_events([event], **{EVENT_TIMES: (moment, moment)})
+
+
+def test_an_imported_log_times_the_next_write_after_its_events(
+    open_store: OpenStore, tmp_path: Path
+) -> None:
+    """A process whose clock is an hour behind, opened before the import (so it has not seen
+    the imported times), still writes after them: the import gave the log its newest time."""
+    with Membrane.open(tmp_path / "source") as source:
+        first = source.create_record(semantic(id="exported-1")).id
+        source.reinforce(first, "agent", "useful")
+        exported = tmp_path / "log.jsonl"
+        with exported.open("wb") as out:
+            source.export_log(out)
+    behind_time = ManualTime(datetime.now(UTC) - timedelta(hours=1))
+    behind = open_store(clock=MonotonicClock(behind_time), follow=False)
+    importer = open_store(follow=False)
+    assert importer.import_log(exported) == 2
+    imported = _log_times(importer)
+    assert importer.application.recorder.last_event_time() == imported[-1]
+
+    behind.create_record(semantic(id="after-the-import"))
+    times = _log_times(importer)
+    assert len(times) == 3 and times == sorted(times) and times[-1] > imported[-1]
+    assert importer.verify().ok
 
 
 def test_a_keyed_chain_needs_its_key(open_store: OpenStore, postgres_dsn: str) -> None:

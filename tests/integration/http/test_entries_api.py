@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
+from membrane_es.http_api import app as http_app
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
-from .conftest import Served, ids, new_entry
+from .conftest import Serve, Served, ids, new_entry
 
 ENTRY_KEYS = {
     "id",
@@ -115,8 +118,10 @@ def test_conversation_scope_since_cursor_and_limit(served: Served) -> None:
         pinned["id"],
         unscoped["id"],
     ]
-    # a conversation this tenant has no entry in is dropped, as another tenant's would be
-    assert len(ids(alpha.get("/v1/memory/entries", params={"conversation_id": 99}))) == 3
+    # a conversation with no entry yet (a new one) still filters: the unscoped entries
+    assert ids(alpha.get("/v1/memory/entries", params={"conversation_id": 99})) == [unscoped["id"]]
+    past = {"conversation_id": 99, "as_of": elsewhere["created_at"]}
+    assert ids(alpha.get("/v1/memory/entries", params=past)) == [unscoped["id"]]
     assert ids(alpha.get("/v1/memory/entries", params={"since": pinned["created_at"]})) == [
         elsewhere["id"],
         pinned["id"],
@@ -452,11 +457,17 @@ def test_tenants_never_see_or_count_each_others_entries(served: Served) -> None:
     assert beta_titles == ["beta notes"]
     search = served.beta.get("/v1/memory/entries", params={"q": "secret plan"})
     assert search.json() == {"count": 0, "entries": []}
+    # another tenant's conversation is one with no entries here: its unscoped entries only
     scoped = served.beta.get("/v1/memory/entries", params={"conversation_id": 3})
-    assert [e["title"] for e in scoped.json()["entries"]] == ["beta notes"]  # dropped
+    assert [e["title"] for e in scoped.json()["entries"]] == ["beta notes"]
     assert served.beta.get(f"/v1/memory/entries/{mine['id']}").json()["title"] == "beta notes"
     assert served.beta.get("/v1/memory/entries/2").status_code == 404
     assert served.beta.get("/v1/memory/graph").json()["tenant_id"] == "acme"
+    pinned = new_entry(served.beta, title="beta pinned", conversation_id=4)
+    assert ids(served.beta.get("/v1/memory/entries", params={"conversation_id": 3})) == [1]
+    assert pinned["id"] not in ids(
+        served.beta.get("/v1/memory/entries", params={"conversation_id": 3, "q": "beta"})
+    )
 
 
 def test_a_keys_ceiling_bounds_what_it_reads_and_writes(served: Served) -> None:
@@ -489,7 +500,8 @@ def test_a_keys_ceiling_bounds_what_it_reads_and_writes(served: Served) -> None:
     refused = served.low.post(
         "/v1/memory/entries", json={"type": "user", "title": "x", "conversation_id": 8}
     )
-    assert refused.status_code == 400 and refused.json()["error"].startswith("conversation_id")
+    # outside the key's ceiling: 403, as gRPC's PERMISSION_DENIED (test_entries_ceiling.py)
+    assert refused.status_code == 403 and refused.json()["error"].startswith("conversation_id")
     allowed = served.low.post(
         "/v1/memory/entries", json={"type": "user", "title": "x", "conversation_id": 7}
     )
@@ -510,6 +522,17 @@ def test_openapi_document_and_docs_page(served: Served) -> None:
     assert "/v1/memory/graph" in paths
     docs = httpx.get(f"{served.base}/docs")
     assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+def test_the_docs_page_needs_nothing_but_the_server(served: Served) -> None:
+    page = httpx.get(f"{served.base}/docs").text
+    linked = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page)
+    assert len(linked) == 4 and all(url.startswith("/docs/assets/") for url in linked), linked
+    for url in linked:
+        asset = httpx.get(f"{served.base}{url}")
+        assert asset.status_code == 200 and len(asset.content) > 1000, url
+    assert httpx.get(f"{served.base}/docs/assets/swagger-initializer.js").status_code == 404
+    assert httpx.get(f"{served.base}/docs/assets/..%2FLICENSE").status_code == 404
 
 
 def test_delete_with_erase_forgets_every_revision(served: Served) -> None:
@@ -544,3 +567,23 @@ def test_writes_carry_their_log_position_and_reads_may_require_one(served: Serve
     assert ids(read) == [entry["id"]]
     bad = served.alpha.get("/v1/memory/entries", headers={"x-membrane-min-position": "soon"})
     assert bad.status_code == 400 and "x-membrane-min-position" in bad.json()["error"]
+
+
+def test_a_min_position_not_reached_in_time_is_a_504(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = serve(durable=True)  # an LMDB store: the wait looks at the log until the bound
+    response = served.alpha.post("/v1/memory/entries", json={"type": "user", "title": "x"})
+    position = int(response.headers["x-membrane-position"])
+    monkeypatch.setattr(http_app, "POSITION_WAIT_SECONDS", 0.05)
+    ahead = {"x-membrane-min-position": str(position + 1000)}
+    started = time.monotonic()
+    for path in ("/v1/memory/entries", f"/v1/memory/entries/{response.json()['id']}"):
+        late = served.alpha.get(path, headers=ahead)
+        assert late.status_code == 504, late.text
+        assert f"min_position {position + 1000} not reached" in late.json()["error"]
+    assert time.monotonic() - started < 5  # the bound, not the default wait
+    reached = served.alpha.get(
+        "/v1/memory/entries", headers={"x-membrane-min-position": str(position)}
+    )
+    assert reached.status_code == 200

@@ -96,9 +96,21 @@ def test_graduated_fusion_matches_a_hand_computed_ranking(served: Served) -> Non
     #                 global_strong         1/61 = 0.01639
     fused = search(alpha, "orchid", conversation_id=17, graduated="true")
     assert fused == [unscoped_mid["id"], local_weak["id"], global_strong["id"]]
-    # without a conversation, or with one this tenant does not know, graduated is plain search
+    # without a conversation graduated is plain search
     assert search(alpha, "orchid", graduated="true") == search(alpha, "orchid")
-    assert search(alpha, "orchid", graduated="1", conversation_id=99) == search(alpha, "orchid")
+
+
+def test_a_conversation_with_no_entries_yet_still_scopes_search(served: Served) -> None:
+    alpha = served.alpha
+    pinned = new_entry(alpha, title="orchid", conversation_id=18)
+    unscoped = new_entry(alpha, title="notes", tags=["orchid"])
+    # conversation 99 (new, or another tenant's): its rows, none yet, and the unscoped ones
+    assert search(alpha, "orchid", conversation_id=99) == [unscoped["id"]]
+    # graduated: pass 1 (conversation 99 or unscoped): unscoped (1); pass 2: pinned (1),
+    # unscoped (2). Fused: unscoped 1.5/61 + 1/62 = 0.0407 over pinned 1/61 = 0.0164.
+    fused = search(alpha, "orchid", conversation_id=99, graduated="true")
+    assert fused == [unscoped["id"], pinned["id"]]
+    assert search(alpha, "orchid") == [pinned["id"], unscoped["id"]]
 
 
 def test_a_strong_tenant_wide_hit_can_outrank_a_local_one(served: Served) -> None:

@@ -39,8 +39,12 @@ def _http_port(process: subprocess.Popen[str]) -> int:
 
 def test_serve_http_alone_answers_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     store = tmp_path / "store"
+    # No embedder: the test is about serving, and loading a model (when the embeddings extra
+    # is installed) would outlast the client's timeout.
+    config = tmp_path / "membraned.yaml"
+    config.write_text("embedding_model: none\n")
     command = [
-        *(sys.executable, "-m", "membrane_es.cli", "serve"),
+        *(sys.executable, "-m", "membrane_es.cli", "serve", "-config", str(config)),
         *("-db", str(store), "--http", "127.0.0.1:0", "--no-grpc"),
     ]
     env = {**os.environ, "MEMBRANE_API_KEY": KEY}
