@@ -238,6 +238,26 @@ class MemoryApplication(Application):
         moment: datetime = event.timestamp
         return moment
 
+    def position_at(self, moment: datetime) -> int:
+        """The log position at ``moment``: the id of the newest notification whose event
+        time is at or before it (0 before the first). Event times never go backwards along
+        the log (see :mod:`membrane_es.log_order`), so a binary search reads a few dozen
+        events, not the whole log; ids may have gaps (PostgreSQL's sequence), which the
+        search steps over."""
+        known, beyond = 0, (self.recorder.max_notification_id() or 0) + 1
+        while beyond - known > 1:
+            middle = (known + beyond) // 2
+            found = self.recorder.select_notifications(start=middle, limit=1, stop=beyond - 1)
+            if not found:  # a gap up to ``beyond``: nothing in [middle, beyond)
+                beyond = middle
+                continue
+            event: Any = self.mapper.to_domain_event(found[0])
+            if event.timestamp <= moment:
+                known = found[0].id
+            else:  # every id from ``middle`` to this one is later (or missing)
+                beyond = middle
+        return known
+
 
 def _event_time(event: Any) -> datetime:
     moment: datetime = event.timestamp

@@ -18,6 +18,7 @@ from membrane_es.cli import render
 from membrane_es.cli.app import UsageProblem, command
 from membrane_es.cli.options import Json, Store, StoreAddress, existing_store, store_for_writing
 from membrane_es.engine import Membrane
+from membrane_es.errors import MembraneError
 
 TAMPERED = 2  # verify's exit status when the chain is broken
 
@@ -27,7 +28,9 @@ def verify(
     store: Store,
     chain_key_file: Annotated[
         Path | None,
-        typer.Option("--chain-key-file", help="file holding the key of a keyed chain"),
+        typer.Option(
+            "--chain-key-file", metavar="FILE", help="file holding the key of a keyed chain"
+        ),
     ] = None,
     json: Json = False,
 ) -> None:
@@ -75,31 +78,68 @@ def rebuild(store: Store) -> None:
 def export(
     store: Store,
     file: Annotated[
-        str, typer.Argument(help="the JSON Lines file to write, or - for standard output")
+        str,
+        typer.Argument(
+            metavar="FILE", help="the JSON Lines file to write, or - for standard output"
+        ),
     ],
 ) -> None:
     """Write the whole event log as JSON Lines: every event, its id, time and chain hash."""
+    target = None if file == "-" else _writable(file)  # before the log is read
     with existing_store(store) as memory:
-        if file == "-":
+        if target is None:
             memory.export_log(sys.stdout.buffer)
             return
-        target = Path(file)
-        # Write beside the target and rename, so a failed export never leaves half a file.
-        handle, partial = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
         try:
-            with os.fdopen(handle, "wb") as out, _bar("exporting") as advance:
-                count = memory.export_log(out, advance)
-            os.replace(partial, target)
-        except BaseException:
-            os.unlink(partial)
-            raise
+            count = _write_beside(target, memory)
+        except OSError as error:  # the partial file's name means nothing to the user
+            raise ExportError(f"cannot write {file}: {error.strerror or error}") from None
     render.errors.print(f"exported {count} events to {target}")
+
+
+class ExportError(MembraneError):
+    """The export file cannot be written."""
+
+
+def _writable(file: str) -> Path:
+    """The export target, if it can be written: its directory exists and takes new files,
+    it is not itself a directory, and an existing file there may be overwritten."""
+    target = Path(file)
+    directory = target.parent
+    if not directory.is_dir():
+        raise ExportError(f"cannot write {file}: no directory {directory}")
+    if target.is_dir():
+        raise ExportError(f"cannot write {file}: it is a directory")
+    # The file is written beside the target and renamed over it: the directory must let a
+    # file be made there, and an existing target must be writable (a read-only one would
+    # be replaced through the rename, which is not what its mode asks for).
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ExportError(f"cannot write {file}: permission denied in {directory}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ExportError(f"cannot write {file}: permission denied")
+    return target
+
+
+def _write_beside(target: Path, memory: Membrane) -> int:
+    """Export into a file beside ``target``, renamed over it when complete: a failed export
+    never leaves half a file."""
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out, _bar("exporting") as advance:
+            count = memory.export_log(out, advance)
+        os.replace(partial, target)
+    except BaseException:
+        os.unlink(partial)
+        raise
+    return count
 
 
 @command("import", "membrane-es import ./restored memory.jsonl")
 def import_(
     store: Store,
-    file: Annotated[str, typer.Argument(help="an export file, or - for standard input")],
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="an export file, or - for standard input")
+    ],
     json: Json = False,
 ) -> None:
     """Load an export file into an empty store (created if missing); a tampered file is

@@ -12,16 +12,60 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from membrane_es.errors import MembraneError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+class Command(TyperCommand):
+    """A command whose help names each argument as its usage line and its errors do (STORE,
+    RECORD_ID…). Typer would print the argument's Python type beside it (``STORE
+    <StoreAddress>``) and wrap it in braces in the usage line (``{STORE}``).
+
+    The context and formatter are typed loosely: recent Typer vendors Click (``typer._click``),
+    earlier releases use Click itself."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+            elif param.required:
+                pieces.append(_shown(param))
+            else:
+                pieces.append(f"[{_shown(param)}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_shown(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _shown(param: Any) -> str:
+    name = str(param.metavar or param.name.upper())
+    return name if param.nargs == 1 else f"{name}..."
+
+
 app = typer.Typer(
     name="membrane-es",
     help="An event-sourced memory engine for AI agents: write, revise and read memories "
-    "as of any moment.",
-    no_args_is_help=True,
+    "as of any moment.\n\nThe commands that embed (writes that make records, queries with a "
+    "task) take --embedder, or the MEMBRANE_EMBEDDER environment variable: default, none, or "
+    "a local sentence-transformers model directory.",
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -31,7 +75,7 @@ app = typer.Typer(
 
 def command(name: str, example: str, **settings: Any) -> Callable[[F], F]:
     """Register a command whose help ends with ``example``."""
-    return app.command(name, epilog=f"Example: {example}", **settings)
+    return app.command(name, cls=Command, epilog=f"Example: {example}", **settings)
 
 
 class UsageProblem(typer.TyperException):
@@ -56,9 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app.registered_commands.sort(key=_listed_order)
     cli = typer.main.get_command(app)
+    # Bare ``membrane-es`` shows the help, as ``--help`` does (Typer's no_args_is_help raises
+    # it as a usage error, which the boundary below would squeeze into one line).
+    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
         outcome = cli.main(
-            args=list(sys.argv[1:] if argv is None else argv),
+            args=args,
             prog_name="membrane-es",
             standalone_mode=False,
         )

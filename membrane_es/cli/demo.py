@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from membrane_es.cli.app import command
+from membrane_es.cli.embedder import EmbedderName, announce_loading, embedder_for
 from membrane_es.cli.render import summary
 from membrane_es.engine import Membrane
 from membrane_es.schema.enums import Sensitivity
@@ -20,20 +21,26 @@ from membrane_es.schema.records import MemoryRecord, TrustContext
 def demo(
     path: Annotated[
         Path | None,
-        typer.Option("--path", help="store directory (default: a fresh temporary directory)"),
+        typer.Option(
+            "--path",
+            metavar="DIR",
+            help="store directory (default: a fresh temporary directory)",
+        ),
     ] = None,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Write and revise a few records, read one as of the past, print their history."""
     if path is not None:
-        _run_demo(path)
+        _run_demo(path, embedder)
         return
     with tempfile.TemporaryDirectory(prefix="membrane-es-demo-") as directory:
-        _run_demo(Path(directory))
+        _run_demo(Path(directory), embedder)
 
 
-def _run_demo(path: Path) -> None:
+def _run_demo(path: Path, embedder: str) -> None:
     print(f"store: {path} (LMDB, durable commits)\n")
-    with Membrane.open(path) as memory:
+    with Membrane.open(path, embedder=embedder_for(embedder)) as memory:
+        announce_loading(memory)
         fact = memory.create_record(
             {
                 "type": "semantic",

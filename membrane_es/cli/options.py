@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -14,6 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import typer
 
+from membrane_es.cli.embedder import announce_loading, embedder_for
+from membrane_es.embedding.default import EmbedderChoice
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
 from membrane_es.postgres_store import DEFAULT_SCHEMA
@@ -65,11 +68,21 @@ Store = Annotated[
         show_default=False,
     ),
 ]
-RecordId = Annotated[str, typer.Argument(help="a record id", show_default=False)]
+RecordId = Annotated[
+    str, typer.Argument(help="a record id", metavar="RECORD_ID", show_default=False)
+]
+
+
+def choices(values: type[Enum]) -> str:
+    """The metavar of an option taking one of ``values``: ``[a|b|c]``, as Click writes it."""
+    return "[" + "|".join(str(member.value) for member in values) + "]"
+
+
 AsOf = Annotated[
     str | None,
     typer.Option(
         "--as-of",
+        metavar="MOMENT",
         help="answer as the store stood at this RFC 3339 moment, e.g. 2026-11-22T10:00:00Z",
         show_default=False,
     ),
@@ -78,6 +91,7 @@ Trust = Annotated[
     Sensitivity,
     typer.Option(
         "--trust",
+        metavar=choices(Sensitivity),
         help="the reader's ceiling: records above it come back redacted or not at all",
         case_sensitive=False,
     ),
@@ -86,13 +100,17 @@ TrustScopes = Annotated[
     list[str] | None,
     typer.Option(
         "--trust-scope",
+        metavar="SCOPE",
         help="a scope the reader may see (repeatable; none: every scope)",
         show_default=False,
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-Actor = Annotated[str, typer.Option("--actor", help="who makes the change")]
-Rationale = Annotated[str, typer.Option("--rationale", "--why", help="why, kept in the audit log")]
+Actor = Annotated[str, typer.Option("--actor", metavar="ACTOR", help="who makes the change")]
+Rationale = Annotated[
+    str,
+    typer.Option("--rationale", "--why", metavar="TEXT", help="why, kept in the audit log"),
+]
 
 # The CLI is run by the store's owner on its own files: full trust unless asked otherwise.
 OWNER_TRUST = Sensitivity.HYPER
@@ -117,25 +135,38 @@ def parse_json(text: str, field: str) -> Any:
         raise ValidationError(field, f"not JSON: {error}") from None
 
 
-def open_store(store: StoreAddress, *, create: bool, follow: bool = False) -> Membrane:
+def open_store(
+    store: StoreAddress,
+    *,
+    create: bool,
+    follow: bool = False,
+    embedder: str | None = None,
+) -> Membrane:
     """Open the store at ``store``. A PostgreSQL store is opened as one process among
     others: its views are made from the log at open, and follow the others' writes only
-    with ``follow`` (a server does; a one-shot command need not)."""
+    with ``follow`` (a server does; a one-shot command need not). ``embedder``: what
+    ``--embedder`` named; None for a command that never embeds (it then loads no model)."""
+    choice: EmbedderChoice = None if embedder is None else embedder_for(embedder)
     if store.path is not None:
-        return Membrane.open(store.path, create=create)
-    assert store.dsn is not None
-    return Membrane.open_postgres(store.dsn, schema=store.schema, follow=follow, create=create)
+        memory = Membrane.open(store.path, create=create, embedder=choice)
+    else:
+        assert store.dsn is not None
+        memory = Membrane.open_postgres(
+            store.dsn, schema=store.schema, follow=follow, create=create, embedder=choice
+        )
+    announce_loading(memory)
+    return memory
 
 
 @contextmanager
-def existing_store(store: StoreAddress) -> Iterator[Membrane]:
+def existing_store(store: StoreAddress, embedder: str | None = None) -> Iterator[Membrane]:
     """The store at ``store``; a place holding none is an error and nothing is created."""
-    with open_store(store, create=False) as memory:
+    with open_store(store, create=False, embedder=embedder) as memory:
         yield memory
 
 
 @contextmanager
-def store_for_writing(store: StoreAddress) -> Iterator[Membrane]:
+def store_for_writing(store: StoreAddress, embedder: str | None = None) -> Iterator[Membrane]:
     """The store at ``store``, created if missing (writes may start a new store)."""
-    with open_store(store, create=True) as memory:
+    with open_store(store, create=True, embedder=embedder) as memory:
         yield memory

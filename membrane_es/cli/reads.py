@@ -6,12 +6,13 @@ takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from membrane_es.cli import render
 from membrane_es.cli.app import command
+from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
     OWNER_TRUST,
     AsOf,
@@ -21,6 +22,7 @@ from membrane_es.cli.options import (
     StoreAddress,
     Trust,
     TrustScopes,
+    choices,
     existing_store,
     trust_context,
 )
@@ -33,11 +35,31 @@ from membrane_es.schema.rfc3339 import parse_moment
 
 Types = Annotated[
     list[MemoryType] | None,
-    typer.Option("--type", help="only records of this type (repeatable)", show_default=False),
+    typer.Option(
+        "--type",
+        metavar=choices(MemoryType),
+        help="only records of this type (repeatable)",
+        show_default=False,
+    ),
 ]
 MinSalience = Annotated[
-    float, typer.Option("--min-salience", help="leave out records less salient than this")
+    float,
+    typer.Option(
+        "--min-salience",
+        metavar="SALIENCE",
+        min=0.0,
+        help="leave out records less salient than this",
+    ),
 ]
+Task = Annotated[str, typer.Argument(metavar="TASK", help="what the agent is trying to do or find")]
+
+
+def _limit(flag: str, help: str, *, least: int = 0) -> Any:
+    """A count option: below ``least`` is refused in one line naming the option, before the
+    store is opened (a negative limit once meant "all but the last few")."""
+    return typer.Option(flag, metavar="N", min=least, help=help)
+
+
 IncludeRetracted = Annotated[
     bool,
     typer.Option("--include-retracted", help="also show retracted and fully decayed records"),
@@ -49,14 +71,22 @@ def list_records(
     store: Store,
     types: Types = None,
     scope: Annotated[
-        str | None, typer.Option("--scope", help="only records in this scope", show_default=False)
+        str | None,
+        typer.Option(
+            "--scope", metavar="SCOPE", help="only records in this scope", show_default=False
+        ),
     ] = None,
     tag: Annotated[
         list[str] | None,
-        typer.Option("--tag", help="only records with this tag (repeatable)", show_default=False),
+        typer.Option(
+            "--tag",
+            metavar="TAG",
+            help="only records with this tag (repeatable)",
+            show_default=False,
+        ),
     ] = None,
     min_salience: MinSalience = 0.0,
-    limit: Annotated[int, typer.Option("--limit", help="at most this many (0: all)")] = 50,
+    limit: Annotated[int, _limit("--limit", "at most this many (0: all)")] = 50,
     include_retracted: IncludeRetracted = False,
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
@@ -88,26 +118,28 @@ def list_records(
 
 def _retrieve(
     store: Store,
-    query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
+    query: Task,
     types: Types = None,
     min_salience: MinSalience = 0.0,
-    limit: Annotated[
-        int, typer.Option("--limit", help="at most this many (0: all)")
-    ] = DEFAULT_RESULTS,
+    limit: Annotated[int, _limit("--limit", "at most this many (0: all)")] = DEFAULT_RESULTS,
     include_retracted: IncludeRetracted = False,
     valid_at: Annotated[
         str | None,
         typer.Option(
-            "--valid-at", help="only facts valid at this RFC 3339 moment", show_default=False
+            "--valid-at",
+            metavar="MOMENT",
+            help="only facts valid at this RFC 3339 moment",
+            show_default=False,
         ),
     ] = None,
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Layered, ranked retrieval for a task: the records it needs, best first."""
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         result = memory.retrieve(
             query,
             trust=trust_context(trust, trust_scope),
@@ -141,28 +173,30 @@ command("search", "membrane-es search ./memory 'Orchid deploy' --as-of 2026-11-2
 @command("graph", "membrane-es graph ./memory Orchid --max-hops 2 --json")
 def graph(
     store: Store,
-    query: Annotated[str, typer.Argument(help="what the agent is trying to do or find")],
+    query: Task,
     types: Types = None,
     min_salience: MinSalience = 0.0,
+    # No roots or no nodes is always an empty answer: refused as a mistake.
     root_limit: Annotated[
-        int, typer.Option("--root-limit", help="ranked roots")
+        int, _limit("--root-limit", "ranked roots", least=1)
     ] = graph_defaults.DEFAULT_ROOT_LIMIT,
     node_limit: Annotated[
-        int, typer.Option("--node-limit", help="nodes in all")
+        int, _limit("--node-limit", "nodes in all", least=1)
     ] = graph_defaults.DEFAULT_NODE_LIMIT,
     edge_limit: Annotated[
-        int, typer.Option("--edge-limit", help="edges in all")
+        int, _limit("--edge-limit", "edges in all (0: the roots without their relations)")
     ] = graph_defaults.DEFAULT_EDGE_LIMIT,
     max_hops: Annotated[
-        int, typer.Option("--max-hops", help="relations followed from a root (0: roots only)")
+        int, _limit("--max-hops", "relations followed from a root (0: roots only)")
     ] = graph_defaults.DEFAULT_MAX_HOPS,
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Ranked roots for a task and the records related to them."""
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         result = memory.retrieve_graph(
             query,
             trust=trust_context(trust, trust_scope),
@@ -252,12 +286,19 @@ def stats(
     trust: Trust = OWNER_TRUST,
     json: Json = False,
 ) -> None:
-    """The store at a glance: events, records by type, size on disk, chain head."""
+    """The store at a glance: events, records by type, size on disk (now, whatever the
+    moment)."""
     _owner_only(trust)
     moment = parse_moment(as_of)
     with existing_store(store) as memory:
         snapshot = memory.get_metrics(as_of=moment)
-        events = memory.application.recorder.max_notification_id() or 0
+        application = memory.application
+        # The log position at the moment: the events the store then held.
+        events = (
+            application.recorder.max_notification_id() or 0
+            if moment is None
+            else application.position_at(moment)
+        )
         size = _bytes_stored(store, memory)
     figures = {
         "store": str(store),

@@ -11,11 +11,13 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from membrane_es.cli.app import MissingExtraError, UsageProblem, app
-from membrane_es.cli.options import Store, TrustScopes, open_store, trust_context
+from membrane_es.cli.app import Command, MissingExtraError, UsageProblem, app, command
+from membrane_es.cli.embedder import EmbedderName
+from membrane_es.cli.options import Store, TrustScopes, choices, open_store, trust_context
 from membrane_es.errors import MembraneError
 from membrane_es.schema.enums import Sensitivity
 
+MAX_PORT = 65535
 SERVE_EXAMPLE = "membrane-es serve -db ./memory -addr 127.0.0.1:9090 -config membrane.yaml"
 
 
@@ -28,6 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 @app.command(
     "serve",
+    cls=Command,
     help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags "
     "(-db, -addr, -config, -keys, -postgres-dsn; --http adds the HTTP entries API). "
     "Run `membrane-es serve -h` for them.",
@@ -60,9 +63,9 @@ def serve(ctx: typer.Context) -> None:
         raise typer.Exit(status)
 
 
-@app.command(
+@command(
     "mcp",
-    epilog="Example: membrane-es mcp ./memory --trust medium --trust-scope project:orchid "
+    "membrane-es mcp ./memory --trust medium --trust-scope project:orchid "
     "(stdio), or add --http 127.0.0.1:8765 for streamable HTTP",
 )
 def mcp(
@@ -71,6 +74,7 @@ def mcp(
         str | None,
         typer.Option(
             "--http",
+            metavar="HOST:PORT",
             help="serve streamable HTTP on HOST:PORT (at /mcp) instead of stdio",
             show_default=False,
         ),
@@ -79,24 +83,26 @@ def mcp(
         Sensitivity,
         typer.Option(
             "--trust",
+            metavar=choices(Sensitivity),
             help="the most any client may read; clients can narrow it, never widen it",
             case_sensitive=False,
         ),
     ] = Sensitivity.LOW,
     trust_scope: TrustScopes = None,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Serve a store to agents over the Model Context Protocol: capture, retrieve,
     retrieve_graph, get, history and the revision operations as tools."""
+    if http is not None:  # bad usage is named before the extra is looked for
+        host, _, port = http.rpartition(":")
+        if not host or not port.isdigit() or int(port) > MAX_PORT:
+            raise UsageProblem(f"--http: expected HOST:PORT (a port from 0 to {MAX_PORT})")
     try:
         from membrane_es.mcp_server import serve_http, serve_stdio
     except ImportError as error:
         raise MissingExtraError("mcp", error.name or "mcp") from None
     ceiling = trust_context(trust, trust_scope)
-    if http is not None:
-        host, _, port = http.rpartition(":")
-        if not host or not port.isdigit():
-            raise UsageProblem("--http: expected HOST:PORT")
-    with open_store(store, create=True, follow=True) as memory:
+    with open_store(store, create=True, follow=True, embedder=embedder) as memory:
         if http is None:
             serve_stdio(memory, ceiling)
         else:

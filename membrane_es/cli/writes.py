@@ -2,6 +2,7 @@
 
 A record or content argument is JSON given inline, as ``@file``, or ``-`` for standard input.
 ``capture`` and ``create`` start a store at a new path; the others need an existing one.
+The commands that make records take ``--embedder`` (their vectors); the others never embed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import typer
 
 from membrane_es.cli import render
 from membrane_es.cli.app import command
+from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
     Actor,
     Json,
     Rationale,
     RecordId,
     Store,
+    choices,
     existing_store,
     parse_json,
     store_for_writing,
@@ -30,10 +33,21 @@ from membrane_es.schema.rfc3339 import parse_moment
 RecordJson = Annotated[
     str,
     typer.Argument(
+        metavar="RECORD",
         help="the record as JSON (Membrane's shape), @file, or - for standard input",
         show_default=False,
     ),
 ]
+SOURCES = '"provenance": {"sources": [{"kind": "observation", "ref": "release-42"}]}'
+
+
+def _fact(obj: str) -> str:
+    """An example record for the help: a semantic revision must cite its evidence
+    (Membrane's rule), so the example shows how."""
+    return (
+        '\'{"type": "semantic", "payload": {"kind": "semantic", "subject": "Orchid", '
+        f'"predicate": "deploy_target", "object": "{obj}"}}, {SOURCES}}}\''
+    )
 
 
 def _written(record: MemoryRecord, verb: str, json: bool) -> None:
@@ -52,37 +66,67 @@ def capture(
     store: Store,
     content: Annotated[
         str,
-        typer.Argument(help="what to remember: JSON, @file, or - (with --text: plain text)"),
+        typer.Argument(
+            metavar="CONTENT",
+            help="what to remember: JSON, @file, or - (with --text: plain text)",
+        ),
     ],
     text: Annotated[bool, typer.Option("--text", help="take CONTENT as plain text")] = False,
     source_kind: Annotated[
-        str, typer.Option("--source-kind", help="event, tool_output, observation, working_state…")
+        str,
+        typer.Option(
+            "--source-kind",
+            metavar="KIND",
+            help="event, tool_output, observation, working_state…",
+        ),
     ] = "agent_turn",
     context: Annotated[
         str | None,
-        typer.Option("--context", help="JSON kept alongside (active_entities guide matching)"),
+        typer.Option(
+            "--context",
+            metavar="JSON",
+            help="JSON kept alongside (active_entities guide matching)",
+        ),
     ] = None,
-    summary: Annotated[str, typer.Option("--summary", help="a one-line summary")] = "",
-    reason: Annotated[str, typer.Option("--reason", help="why it is worth remembering")] = "",
+    summary: Annotated[
+        str, typer.Option("--summary", metavar="TEXT", help="a one-line summary")
+    ] = "",
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="why it is worth remembering")
+    ] = "",
     proposed_type: Annotated[
-        str | None, typer.Option("--type", help="the primary record's type, if not inferred")
+        str | None,
+        typer.Option("--type", metavar="TYPE", help="the primary record's type, if not inferred"),
     ] = None,
     sensitivity: Annotated[
-        Sensitivity, typer.Option("--sensitivity", case_sensitive=False)
+        Sensitivity,
+        typer.Option(
+            "--sensitivity",
+            metavar=choices(Sensitivity),
+            help="who may read the records",
+            case_sensitive=False,
+        ),
     ] = Sensitivity.LOW,
     tags: Annotated[
-        list[str] | None, typer.Option("--tag", help="a tag (repeatable)", show_default=False)
+        list[str] | None,
+        typer.Option("--tag", metavar="TAG", help="a tag (repeatable)", show_default=False),
     ] = None,
-    scope: Annotated[str, typer.Option("--scope", help="the records' scope")] = "",
+    scope: Annotated[str, typer.Option("--scope", metavar="SCOPE", help="the records' scope")] = "",
     at: Annotated[
         str | None,
-        typer.Option("--at", help="when it happened (RFC 3339; default now)", show_default=False),
+        typer.Option(
+            "--at",
+            metavar="MOMENT",
+            help="when it happened (RFC 3339; default now)",
+            show_default=False,
+        ),
     ] = None,
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Remember raw content: a primary record, the entities it names, a derived fact, edges."""
     value = content if text else parse_json(content, "content")
-    with store_for_writing(store) as memory:
+    with store_for_writing(store, embedder) as memory:
         result = memory.capture_memory(
             value,
             source_kind=source_kind,
@@ -117,58 +161,86 @@ def create(
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "Initial creation",
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
     """Store one record as given (Membrane's direct create)."""
     given = parse_json(record, "record")
-    with store_for_writing(store) as memory:
+    with store_for_writing(store, embedder) as memory:
         created = memory.create_record(given, actor=actor, rationale=rationale)
     _written(created, "created", json)
 
 
-@command("supersede", "membrane-es supersede ./memory OLD_ID @new.json --why 'release 42'")
+@command("supersede", f"membrane-es supersede ./memory OLD_ID {_fact('production')} --why 'r42'")
 def supersede(
     store: Store,
-    old_id: RecordId,
+    old_id: Annotated[
+        str, typer.Argument(metavar="OLD_ID", help="the record replaced", show_default=False)
+    ],
     record: RecordJson,
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
-    """Replace a record by a new one; the old one is retracted, nothing is deleted."""
+    """Replace a record by a new one; the old one is retracted, nothing is deleted.
+
+    A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
+    the example."""
     given = parse_json(record, "record")
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         created = memory.supersede(old_id, given, actor, rationale)
     _written(created, "superseded by", json)
 
 
-@command("fork", "membrane-es fork ./memory SOURCE_ID @dev-variant.json --why 'differs in dev'")
+@command("fork", f"membrane-es fork ./memory SOURCE_ID {_fact('dev cluster')} --why 'dev differs'")
 def fork(
     store: Store,
-    source_id: RecordId,
+    source_id: Annotated[
+        str, typer.Argument(metavar="SOURCE_ID", help="the record varied", show_default=False)
+    ],
     record: RecordJson,
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
-    """Derive a conditional variant of a record; both stay active."""
+    """Derive a conditional variant of a record; both stay active.
+
+    A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
+    the example."""
     given = parse_json(record, "record")
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         created = memory.fork(source_id, given, actor, rationale)
     _written(created, "forked", json)
 
 
-@command("merge", "membrane-es merge ./memory ID_A ID_B --record @merged.json --why 'same fact'")
+@command("merge", f"membrane-es merge ./memory ID_A ID_B --record {_fact('prod')} --why 'same'")
 def merge(
     store: Store,
-    record_ids: Annotated[list[str], typer.Argument(help="the records to merge (two or more)")],
-    record: Annotated[str, typer.Option("--record", help="the merged record: JSON, @file, or -")],
+    record_ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RECORD_ID",
+            help="the records merged: one or more, as Membrane's merge takes (one: its "
+            "replacement, recorded as a merge)",
+            show_default=False,
+        ),
+    ],
+    record: Annotated[
+        str,
+        typer.Option("--record", metavar="RECORD", help="the merged record: JSON, @file, or -"),
+    ],
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
-    """Combine records into one; every source is retracted, in one atomic write."""
+    """Combine records into one; every source is retracted, in one atomic write.
+
+    A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
+    the example."""
     given = parse_json(record, "record")
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         created = memory.merge(list(record_ids), given, actor, rationale)
     _written(created, "merged into", json)
 
@@ -188,7 +260,10 @@ def contest(
     store: Store,
     record_id: RecordId,
     contesting_ref: Annotated[
-        str, typer.Option("--by", help="the record holding the conflicting evidence")
+        str,
+        typer.Option(
+            "--by", metavar="OTHER_ID", help="the record holding the conflicting evidence"
+        ),
     ] = "",
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
@@ -213,7 +288,10 @@ def reinforce(
 def penalize(
     store: Store,
     record_id: RecordId,
-    amount: Annotated[float, typer.Argument(help="how much salience to take away")],
+    amount: Annotated[
+        float,
+        typer.Argument(metavar="AMOUNT", min=0.0, help="how much salience to take away"),
+    ],
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
 ) -> None:
@@ -243,9 +321,9 @@ def forget(
 
 
 @command("consolidate", "membrane-es consolidate ./memory --json")
-def consolidate(store: Store, json: Json = False) -> None:
+def consolidate(store: Store, json: Json = False, embedder: EmbedderName = "default") -> None:
     """Compress old episodes and extract facts, skills and plans (idempotent)."""
-    with existing_store(store) as memory:
+    with existing_store(store, embedder) as memory:
         result = memory.consolidate()
     if json:
         render.print_json(result)

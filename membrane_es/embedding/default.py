@@ -11,13 +11,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Final, Literal
 
 from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.protocol import Embedder, Matrix
-from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL
+from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL, EmbedderUnavailableError
 
 LOG = logging.getLogger("membrane_es")
 
@@ -42,6 +44,10 @@ class BundledMiniLM:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loaded: Embedder | None = None
+        self.loading: Callable[[str], AbstractContextManager[object]] = nullcontext
+        """Entered, with the model's name, around the load (seconds: torch and the weights),
+        so a caller can show that it is waiting; the load happens on first use, deep inside
+        a write or a query, where the caller has no other hook."""
 
     @property
     def dimensions(self) -> int:
@@ -64,8 +70,37 @@ class BundledMiniLM:
                     SentenceTransformerEmbedder,
                 )
 
-                self._loaded = SentenceTransformerEmbedder()
+                with self.loading(DEFAULT_MODEL):
+                    self._loaded = SentenceTransformerEmbedder()
             return self._loaded
+
+
+def named(name: str) -> EmbedderChoice:
+    """The embedder a setting names: the daemon's ``embedding_model``, the command line's
+    ``--embedder``. Empty or ``default``: the default (see :func:`resolve`); ``none``;
+    ``hashing``, the test embedder (it ranks worse than none); ``all-MiniLM-L6-v2``, the
+    bundled model (an error without the extra); else a local sentence-transformers model
+    directory, or a model name in the local Hugging Face cache (the network is never used).
+    A model named here is loaded here.
+
+    :raises EmbedderUnavailableError: if the model cannot be loaded.
+    """
+    if name in ("", AUTOMATIC):
+        return AUTOMATIC
+    if name == "none":
+        return None
+    if name == "hashing":
+        return HashingEmbedder()
+    from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
+
+    if name in ("all-MiniLM-L6-v2", DEFAULT_MODEL):
+        return SentenceTransformerEmbedder()
+    path = Path(name).expanduser()
+    # A name written as a path is a directory or a mistake: say so before importing torch
+    # (seconds) only to learn the same.
+    if (path.is_absolute() or name.startswith((".", "~"))) and not path.is_dir():
+        raise EmbedderUnavailableError(f"no model directory at {name}")
+    return SentenceTransformerEmbedder(path if path.is_dir() else name)
 
 
 def resolve(choice: EmbedderChoice, stored: str = "") -> Embedder | None:

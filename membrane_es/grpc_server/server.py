@@ -20,7 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from membrane_es.access import DEFAULT_TENANT, KeyRing
-from membrane_es.embedding.default import AUTOMATIC, resolve
+from membrane_es.embedding.default import named, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
@@ -186,20 +186,9 @@ def _schedule(engine: Membrane, interval: float) -> None:
 
 
 def _embedder(config: DaemonConfig) -> Embedder | None:
-    name = config.embedding_model
-    if name in ("", "default"):
-        return resolve(AUTOMATIC)
-    if name == "none":
-        return None
-    if name == "hashing":
-        from membrane_es.embedding.hashing import HashingEmbedder
-
-        return HashingEmbedder()
-    from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
-
-    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-        return SentenceTransformerEmbedder()  # asked for by name: an error without the extra
-    return SentenceTransformerEmbedder(name)
+    """The one embedder every tenant's store shares: the default is resolved here, once, so
+    the model is loaded once, not per tenant."""
+    return resolve(named(config.embedding_model))
 
 
 def _tls(config: DaemonConfig) -> grpc.ServerCredentials:

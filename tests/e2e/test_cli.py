@@ -1,7 +1,8 @@
 """The command line as a user runs it: a real process, a real LMDB store.
 
-A process costs about half a second to start, so each test walks one story through several
-commands on one store rather than starting a store per check.
+A process costs about a second to start, so each test walks one story through several
+commands on one store rather than starting a store per check, and the processes that only
+check an error run side by side.
 """
 
 from __future__ import annotations
@@ -9,20 +10,51 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import re
 import subprocess
 import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import lmdb
 import pytest
 
+from membrane_es import Membrane
 from membrane_es.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+# The processes import this checkout's package whatever the working directory (an installed
+# one may be another checkout's), and embed as the suite does: with nothing (conftest.py
+# switches the default model off in this process; loading it costs seconds per process).
+PROCESS_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    "MEMBRANE_EMBEDDER": "none",
+}
 
 # Each command runs as a real process the first time a test uses it; later calls of the same
 # command (variations of options, the checks around it) run in this process through the same
-# entry point, to keep the suite fast.
+# entry point, to keep the suite fast. test_every_command_fails_in_one_line_as_a_process runs
+# each command's error path as a process too.
 _RUN_AS_PROCESS: set[str] = set()
+
+
+def run_process(
+    *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``membrane-es ARGS`` as a real process (``env``: variables set for it alone)."""
+    return subprocess.run(
+        [sys.executable, "-m", "membrane_es", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=stdin,
+        env={**PROCESS_ENV, **(env or {})},
+    )
 
 
 def membrane_es(
@@ -31,13 +63,7 @@ def membrane_es(
     first_use = bool(args) and args[0] not in _RUN_AS_PROCESS
     if process or first_use or stdin is not None:
         _RUN_AS_PROCESS.add(args[0] if args else "")
-        return subprocess.run(
-            [sys.executable, "-m", "membrane_es", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            input=stdin,
-        )
+        return run_process(*args, stdin=stdin)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -103,6 +129,10 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     other = as_json("create", store, fact("Lily", "staging"))
     third = as_json("create", store, "-", stdin=fact("Lily", "staging"))
     merged = as_json("merge", store, other["id"], third["id"], "--record", fact("Lily", "prod"))
+    # one source is a merge too, as in the Python API (and Membrane): the help says so
+    single = as_json("merge", store, merged["id"], "--record", fact("Lily", "production"))
+    assert as_json("get", store, merged["id"])["payload"]["revision"]["status"] == "retracted"
+    assert any(r["target_id"] == merged["id"] for r in single["relations"])
     captured = as_json(
         "capture",
         store,
@@ -140,12 +170,14 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     # list: browse with filters, now and as of the first write
     listed = as_json("list", store, "--type", "semantic")
     ids = {record["id"] for record in listed}
-    assert moved["id"] in ids and merged["id"] in ids and first["id"] not in ids
+    assert moved["id"] in ids and single["id"] in ids
+    assert first["id"] not in ids and merged["id"] not in ids
     assert {r["id"] for r in as_json("list", store, "--tag", "deploys")} == {
         captured["primary_record"]["id"]
     }
     assert [r["id"] for r in as_json("list", store, "--as-of", before_move)] == [first["id"]]
     assert len(as_json("list", store, "--limit", "1")) == 1
+    assert len(as_json("list", store, "--limit", "0")) == len(as_json("list", store))  # 0: all
     assert "records" in ok("list", store, "--scope", "project:orchid")
     # trust narrows what a reader sees: a record above the ceiling is not listed in full
     secret = as_json("create", store, fact("Vault", "hidden", sensitivity="hyper"))
@@ -169,6 +201,11 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     assert "total_records" in ok("metrics", store)
     stats = as_json("stats", store)
     assert stats["records"] == as_json("metrics", store)["total_records"]
+    # as of a moment: the events the log then held, beside the records it then held
+    then = as_json("stats", store, "--as-of", before_move)
+    assert (then["events"], then["records"]) == (1, 1)
+    assert then["events"] < stats["events"]
+    assert as_json("stats", store, "--as-of", "2000-01-01T00:00:00Z")["events"] == 0
     assert set(as_json("consolidate", store)) >= {"episodic_compressed", "semantic_extracted"}
 
     # upkeep: rebuild keeps every answer; verify passes
@@ -183,6 +220,8 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
 def test_export_then_import_gives_the_same_store(tmp_path: Path) -> None:
     store, copy = str(tmp_path / "store"), str(tmp_path / "copy")
     ok("demo", "--path", store)
+    erased = as_json("create", store, fact("Vault", "a secret host"))
+    assert as_json("forget", store, erased["id"], "--why", "asked to") == [erased["id"]]
     exported = tmp_path / "log.jsonl"
     assert "exported" in membrane_es("export", store, str(exported)).stderr
     lines = exported.read_text().splitlines()
@@ -197,6 +236,12 @@ def test_export_then_import_gives_the_same_store(tmp_path: Path) -> None:
     for moment in (_time_of(events[1]), _time_of(events[-1])):
         args = ("--include-retracted", "--as-of", moment)
         assert as_json("list", store, *args) == as_json("list", copy, *args)
+        assert as_json("stats", copy, "--as-of", moment)["events"] == sum(
+            _moment(_time_of(line)) <= _moment(moment) for line in events
+        )
+    # the forgotten record stays forgotten: its structure and history, not its content
+    assert "payload" not in as_json("get", copy, erased["id"])
+    assert as_json("history", copy, erased["id"]) == as_json("history", store, erased["id"])
     # a store holding events takes no import
     assert "empty store" in refused("import", copy, str(exported))
 
@@ -219,6 +264,10 @@ def _time_of(line: str) -> str:
     return str(json.loads(line)["time"])
 
 
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
 def test_verify_exits_2_when_an_event_was_altered(tmp_path: Path) -> None:
     store = tmp_path / "store"
     ok("demo", "--path", str(store))
@@ -239,7 +288,7 @@ def test_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
     ok("demo", "--path", str(store))
     typo = tmp_path / "typo-dir"
     for read in ("verify", "list", "metrics", "stats", "rebuild", "consolidate"):
-        assert f"no store at {typo}" in refused(read, str(typo), process=read == "verify")
+        assert f"no store at {typo}" in refused(read, str(typo))
     assert "no store" in refused("get", str(typo), "some-id")
     assert not typo.exists()
 
@@ -249,22 +298,150 @@ def test_errors_are_one_line_and_create_nothing(tmp_path: Path) -> None:
     assert "validation error for record" in refused("create", str(store), "{not json")
     assert "payload" in refused("create", str(store), '{"type": "semantic", "payload": 3}')
     assert "--trust" in refused("list", str(store), "--trust", "root", status=2)
-    assert "No such command" in refused("frobnicate", status=2, process=True)
-    assert "Missing argument" in refused("get", str(store), status=2)
-    assert "unrecognized arguments" in refused("serve", "-bogus", status=2, process=True)
+    assert "No such command" in refused("frobnicate", status=2)
+    assert "Missing argument 'RECORD_ID'" in refused("get", str(store), status=2)
+    assert "unrecognized arguments" in refused("serve", "-bogus", status=2)
+
+
+def test_bare_command_prints_the_help() -> None:
+    result = run_process()
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Usage: membrane-es [OPTIONS] COMMAND [ARGS]..."
+    assert "Commands:" in lines and any(line.split()[:1] == ["retrieve"] for line in lines)
+    assert "MEMBRANE_EMBEDDER" in result.stdout
+
+
+def _record_file(tmp_path: Path) -> str:
+    path = tmp_path / "record.json"
+    path.write_text(fact("Orchid", "staging"))
+    return f"@{path}"
+
+
+def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
+    """Each command's error path as a user meets it: a real process, one line, an exit
+    status, nothing created. The processes run side by side (each takes about a second)."""
+    store, typo = str(tmp_path / "store"), str(tmp_path / "typo-dir")
+    with Membrane.open(store) as memory:
+        record_id = memory.create_record(json.loads(fact("Orchid", "staging"))).id
+    record = _record_file(tmp_path)
+    cases: list[tuple[tuple[str, ...], int, str]] = [
+        (("demo", "--embedder", "/no/such/model"), 1, "no model directory at /no/such/model"),
+        (("capture", store, "{not json"), 1, "not JSON"),
+        (("create", store, '{"type": "semantic", "payload": 3}'), 1, "payload"),
+        (("supersede", store, "no-such-id", record, "--why", "x"), 1, "not found: no-such-id"),
+        (("fork", store, "no-such-id", record, "--why", "x"), 1, "not found: no-such-id"),
+        (("merge", store, "--record", record), 2, "Missing argument 'RECORD_ID'"),
+        (("retract", store, "no-such-id", "--why", "x"), 1, "not found: no-such-id"),
+        (("contest", store, record_id, "--by", "no-such-id", "--why", "x"), 1, "no-such-id"),
+        (("reinforce", typo, record_id), 1, f"no store at {typo}"),
+        (("penalize", store, record_id, "--", "-0.5"), 2, "'AMOUNT'"),
+        (("forget", store, record_id), 1, "rationale"),
+        (("consolidate", typo), 1, f"no store at {typo}"),
+        (("list", store, "--limit", "-3"), 2, "'--limit'"),
+        (("retrieve", store, "Orchid", "--limit", "-1"), 2, "'--limit'"),
+        (("search", store, "Orchid", "--as-of", "2026-W47-1"), 1, "RFC 3339"),
+        (("graph", store, "Orchid", "--root-limit", "0"), 2, "'--root-limit'"),
+        (("get", store), 2, "Missing argument 'RECORD_ID'"),
+        (("history", store, "no-such-id"), 1, "not found: no-such-id"),
+        (("metrics", store, "--trust", "low"), 1, "owner's trust"),
+        (("stats", typo), 1, f"no store at {typo}"),
+        (("verify", typo), 1, f"no store at {typo}"),
+        (("rebuild", typo), 1, f"no store at {typo}"),
+        (("export", store, "/nonexistent-dir/out.jsonl"), 1, "/nonexistent-dir/out.jsonl"),
+        (("import", str(tmp_path / "copy"), str(tmp_path / "missing.jsonl")), 1, "missing.jsonl"),
+        (("serve", "-bogus"), 2, "unrecognized arguments"),
+        (("mcp", store, "--http", "127.0.0.1:99999"), 2, "--http"),
+        (("frobnicate",), 2, "No such command"),
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda case: run_process(*case[0]), cases))
+    for (args, status, fragment), result in zip(cases, results, strict=True):
+        assert result.returncode == status, (args, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+        assert fragment in lines[0], (args, lines[0])
+    assert not Path(typo).exists() and not (tmp_path / "copy").exists()
+    listed = {case[0][0] for case in cases}
+    assert listed >= set(COMMANDS), set(COMMANDS) - listed
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("args", "option"),
+    [
+        (("list", "--limit", "-1"), "'--limit'"),
+        (("list", "--min-salience", "-0.5"), "'--min-salience'"),
+        (("retrieve", "Orchid", "--limit", "-2"), "'--limit'"),
+        (("retrieve", "Orchid", "--min-salience", "-1"), "'--min-salience'"),
+        (("graph", "Orchid", "--node-limit", "0"), "'--node-limit'"),
+        (("graph", "Orchid", "--edge-limit", "-1"), "'--edge-limit'"),
+        (("graph", "Orchid", "--max-hops", "-1"), "'--max-hops'"),
+        (("graph", "Orchid", "--min-salience", "-1"), "'--min-salience'"),
+        (("penalize", "some-id", "--", "-1"), "'AMOUNT'"),
+        (("mcp", "--http", "localhost:70000"), "--http"),
+    ],
+)
+def test_numeric_options_out_of_range_are_refused(
+    tmp_path: Path, args: tuple[str, ...], option: str
+) -> None:
+    """Refused before the store is opened (nothing is created), naming the option."""
+    store = str(tmp_path / "store")
+    assert option in refused(args[0], store, *args[1:], status=2)
+    assert not (tmp_path / "store").exists()
+
+
+def test_export_checks_its_target_first_and_names_it(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    as_json("create", store, fact("Orchid", "staging"))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert f"cannot write {folder}: it is a directory" in refused("export", store, str(folder))
+    assert list(folder.iterdir()) == []  # nothing written beside it, not even a partial file
+    missing = tmp_path / "no-dir" / "out.jsonl"
+    message = refused("export", store, str(missing))
+    assert message == f"error: cannot write {missing}: no directory {missing.parent}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["folder", "store"]
+
+
+COMMANDS = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
     "consolidate list retrieve search graph get history metrics stats verify rebuild export "
-    "import mcp".split(),
-)
+    "import serve mcp"
+).split()
+# A Python type in the help (``<str>``, ``<list[str]>``, ``<StoreAddress>``)
+_TYPE_SHOWN = re.compile(r"<\w[\w\[\]|, ]*>")
+# What a usage line may name after [OPTIONS]: upper-case metavars, optional ones in brackets.
+_USAGE_ARGUMENT = re.compile(r"\[?[A-Z][A-Z_]*(\.\.\.)?\]?")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "serve"])
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main([command, "--help"]) == 0
-    assert f"Example: membrane-es {command}" in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert f"Example: membrane-es {command}" in help_text
+    assert not _TYPE_SHOWN.search(help_text), _TYPE_SHOWN.findall(help_text)
+    usage = help_text.splitlines()[0].split()
+    assert usage[:3] == ["Usage:", "membrane-es", command] and usage[3] == "[OPTIONS]"
+    assert all(_USAGE_ARGUMENT.fullmatch(word) for word in usage[4:]), usage
+    # each argument of the usage line is listed under that name, as errors name it
+    for word in usage[4:]:
+        assert f"\n  {word.strip('[]')}  " in help_text, word
+
+
+@pytest.mark.parametrize("command", ["supersede", "fork", "merge"])
+def test_revision_help_says_a_semantic_record_needs_evidence(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "must cite its evidence" in help_text
+    example = help_text.split("Example: ")[1]
+    assert '"provenance": {"sources": [{"kind": "observation"' in example
+    if command == "merge":  # as many sources as the Python API takes: one or more
+        assert "RECORD_ID... the records merged: one or more" in help_text
 
 
 def test_serve_help_lists_membraned_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -288,7 +465,7 @@ def test_the_library_and_cli_import_without_the_optional_extras(tmp_path: Path) 
         "sys.exit(10 * main(['serve', '-db', ':memory:']) + membraned(['-version']))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, env=PROCESS_ENV
     )
     assert result.returncode == 11, result.stderr
     assert "pip install 'membrane-es[server]'" in result.stderr

@@ -59,6 +59,7 @@ OPERATIONS = st.lists(
                 "penalize",
                 "retract",
                 "contest",
+                "forget",
             ]
         ),
         st.integers(min_value=0, max_value=50),  # which earlier record it touches
