@@ -59,6 +59,7 @@ import numpy.typing as npt
 
 from bench.core import write_section
 from membrane_es import Membrane, TrustContext
+from membrane_es._lmdb_heads import is_head
 
 Matrix = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]
@@ -285,7 +286,8 @@ _ROW = struct.Struct(">QI")
 
 def raw_scan(directory: str) -> tuple[int, float]:
     """(events, seconds) for a read-only cursor over the events sub-database, decoding each
-    event's state with msgspec.msgpack, untyped."""
+    event's state with msgspec.msgpack, untyped (the rows that keep each record's latest
+    version are stepped over)."""
     env = lmdb.open(directory, readonly=True, max_dbs=128, subdir=True)
     try:
         with env.begin() as txn:
@@ -296,7 +298,9 @@ def raw_scan(directory: str) -> tuple[int, float]:
         count = 0
         start = time.perf_counter()
         with env.begin(db=events_db, buffers=True) as txn:
-            for _key, value in txn.cursor():
+            for key, value in txn.cursor():
+                if is_head(bytes(key)):  # a record's latest-version row, not an event
+                    continue
                 _notification, topic_length = _ROW.unpack_from(value)
                 end = _ROW.size + topic_length
                 bytes(value[_ROW.size : end]).decode("utf-8")
