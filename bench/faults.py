@@ -1,7 +1,7 @@
 """Crash consistency under SIGKILL: a writer process doing random operations through the
 public API is killed at random moments, and a fresh process checks the store after each kill.
 
-Run the long version (500 kills: 40–60 minutes on 2 shared cores)::
+Run the long version (500 kills: 20–60 minutes on 2 cores, more when they are shared)::
 
     python -m bench.faults --kills 500
 
