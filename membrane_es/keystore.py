@@ -8,9 +8,10 @@ bytes in the log — and in every backup of the log — are noise.
 Keys are made ahead of need, a pool at a time in one durable write, and handed out from
 memory: creating a record costs no extra sync. A key made but never used (the process ended
 first) is harmless. Each key has a 16-byte id, a time prefix then random bytes, so processes
-sharing a store never collide. Reads look a key up once and keep it, with its cipher, in a
-bounded cache (the key bytes only: a cipher object holds about 2.4 kB of OpenSSL state, so
-one is made per use, at about the cost of one decryption).
+sharing a store never collide. Reads look a key up once and keep its bytes in a bounded cache
+(not its cipher: one holds about 2.4 kB of OpenSSL state, so a cipher is made per use, at
+about the cost of one decryption); a miss reads ahead only while reads follow the order the
+keys were issued in (a rebuild reading the log).
 
 Two stores:
 

@@ -212,6 +212,7 @@ class Entries(Revisions, Reads, Forgetting):
         writes nothing: a revision equal to the current one would only add noise to the log."""
         entry_id, trust = checks.check_entry_call(entry_id, trust, tenant)
         patch = checks.check_entry_patch("patch", patch)
+        writer = _checked_writer(writer)
         if all(value is msgspec.UNSET for value in msgspec.structs.astuple(patch)):
             raise ValidationError("body", "no field to change: the patch is empty")
         with self._write_lock:
@@ -254,6 +255,7 @@ class Entries(Revisions, Reads, Forgetting):
             ``valid_to``, which ``as_of`` reads honour; the invalidation itself is recorded
             now, so active reads drop the entry at once either way."""
         entry_id, trust = checks.check_entry_call(entry_id, trust)
+        writer = _checked_writer(writer)
         until = None if when is None else moment_of("when", when)
         with self._write_lock:
             index = self.entries_view
@@ -284,6 +286,7 @@ class Entries(Revisions, Reads, Forgetting):
         entry existed and was erased, by whom and when."""
         entry_id, trust = checks.check_entry_call(entry_id, trust)
         erase = check_flag("erase", erase)
+        writer = _checked_writer(writer)
         with self._write_lock:
             index = self.entries_view
             with index.lock:
@@ -319,6 +322,7 @@ class Entries(Revisions, Reads, Forgetting):
         target_id = checks.check_entry_id("target_id", target_id)
         relation = checks.check_relation_kind("relation", relation)
         trust = checks.check_reader(trust, tenant)
+        writer = _checked_writer(writer)
         if source_id == target_id:
             raise ValidationError("target_id", "self-loops not allowed")
         with self._write_lock:
@@ -370,8 +374,8 @@ class Entries(Revisions, Reads, Forgetting):
         every_revision: bool = False,
     ) -> None:
         """Refuse a write to an entry (one the caller can see) that ``writer``'s key may not
-        write: its latest revision, or with ``every_revision`` any of them."""
-        writer = _checked_writer(writer)
+        write: its latest revision, or with ``every_revision`` any of them (``writer`` checked
+        by the caller: see :func:`_checked_writer`)."""
         if writer is None or writer.unrestricted:
             return
         index = self.entries_view

@@ -817,3 +817,20 @@ def test_one_bad_argument_when_opening(tmp_path: Path, data: st.DataObject) -> N
         raise AssertionError(f"{name}({args!r}) raised {type(error).__name__}: {error}") from error
     if isinstance(opened, Membrane):
         opened.close()
+
+
+def test_a_bad_writer_is_refused_before_the_entry_is_looked_up() -> None:
+    with Membrane.in_memory() as memory:
+        memory.create_entry(_entry())
+        count = memory.application.recorder.max_notification_id()
+        calls: list[Callable[[], Any]] = [
+            lambda: memory.revise_entry(10**6, EntryPatch(content="x"), writer=5),
+            lambda: memory.invalidate_entry(10**6, writer=5),
+            lambda: memory.delete_entry(10**6, writer=5),
+            lambda: memory.relate_entries(10**6, 10**6 + 1, "supports", writer=5),
+        ]
+        for call in calls:
+            with pytest.raises(ValidationError) as raised:
+                call()
+            assert raised.value.field == "writer"
+        assert memory.application.recorder.max_notification_id() == count
