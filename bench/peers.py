@@ -397,8 +397,9 @@ READING = [
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
     " against the record's vector (1,536 B) + its text. membrane_es keeps each event in LMDB"
-    " (an event of about 2.1 kB fills a 4 kB overflow page), the log and its hash chain, the"
-    " read side's checkpoint (which holds the vectors again) and the per-record key store.",
+    " (the events of a batch too large to share a page, about 2.4 kB with their vector,"
+    " packed together), the log and its hash chain, the read side's checkpoint (its columns"
+    " deflated, no vectors: a load reads them from the log) and the per-record key store.",
     "- **peak RSS growth**: the process's peak resident set (file pages it mapped included)"
     " minus its size before the store was opened, per record, against the vector + 256 B. The"
     " read side's own anonymous memory is measured apart, in a fresh process (the retrieval"

@@ -39,7 +39,6 @@ import gc
 import json
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ import numpy.typing as npt
 
 from bench.core import write_section
 from membrane_es import Membrane, TrustContext
+from membrane_es._lmdb_format import RowReader, is_pack
 from membrane_es._lmdb_heads import is_head
 
 Matrix = npt.NDArray[np.float32]
@@ -281,8 +281,6 @@ def time_queries(
 
 # --- rebuild, raw scan and memory: measured in a fresh process -----------------------------
 
-_ROW = struct.Struct(">QI")
-
 
 def raw_scan(directory: str) -> tuple[int, float]:
     """(events, seconds) for a read-only cursor over the events sub-database, decoding each
@@ -298,13 +296,13 @@ def raw_scan(directory: str) -> tuple[int, float]:
         count = 0
         start = time.perf_counter()
         with env.begin(db=events_db, buffers=True) as txn:
+            rows = RowReader(txn, events_db)
             for key, value in txn.cursor():
-                if is_head(bytes(key)):  # a record's latest-version row, not an event
+                if is_head(bytes(key)) or is_pack(bytes(key)):  # a latest-version row, or a pack
                     continue
-                _notification, topic_length = _ROW.unpack_from(value)
-                end = _ROW.size + topic_length
-                bytes(value[_ROW.size : end]).decode("utf-8")
-                decode(value[end:])
+                _notification, topic, state = rows.parts(value)
+                topic.decode("utf-8")
+                decode(state)
                 count += 1
         return count, time.perf_counter() - start
     finally:

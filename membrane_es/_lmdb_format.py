@@ -4,7 +4,12 @@ Package-private support for :mod:`membrane_es.lmdb_store`. Sub-databases:
 
 events         key: originator key ‖ u64(version + 2**63)
                value: u64(notification id, 0 if none) ‖ u32(len topic) ‖ topic ‖ state
+                  or, for a packed event, u64(notification id) ‖ u32(2**31 | topic number)
+                  ‖ u64(pack id) ‖ u32(offset of its state in the pack) ‖ u32(len state)
                and, per originator of the log, its head (see :mod:`membrane_es._lmdb_heads`)
+               and the packs: key b"\x00" ‖ u64(pack id) → u16(topics) ‖ (u16(len topic) ‖
+               topic)… ‖ the state of each event packed in it, one after the other (the id:
+               the first one's notification)
 notifications  key: u64(notification id)
                value: chain hash (32 bytes) ‖ events key
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
@@ -12,6 +17,7 @@ meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"time" → i64(newest event time, µs since the epoch), when saves give times
                b"records" → u64(records created in the log: its ``Created`` events)
                b"heads" → u64(how many heads the events sub-database holds)
+               b"packs" → u64(how many packs the events sub-database holds)
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -19,6 +25,15 @@ went in as, and a length for strings so that one originator's keys are
 contiguous. The chain hash of a notification is
 blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state), keyed with the chain key in a
 keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can recompute it).
+
+Packs exist because LMDB gives a value longer than about half a page (an event carrying a
+vector: a 384-dimension one makes it about 2.4 kB) overflow pages of its own: 4 kB on disk for
+every such event. When one commit appends two or more such events, their topics and states
+states are written one after the other into packs of up to ``PACK_LIMIT`` bytes (whole pages
+then, but for one partial page a pack), each topic once per pack, and each row keeps only
+where its state lies and its topic's number in the pack. The chain hashes
+the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
+missing event. A commit with one large event (a single write) stores it in its row, as before.
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
@@ -61,6 +76,15 @@ if TYPE_CHECKING:
 U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 _ROW = struct.Struct(">QI")
+_PACKED = 1 << 31  # in a row's topic length: its topic and state are in a pack
+_POINTER = struct.Struct(">QII")  # a packed row's pack id, its state's offset and length
+_U16 = struct.Struct(">H")
+PACK_PREFIX = b"\x00"  # pack keys: before every originator's (type tags 1 and 2)
+PACKS_KEY = b"packs"
+# A row whose key and value together exceed this does not fit on a 4 kB page beside
+# another (LMDB then gives it overflow pages of its own).
+INLINE_LIMIT = 2000
+PACK_LIMIT = 256 * 1024  # bytes of topics and states in one pack
 _UUID_TAG = 1
 _STR_TAG = 2
 _VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
@@ -111,10 +135,73 @@ def version_of(key: bytes) -> int:
 
 
 def decode_row(value: bytes) -> tuple[int, str, bytes]:
-    """Return (notification id, topic, state) of an events row."""
+    """Return (notification id, topic, state) of an events row that is not packed."""
     notification_id, topic_length = _ROW.unpack_from(value)
     end = _ROW.size + topic_length
     return notification_id, value[_ROW.size : end].decode("utf-8"), value[end:]
+
+
+def pack_key(pack_id: int) -> bytes:
+    return PACK_PREFIX + U64.pack(pack_id)
+
+
+def is_pack(key: bytes) -> bool:
+    return key[:1] == PACK_PREFIX
+
+
+class RowReader:
+    """Reads events rows, packed or not, in one transaction; keeps the pack it read last
+    (a read in log order finds most events in the pack of the one before)."""
+
+    __slots__ = ("_txn", "_events_db", "_pack_id", "_pack", "_topics")
+
+    def __init__(self, txn: Txn | BufferTxn, events_db: lmdb._Database) -> None:
+        self._txn = txn
+        self._events_db = events_db
+        self._pack_id = -1
+        self._pack: bytes | memoryview = b""
+        self._topics: list[bytes] = []
+
+    def parts(self, value: bytes | memoryview) -> tuple[int, bytes, bytes]:
+        """(notification id, topic, state) of the row ``value``."""
+        notification_id, length = _ROW.unpack_from(value)
+        if not length & _PACKED:
+            end = _ROW.size + length
+            return notification_id, bytes(value[_ROW.size : end]), bytes(value[end:])
+        pack_id, offset, size = _POINTER.unpack_from(value, _ROW.size)
+        if pack_id != self._pack_id:
+            pack = self._txn.get(pack_key(pack_id), db=self._events_db)
+            if pack is None:
+                raise MissingPackError(
+                    f"notification {notification_id} refers to a missing pack ({pack_id}); "
+                    "run verify()",
+                    notification_id,
+                )
+            try:
+                self._topics = _pack_topics(pack)
+            except struct.error:
+                raise _altered(notification_id) from None
+            self._pack_id, self._pack = pack_id, pack
+        pack, number = self._pack, length & ~_PACKED
+        if offset + size > len(pack) or number >= len(self._topics):
+            raise _altered(notification_id)
+        return notification_id, self._topics[number], bytes(pack[offset : offset + size])
+
+
+class MissingPackError(DamageError):
+    """An event row refers to a pack that is not there."""
+
+
+def _pack_topics(pack: bytes | memoryview) -> list[bytes]:
+    """The topics a pack's rows refer to by number."""
+    (count,) = _U16.unpack_from(pack)
+    topics, at = [], _U16.size
+    for _ in range(count):
+        (length,) = _U16.unpack_from(pack, at)
+        at += _U16.size
+        topics.append(bytes(pack[at : at + length]))
+        at += length
+    return topics
 
 
 class Chain:
@@ -202,7 +289,7 @@ def _altered(notification_id: int) -> DamageError:
 
 
 def check_event(
-    txn: Txn,
+    txn: Txn | BufferTxn,
     log_db: lmdb._Database,
     chain: Chain,
     notification_id: int,
@@ -293,13 +380,19 @@ def append_events(
     if last == 0 and events:
         txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode
     notification_ids = []
-    for event in events:
+    keys = [originator_key(e.originator_id) + version_suffix(e.originator_version) for e in events]
+    topics = [event.topic.encode("utf-8") for event in events]
+    pointers = _pack(txn, events_db, meta_db, last + 1, keys, topics, events)
+    for index, event in enumerate(events):
         # Ids come from the head inside the write transaction: LMDB has one
         # writer, so they are gap-free and in commit order.
         last += 1
-        key = originator_key(event.originator_id) + version_suffix(event.originator_version)
-        topic = event.topic.encode("utf-8")
-        row = _ROW.pack(last, len(topic)) + topic + event.state
+        key, topic = keys[index], topics[index]
+        pointer = pointers.get(index)
+        if pointer is None:
+            row = _ROW.pack(last, len(topic)) + topic + event.state
+        else:
+            row = _ROW.pack(last, _PACKED | pointer[0]) + pointer[1]
         if not txn.put(key, row, overwrite=False, db=events_db):
             raise IntegrityError(_conflict(event))
         notification_key = U64.pack(last)
@@ -313,6 +406,61 @@ def append_events(
     if new_heads:
         txn.put(heads.COUNT_KEY, U64.pack(known_heads + new_heads), db=meta_db)
     return notification_ids
+
+
+def _pack(
+    txn: Txn,
+    events_db: lmdb._Database,
+    meta_db: lmdb._Database,
+    first_id: int,
+    keys: list[bytes],
+    topics: list[bytes],
+    events: Sequence[StoredEvent],
+) -> dict[int, tuple[int, bytes]]:
+    """Write the packs of these events (the first to be notification ``first_id``) if two or
+    more are too large for a row beside another; return the topic number and the pointer of
+    each packed one."""
+    large = [
+        index
+        for index, event in enumerate(events)
+        if len(keys[index]) + _ROW.size + len(topics[index]) + len(event.state) > INLINE_LIMIT
+    ]
+    if len(large) < 2:
+        return {}
+    pointers: dict[int, tuple[int, bytes]] = {}
+    groups: list[list[int]] = [[]]
+    size = 0
+    for index in large:
+        length = len(topics[index]) + len(events[index].state)
+        if size and size + length > PACK_LIMIT:
+            groups.append([])
+            size = 0
+        groups[-1].append(index)
+        size += length
+    for group in groups:
+        pack_id = first_id + group[0]
+        numbers = {topic: n for n, topic in enumerate(dict.fromkeys(topics[i] for i in group))}
+        parts = [_U16.pack(len(numbers))]
+        for topic in numbers:
+            parts += (_U16.pack(len(topic)), topic)
+        offset = sum(map(len, parts))
+        for index in group:
+            state = events[index].state
+            pointers[index] = (numbers[topics[index]], _POINTER.pack(pack_id, offset, len(state)))
+            parts.append(state)
+            offset += len(state)
+        if not txn.put(pack_key(pack_id), b"".join(parts), overwrite=False, db=events_db):
+            raise IntegrityError(f"Pack {pack_id} already written")
+    stored = txn.get(PACKS_KEY, db=meta_db)
+    packs = 0 if stored is None else int(U64.unpack(stored)[0])
+    txn.put(PACKS_KEY, U64.pack(packs + len(groups)), db=meta_db)
+    return pointers
+
+
+def pack_count(txn: Txn, meta_db: lmdb._Database) -> int:
+    """How many packs the events sub-database holds."""
+    stored = txn.get(PACKS_KEY, db=meta_db)
+    return 0 if stored is None else int(U64.unpack(stored)[0])
 
 
 def _count_records(
@@ -356,7 +504,7 @@ def put_tracking(txn: Txn, tracking_db: lmdb._Database, tracking: Tracking) -> N
 
 
 def read_events(
-    txn: Txn,
+    txn: Txn | BufferTxn,
     events_db: lmdb._Database,
     originator_id: UUID | str,
     gt: int | None,
@@ -394,21 +542,23 @@ def read_events(
     # Versions start at 1, without gaps.
     expected = None if desc else INITIAL_VERSION if gt is None else gt + 1
     last_id = 0
-    for key, value in rows:
-        if len(key) != size or not key.startswith(prefix):
+    reader = RowReader(txn, events_db)
+    for found, value in rows:
+        if len(found) != size or found[: len(prefix)] != prefix:
             break
+        key = bytes(found)
         version = version_of(key)
         if (lte is not None and version > lte) or (gt is not None and version <= gt):
             break
-        notification_id, topic, state = decode_row(value)
+        notification_id, topic, state = reader.parts(value)
         if log_db is not None and notification_id:
             if expected is not None and version != expected:
                 raise _gap(txn, log_db, prefix + version_suffix(expected), last_id)
-            check_event(txn, log_db, chain, notification_id, key, topic.encode(), state)
+            check_event(txn, log_db, chain, notification_id, key, topic, state)
             last_id = notification_id
         if expected is not None:
             expected = version + 1
-        results.append(StoredEvent(originator_id, version, topic, state))
+        results.append(StoredEvent(originator_id, version, topic.decode("utf-8"), state))
         if limit is not None and len(results) >= limit:
             break
     if log_db is not None and (desc or len(results) != limit):
@@ -420,7 +570,7 @@ def read_events(
 
 
 def _check_tail(
-    txn: Txn,
+    txn: Txn | BufferTxn,
     events_db: lmdb._Database,
     log_db: lmdb._Database,
     prefix: bytes,
@@ -440,14 +590,14 @@ def _check_tail(
     raise _gap(txn, log_db, prefix + version_suffix(newest + 1), last_id)
 
 
-def _gap(txn: Txn, log_db: lmdb._Database, missing: bytes, after: int) -> DamageError:
+def _gap(txn: Txn | BufferTxn, log_db: lmdb._Database, missing: bytes, after: int) -> DamageError:
     """The error for an event row that is gone: its log entry (found by a bounded scan from
     the notification before it) names its notification."""
     cursor = txn.cursor(db=log_db)
     if cursor.set_range(U64.pack(after + 1)):
         for count, (key, value) in enumerate(cursor.iternext()):
             if value[HASH_SIZE:] == missing:
-                (notification_id,) = U64.unpack(key)
+                (notification_id,) = U64.unpack(bytes(key))
                 return DamageError(
                     f"notification {notification_id} refers to a missing event row; run verify()",
                     notification_id,
@@ -459,7 +609,7 @@ def _gap(txn: Txn, log_db: lmdb._Database, missing: bytes, after: int) -> Damage
 
 
 def read_notifications(
-    txn: Txn,
+    txn: Txn | BufferTxn,
     events_db: lmdb._Database,
     log_db: lmdb._Database,
     first: int,
@@ -477,6 +627,7 @@ def read_notifications(
         return results
     previous = stored_hash(txn, log_db, first - 1)
     expected = first
+    reader = RowReader(txn, events_db)
     for key, value in cursor.iternext():
         (notification_id,) = U64.unpack(key)
         if stop is not None and notification_id > stop:
@@ -484,20 +635,21 @@ def read_notifications(
         if notification_id != expected:
             raise DamageError(f"notification {expected} is missing from the log", expected)
         expected += 1
-        stored, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
+        stored, event_key = bytes(value[:HASH_SIZE]), bytes(value[HASH_SIZE:])
         row = txn.get(event_key, db=events_db)
         if row is None:
             raise DamageError(
                 f"notification {notification_id} refers to a missing event row; run verify()",
                 notification_id,
             )
-        recorded_id, topic, state = decode_row(row)
+        recorded_id, raw, state = reader.parts(row)
         if (
             recorded_id != notification_id
-            or chain.link(previous, notification_id, event_key, topic.encode(), state) != stored
+            or chain.link(previous, notification_id, event_key, raw, state) != stored
         ):
             raise _altered(notification_id)
         previous = stored
+        topic = raw.decode("utf-8")
         if topics and topic not in topics:
             continue
         results.append(
@@ -581,14 +733,18 @@ def read_log_rows(
     # A page has few distinct topics: decode each once. Keys are bytes, looked up with the
     # row's memoryview (which hashes and compares as its bytes), so no copy per row.
     names: dict[bytes | memoryview, str] = {}
+    reader = RowReader(txn, events_db)
     for index, (_, row) in enumerate(found):
         notification_id, topic_length = unpack(row)
         if stop is not None and notification_id > stop:
             del keys[len(ids) :]
             break
-        end = _ROW.size + topic_length
-        raw = bytes(row[_ROW.size : end])
-        state = bytes(row[end:])
+        if topic_length & _PACKED:
+            _, raw, state = reader.parts(row)
+        else:
+            end = _ROW.size + topic_length
+            raw = bytes(row[_ROW.size : end])
+            state = bytes(row[end:])
         # The row must be the one its log entry chains, at its place in the log.
         if (
             notification_id != expected
@@ -682,7 +838,7 @@ class ChainReport:
 
 
 def _misplaced(
-    txn: Txn, log_db: lmdb._Database, event_key: bytes, recorded_id: int
+    txn: Txn | BufferTxn, log_db: lmdb._Database, event_key: bytes, recorded_id: int
 ) -> tuple[ChainFault, str]:
     """What it means that a log entry's event row was recorded under another notification.
 
@@ -739,8 +895,9 @@ def _walk(
     # One short read transaction per chunk, so a long walk doesn't pin old pages.
     while expected <= head_id:
         position[0] = expected
-        with store.reading() as txn:
-            cursor = txn.cursor(db=log_db)
+        with store.reading_buffers() as view:
+            reader = RowReader(view, events_db)
+            cursor = view.cursor(db=log_db)
             if not cursor.set_range(U64.pack(expected)):
                 return fault(ChainFault.MISSING, f"log ends before its head ({head_id})")
             for count, (key, value) in enumerate(cursor.iternext(), start=1):
@@ -749,14 +906,19 @@ def _walk(
                     break
                 if notification_id != expected:
                     return fault(ChainFault.MISSING, f"next row is {notification_id}")
-                stored, event_key = value[:HASH_SIZE], value[HASH_SIZE:]
-                row = txn.get(event_key, db=events_db)
+                stored, event_key = bytes(value[:HASH_SIZE]), bytes(value[HASH_SIZE:])
+                row = view.get(event_key, db=events_db)
                 if row is None:
                     return fault(ChainFault.MISSING, "the event row it refers to is missing")
-                recorded_id, topic, state = decode_row(row)
+                try:
+                    recorded_id, topic, state = reader.parts(row)
+                except MissingPackError as error:
+                    return fault(ChainFault.MISSING, str(error))
+                except DamageError as error:
+                    return fault(ChainFault.ALTERED, str(error))
                 if recorded_id != notification_id:
-                    return fault(*_misplaced(txn, log_db, event_key, recorded_id))
-                if chain.link(previous, expected, event_key, topic.encode(), state) != stored:
+                    return fault(*_misplaced(view, log_db, event_key, recorded_id))
+                if chain.link(previous, expected, event_key, topic, state) != stored:
                     return fault(ChainFault.ALTERED, "content does not match the hash chain")
                 previous = stored
                 expected += 1
@@ -769,6 +931,7 @@ def _walk(
         # Rows and log entries commit together, so in one snapshot they match.
         logged, _ = read_head(txn, meta_db)
         entries = txn.stat(events_db)["entries"] - (heads.count(txn, meta_db) or 0)
+        entries -= pack_count(txn, meta_db)
     if entries > logged:
         return ChainReport(
             head_id,

@@ -35,7 +35,7 @@ from membrane_es.errors import IntegrityError as DamageError
 if TYPE_CHECKING:
     import lmdb
 
-    from membrane_es._lmdb_env import Txn
+    from membrane_es._lmdb_env import BufferTxn, Txn
 
 HEAD_SUFFIX = b"\xff" * 9
 COUNT_KEY = b"heads"  # in the meta sub-database
@@ -104,7 +104,9 @@ def advance(txn: Txn, events_db: lmdb._Database, event_key: bytes, notification_
     return head is None
 
 
-def head_of(txn: Txn, events_db: lmdb._Database, prefix: bytes) -> tuple[int, int] | None:
+def head_of(
+    txn: Txn | BufferTxn, events_db: lmdb._Database, prefix: bytes
+) -> tuple[int, int] | None:
     """The latest logged (version, notification id) of the originator whose keys start with
     ``prefix``; None when no head is kept for it."""
     head = txn.get(head_key(prefix), db=events_db)
@@ -113,9 +115,9 @@ def head_of(txn: Txn, events_db: lmdb._Database, prefix: bytes) -> tuple[int, in
     return _version(head), _notification(head)
 
 
-def _version(value: bytes) -> int:
+def _version(value: bytes | memoryview) -> int:
     return int.from_bytes(value[:_SUFFIX], "big") - (1 << 63)
 
 
-def _notification(head: bytes) -> int:
+def _notification(head: bytes | memoryview) -> int:
     return int.from_bytes(head[_SUFFIX : 2 * _SUFFIX], "big")

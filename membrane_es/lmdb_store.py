@@ -229,7 +229,8 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         log_db = self._db(self.notifications_table)
         if events_db is None or (limit is not None and limit <= 0):
             return []
-        with self.store.reading() as txn:
+        # In place: a packed event is read out of its pack without copying the pack.
+        with self.store.reading_buffers() as txn:
             return read_events(
                 txn, events_db, originator_id, gt, lte, desc, limit, log_db, self.chain
             )
@@ -250,7 +251,7 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         first = 1 if start is None else start if inclusive_of_start else start + 1
         wanted = frozenset(topics)
         meta_db = self._require(self.meta_table)
-        with self.store.reading() as txn:
+        with self.store.reading_buffers() as txn:
             found = read_notifications(
                 txn, events_db, log_db, first, limit, stop, wanted, self.chain
             )

@@ -48,7 +48,8 @@ class SealedContent(msgspec.Struct, kw_only=True, omit_defaults=True):
     interpretation: Interpretation | None = None
     audit_log: list[AuditEntry] = msgspec.field(default_factory=list)
     rationale: str = ""
-    embedding: Embedding | None = None
+    embedding: Embedding | None = None  # as boxes written before ``vector`` kept it
+    vector: bytes = b""  # the vector's bytes (its model and length stay in the clear)
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -100,7 +101,7 @@ class ContentSealer:
             interpretation=record.interpretation,
             audit_log=record.audit_log,
             rationale=state["rationale"],
-            embedding=state["embedding"],
+            vector=b"" if state["embedding"] is None else state["embedding"].vector,
         )
         nonce = os.urandom(NONCE_BYTES)
         box = nonce + cipher.encrypt(nonce, _encode(content), key_id)
@@ -136,7 +137,10 @@ class ContentSealer:
         record.audit_log = content.audit_log
         fields = event.__dict__
         fields["rationale"] = content.rationale
-        fields["embedding"] = content.embedding
+        if content.vector:
+            fields["embedding"] = Embedding(model=event.embedding.model, vector=content.vector)
+        elif content.embedding is not None:
+            fields["embedding"] = content.embedding
         return event
 
 

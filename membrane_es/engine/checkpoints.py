@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from membrane_es.errors import IntegrityError, StorageFullError
+from membrane_es.projections.log_pages import NotificationSource
 from membrane_es.projections.read_model import ReadModel
 
 SEAL_FILE = "seal"
@@ -76,12 +77,13 @@ class Checkpoints:
                 errno.ENOSPC, f"no space left to checkpoint the read views: {error}"
             ) from error
 
-    def load(self) -> ReadModel | None:
-        """The checkpointed views, if their seal holds; None (after discarding them) if not."""
+    def load(self, source: NotificationSource) -> ReadModel | None:
+        """The checkpointed views, if their seal holds; None (after discarding them) if not.
+        ``source``: the log the views follow (their vectors are read from it)."""
         if not (self.directory / "current").exists():
             return None
         with self._locked(fcntl.LOCK_SH):
-            return self._load()
+            return self._load(source)
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -91,7 +93,7 @@ class Checkpoints:
             fcntl.flock(lock, mode)
             yield  # closing the file releases the lock
 
-    def _load(self) -> ReadModel | None:
+    def _load(self, source: NotificationSource) -> ReadModel | None:
         current = self.directory / "current"
         if not current.exists():
             return None
@@ -108,7 +110,7 @@ class Checkpoints:
         if self._digest(current, seal.position, tie).hex() != seal.digest:
             return self._discard("its files do not match its seal")
         try:
-            model = ReadModel.load(self.directory)
+            model = ReadModel.load(self.directory, source)
         except Exception as error:  # sealed but unreadable (e.g. an older format): rebuild
             return self._discard(f"it could not be read ({type(error).__name__}: {error})")
         if model is None or model.position != seal.position:

@@ -138,7 +138,7 @@ class EngineCore:
                 raise IntegrityError(
                     f"the log fails verification: {report}", report.notification_id
                 )
-        loaded = self._checkpoints.load() if self._checkpoints is not None else None
+        loaded = self._checkpoints.load(app) if self._checkpoints is not None else None
         max_id = app.recorder.max_notification_id() or 0
         if loaded is not None and loaded.position > max_id:
             # The checkpoint is ahead of this log (a different or restored store): start over.

@@ -312,7 +312,9 @@ def serve(memory: Membrane, views: Path, process_time: ProcessTime) -> None:
         command = json.loads(line)
         if command.get("checkpoint"):
             memory.checkpoint()
-            saved = ReadModel.load(views)  # what is on disk (the views move on meanwhile)
+            saved = ReadModel.load(
+                views, memory.application
+            )  # what is on disk (the views move on meanwhile)
             assert saved is not None
             print(f"checkpointed {saved.position}", flush=True)
             saved.close()
@@ -335,9 +337,9 @@ def main(argv: list[str]) -> None:
             print(json.dumps(writer.run()), flush=True)
             serve(memory, Path(views), process_time)
     elif role == "follower":
-        saved = ReadModel.load(Path(views))
         process_time = ProcessTime()
         with open_engine(dsn, views, process_time, checkpoint_interval=0.2) as memory:
+            saved = ReadModel.load(Path(views), memory.application)
             print(f"ready {0 if saved is None else saved.position}", flush=True)
             serve(memory, Path(views), process_time)
     else:

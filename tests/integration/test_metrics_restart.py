@@ -66,7 +66,8 @@ def test_checkpointed_metrics_equal_the_live_ones(tmp_path: Path) -> None:
         before = snapshots(memory.views, moments)
         assert before[0]["total_audit_entries"] > 0
 
-    loaded = ReadModel.load(tmp_path / "views")
+    with Membrane.open(tmp_path, sync=False, read_only=True) as reader:
+        loaded = ReadModel.load(tmp_path / "views", reader.application)
     assert loaded is not None
     assert snapshots(loaded, moments) == before
     loaded.close()

@@ -121,7 +121,8 @@ def test_a_restart_resumes_from_the_views_checkpoint(open_store: OpenStore, tmp_
     with open_store(embedder=HashingEmbedder(32)) as memory:
         random_history(memory, rng, 40)
         written = memory.application.recorder.max_notification_id()
-    saved = ReadModel.load(tmp_path / "views")
+    with open_store(embedder=HashingEmbedder(32), views_dir=None) as reader:
+        saved = ReadModel.load(tmp_path / "views", reader.application)
     assert saved is not None and saved.position == written
 
     # writes by a process that never checkpointed, then a restart that replays only those

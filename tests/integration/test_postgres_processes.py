@@ -172,7 +172,10 @@ def test_writers_and_followers_in_processes_converge(
         process.send(command)
         assert json.loads(process.read()) == expected
         process.finish()  # checkpoints its views on close
-    for name in ("w1", "w2", "f1", "f2"):
-        saved = ReadModel.load(Path(views[name]))
-        assert saved is not None
-        assert_same_views(saved, rebuilt)
+    with worker.open_engine(
+        postgres_dsn, None, worker.ProcessTime.stopped_at(now), follow=False
+    ) as reader:
+        for name in ("w1", "w2", "f1", "f2"):
+            saved = ReadModel.load(Path(views[name]), reader.application)
+            assert saved is not None
+            assert_same_views(saved, rebuilt)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
+
 from membrane_es import Membrane
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel
@@ -19,7 +21,7 @@ def test_a_restart_loads_the_checkpoint_and_catches_up(tmp_path: Path) -> None:
 
     # Writes made by a process that did not checkpoint (views saved only up to here).
     with Membrane.open(tmp_path, sync=False, embedder=HashingEmbedder(32)) as memory:
-        saved = ReadModel.load(tmp_path / "views")
+        saved = ReadModel.load(tmp_path / "views", memory.application)
         assert saved is not None
         random_history(memory, rng, 25)
         assert saved.position < memory.application.recorder.max_notification_id()
@@ -59,3 +61,40 @@ def test_opening_with_another_embedder_is_refused(tmp_path: Path) -> None:
         assert "hashing-v1-32" in str(exc)
     else:
         raise AssertionError("a store embedded with one model opened with another")
+
+
+def test_a_checkpoint_keeps_no_vectors_and_restores_them_from_the_log(tmp_path: Path) -> None:
+    """Vectors live once, in the log: the checkpoint lists each block's rows, and a load puts
+    back every vector (zeros for a forgotten record), as a rebuild would."""
+    embedder = HashingEmbedder(32)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        ids = [
+            memory.create_record(
+                {
+                    "type": "semantic",
+                    "scope": f"project:{i % 3}",
+                    "payload": {
+                        "kind": "semantic",
+                        "subject": f"s{i}",
+                        "predicate": "is",
+                        "object": f"fact number {i}",
+                    },
+                    "provenance": {"sources": [{"kind": "observation", "ref": f"o{i}"}]},
+                }
+            ).id
+            for i in range(30)
+        ]
+        memory.forget(ids[4], "tester", "asked to")
+    with np.load(tmp_path / "views" / "current" / "arrays.npz") as arrays:
+        assert not [name for name in arrays.files if name.endswith(".matrix")]
+        assert [name for name in arrays.files if name.endswith(".rows")]
+    with Membrane.open(tmp_path, sync=False, embedder=embedder, read_only=True) as memory:
+        saved = ReadModel.load(tmp_path / "views", memory.application)
+        assert saved is not None
+        rebuilt = ReadModel.rebuild(memory.application)
+        assert_same_views(saved, rebuilt)
+        forgotten = saved.table.row_of[ids[4]]
+        block = next(b for b in saved.embeddings.blocks.values() if forgotten in b.rows[: b.size])
+        position = int(np.flatnonzero(block.rows[: block.size] == forgotten)[0])
+        assert not block.matrix[position].any()
+        assert block.matrix[: block.size].any(axis=1).sum() == block.size - 1

@@ -1,0 +1,132 @@
+"""Events too large for a row beside another are packed together when one commit appends
+several: same reads, same chain, and a changed or lost pack is caught like a changed row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+
+from membrane_es._lmdb_format import INLINE_LIMIT, PACK_LIMIT, is_pack, pack_key
+from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.lmdb_store import ChainFault, LMDBApplicationRecorder
+from tests.integration.test_lmdb_store import make_recorder
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+LARGE = INLINE_LIMIT + 400  # a state that would take overflow pages of its own
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Iterator[LMDBApplicationRecorder]:
+    recorder = make_recorder(tmp_path)
+    yield recorder
+    recorder.close()
+
+
+def large(count: int, size: int = LARGE) -> list[StoredEvent]:
+    return [
+        StoredEvent(uuid4(), 1, f"topic{i % 2}", bytes([i % 251]) * (size + i))
+        for i in range(count)
+    ]
+
+
+def rows(recorder: LMDBApplicationRecorder) -> tuple[list[bytes], dict[bytes, bytes]]:
+    """(pack keys, event rows by key) of the recorder's events sub-database."""
+    db = recorder.store.open_db(recorder.events_table, create=False)
+    with recorder.store.env.begin(db=db) as txn:
+        found = {bytes(key): bytes(value) for key, value in txn.cursor()}
+    packs = [key for key in found if is_pack(key)]
+    return packs, {k: v for k, v in found.items() if not is_pack(k)}
+
+
+def events_db(recorder: LMDBApplicationRecorder) -> Any:
+    return recorder.store.open_db(recorder.events_table, create=False)
+
+
+def test_a_commit_of_large_events_packs_them_and_reads_them_back(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    written = large(5) + [StoredEvent(uuid4(), 1, "small", b"tiny")]
+    ids = recorder.insert_events(written)
+
+    packs, event_rows = rows(recorder)
+    assert packs == [pack_key(ids[0])]
+    assert all(len(row) < 100 for row in event_rows.values())  # pointers, not states
+    for event in written:
+        (read,) = recorder.select_events(event.originator_id)
+        assert (read.topic, read.state) == (event.topic, event.state)
+    notes = recorder.select_notifications(1, 10)
+    assert [(n.topic, n.state) for n in notes] == [(e.topic, e.state) for e in written]
+    log = recorder.read_log_rows(1, 10)
+    assert log.states == [e.state for e in written]
+    assert [n.topic for n in recorder.select_notifications(1, 10, topics=["topic1"])] == [
+        "topic1",
+        "topic1",
+    ]
+    report = recorder.verify()
+    assert report.ok and report.checked == 6
+
+
+def test_one_large_event_alone_keeps_its_row(recorder: LMDBApplicationRecorder) -> None:
+    (event,) = large(1)
+    recorder.insert_events([event])
+    packs, event_rows = rows(recorder)
+    assert packs == []
+    assert any(row.endswith(event.state) for row in event_rows.values())
+
+
+def test_packs_are_split_at_their_limit(recorder: LMDBApplicationRecorder) -> None:
+    size = PACK_LIMIT // 3
+    written = large(7, size)
+    recorder.insert_events(written)
+    packs, _ = rows(recorder)
+    assert len(packs) >= 3
+    assert [e.state for e in recorder.select_notifications(1, 10)] == [e.state for e in written]
+    assert recorder.verify().ok
+
+
+def test_a_changed_pack_byte_is_caught(recorder: LMDBApplicationRecorder) -> None:
+    written = large(4)
+    ids = recorder.insert_events(written)
+    key = pack_key(ids[0])
+    with recorder.store.env.begin(write=True) as txn:
+        pack = bytearray(txn.get(key, db=events_db(recorder)))
+        pack[len(pack) - 10] ^= 0x01  # inside the last event's state
+        txn.put(key, bytes(pack), db=events_db(recorder))
+
+    report = recorder.verify()
+    assert report.fault is ChainFault.ALTERED and report.notification_id == ids[3]
+    with pytest.raises(DamageError, match=f"notification {ids[3]}"):
+        recorder.select_events(written[3].originator_id)
+    assert recorder.select_events(written[0].originator_id)[0].state == written[0].state
+
+
+def test_a_lost_pack_is_caught(recorder: LMDBApplicationRecorder) -> None:
+    written = large(3)
+    ids = recorder.insert_events(written)
+    with recorder.store.env.begin(write=True) as txn:
+        assert txn.delete(pack_key(ids[0]), db=events_db(recorder))
+
+    report = recorder.verify()
+    assert report.fault is ChainFault.MISSING and report.notification_id == ids[0]
+    with pytest.raises(DamageError, match=f"notification {ids[1]} refers to a missing pack"):
+        recorder.select_events(written[1].originator_id)
+    with pytest.raises(DamageError, match=f"notification {ids[0]}"):
+        recorder.read_log_rows(1, 10)
+
+
+def test_a_truncated_pack_is_caught(recorder: LMDBApplicationRecorder) -> None:
+    written = large(3)
+    ids = recorder.insert_events(written)
+    with recorder.store.env.begin(write=True) as txn:
+        txn.put(pack_key(ids[0]), b"\x00", db=events_db(recorder))  # not even its topics
+
+    report = recorder.verify()
+    assert report.fault is ChainFault.ALTERED and report.notification_id == ids[0]
+    with pytest.raises(DamageError, match=f"notification {ids[2]}"):
+        recorder.select_events(written[2].originator_id)
