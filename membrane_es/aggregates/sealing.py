@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from cryptography.exceptions import InvalidTag
 
-from membrane_es.embedding.vectors import erased
+from membrane_es.embedding.vectors import erased, vector_bytes
 from membrane_es.errors import IntegrityViolationError
 from membrane_es.keystore import KeyStore
 from membrane_es.schema.payloads import Payload
@@ -52,8 +52,25 @@ class SealedContent(msgspec.Struct, kw_only=True, omit_defaults=True):
     vector: bytes = b""  # the vector's bytes (its model and length stay in the clear)
 
 
+class _StoredVector(msgspec.Struct):
+    """What a stored ``Created`` event says of its vector (every other field is skipped)."""
+
+    embedding: Embedding | None = None
+    key_id: bytes = b""
+    sealed: bytes = b""
+
+
+class _BoxedVector(msgspec.Struct):
+    """What a box says of its vector (every other field is skipped)."""
+
+    vector: bytes = b""
+    embedding: Embedding | None = None
+
+
 _encode = msgspec.msgpack.Encoder().encode
 _decode_content = msgspec.msgpack.Decoder(SealedContent).decode
+_decode_stored_vector = msgspec.msgpack.Decoder(_StoredVector).decode
+_decode_boxed_vector = msgspec.msgpack.Decoder(_BoxedVector).decode
 
 
 def structure_of(record: RecordData) -> RecordData:
@@ -142,6 +159,29 @@ class ContentSealer:
         elif content.embedding is not None:
             fields["embedding"] = content.embedding
         return event
+
+    def vector_of(self, state: bytes) -> bytes | None:
+        """The vector bytes of a ``Created`` event's stored ``state`` (zeros if its record
+        was forgotten; None if it has none), decoding nothing else: what a checkpoint load
+        reads of each record."""
+        stored = _decode_stored_vector(state)
+        embedding = stored.embedding
+        if embedding is None:
+            return None
+        if not stored.sealed:
+            return vector_bytes(embedding)  # written before per-record keys
+        cipher = self.keys.cipher(stored.key_id)
+        if cipher is None:
+            return vector_bytes(embedding)  # forgotten: zeros
+        box = stored.sealed
+        try:
+            plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], stored.key_id)
+        except InvalidTag:
+            raise SealedContentError(None, 1) from None  # the caller names the record
+        boxed = _decode_boxed_vector(plain)
+        if boxed.vector:
+            return boxed.vector
+        return None if boxed.embedding is None else vector_bytes(boxed.embedding)
 
 
 class SealedContentError(IntegrityViolationError):
