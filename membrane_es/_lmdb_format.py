@@ -18,6 +18,7 @@ meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"records" → u64(records created in the log: its ``Created`` events)
                b"heads" → u64(how many heads the events sub-database holds)
                b"packs" → u64(how many packs the events sub-database holds)
+               b"packed" → u64(the last notification :func:`repack` has looked at)
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -33,7 +34,9 @@ states are written one after the other into packs of up to ``PACK_LIMIT`` bytes 
 then, but for one partial page a pack), each topic once per pack, and each row keeps only
 where its state lies and its topic's number in the pack. The chain hashes
 the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
-missing event. A commit with one large event (a single write) stores it in its row, as before.
+missing event. A commit with one large event (a single write) stores it in its row; later,
+:func:`repack` (run when the read views are checkpointed) moves such rows into packs. An
+event's bytes never change: only where they lie does.
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
@@ -81,6 +84,7 @@ _POINTER = struct.Struct(">QII")  # a packed row's pack id, its state's offset a
 _U16 = struct.Struct(">H")
 PACK_PREFIX = b"\x00"  # pack keys: before every originator's (type tags 1 and 2)
 PACKS_KEY = b"packs"
+PACKED_KEY = b"packed"
 # A row whose key and value together exceed this does not fit on a 4 kB page beside
 # another (LMDB then gives it overflow pages of its own).
 INLINE_LIMIT = 2000
@@ -416,10 +420,11 @@ def _pack(
     keys: list[bytes],
     topics: list[bytes],
     events: Sequence[StoredEvent],
+    ids: list[int] | None = None,
 ) -> dict[int, tuple[int, bytes]]:
-    """Write the packs of these events (the first to be notification ``first_id``) if two or
-    more are too large for a row beside another; return the topic number and the pointer of
-    each packed one."""
+    """Write the packs of these events (the first to be notification ``first_id``, or each
+    the one ``ids`` gives) if two or more are too large for a row beside another; return the
+    topic number and the pointer of each packed one."""
     large = [
         index
         for index, event in enumerate(events)
@@ -438,7 +443,7 @@ def _pack(
         groups[-1].append(index)
         size += length
     for group in groups:
-        pack_id = first_id + group[0]
+        pack_id = first_id + group[0] if ids is None else ids[group[0]]
         numbers = {topic: n for n, topic in enumerate(dict.fromkeys(topics[i] for i in group))}
         parts = [_U16.pack(len(numbers))]
         for topic in numbers:
@@ -455,6 +460,54 @@ def _pack(
     packs = 0 if stored is None else int(U64.unpack(stored)[0])
     txn.put(PACKS_KEY, U64.pack(packs + len(groups)), db=meta_db)
     return pointers
+
+
+def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database], limit: int) -> int:
+    """Move the large events appended alone since the last repack (at most ``limit`` log
+    entries are looked at) into packs; returns how many moved. Their bytes are unchanged
+    (the chain, checked as they are read, vouches for them); each row then keeps where its
+    event lies, as a row packed when written does."""
+    events_db, log_db, meta_db = dbs
+    last, _ = read_head(txn, meta_db)
+    stored = txn.get(PACKED_KEY, db=meta_db)
+    done = 0 if stored is None else int(U64.unpack(stored)[0])
+    if done >= last:
+        return 0
+    stop = min(last, done + limit)
+    cursor = txn.cursor(db=log_db)
+    found: list[tuple[int, bytes, bytes, bytes]] = []  # notification, key, topic, state
+    if cursor.set_range(U64.pack(done + 1)):
+        for key, value in cursor.iternext():
+            (notification_id,) = U64.unpack(key)
+            if notification_id > stop:
+                break
+            event_key = bytes(value[HASH_SIZE:])
+            row = txn.get(event_key, db=events_db)
+            if row is None:
+                raise DamageError(
+                    f"notification {notification_id} refers to a missing event row; run verify()",
+                    notification_id,
+                )
+            recorded_id, length = _ROW.unpack_from(row)
+            if length & _PACKED or len(event_key) + len(row) <= INLINE_LIMIT:
+                continue
+            if recorded_id != notification_id:
+                raise _altered(notification_id)
+            end = _ROW.size + length
+            found.append((notification_id, event_key, bytes(row[_ROW.size : end]), row[end:]))
+    moved = 0
+    if len(found) >= 2:
+        keys = [event_key for _, event_key, _, _ in found]
+        topics = [topic for _, _, topic, _ in found]
+        events = [StoredEvent("", 0, "", state) for _, _, _, state in found]
+        # Pack ids are the first packed event's notification: never one a commit packed.
+        pointers = _pack(txn, events_db, meta_db, 0, keys, topics, events, [n for n, *_ in found])
+        for index, (notification_id, event_key, _, _) in enumerate(found):
+            number, pointer = pointers[index]
+            txn.put(event_key, _ROW.pack(notification_id, _PACKED | number) + pointer, db=events_db)
+            moved += 1
+    txn.put(PACKED_KEY, U64.pack(stop), db=meta_db)
+    return moved
 
 
 def pack_count(txn: Txn, meta_db: lmdb._Database) -> int:
@@ -567,6 +620,35 @@ def read_events(
         if lte is None or newest < lte:
             _check_tail(txn, events_db, log_db, prefix, newest, last_id)
     return results
+
+
+def read_versions(
+    txn: BufferTxn,
+    events_db: lmdb._Database,
+    log_db: lmdb._Database,
+    keys: list[bytes],
+    chain: Chain = PLAIN_CHAIN,
+) -> list[bytes]:
+    """The states of the events at these events keys (originator key ‖ version suffix), in
+    order, each checked against the chain; a key with no row raises."""
+    found = txn.cursor(db=events_db).getmulti(keys)  # a key not found is left out
+    reader = RowReader(txn, events_db)
+    states = []
+    for index, (found_key, row) in enumerate(found):
+        key = keys[index]
+        if found_key != key:
+            break
+        notification_id, topic, state = reader.parts(row)
+        if notification_id:
+            check_event(txn, log_db, chain, notification_id, key, topic, state)
+        states.append(state)
+    if len(states) != len(keys):
+        missing = keys[len(states)]
+        raise DamageError(
+            f"event version {version_of(missing)} of {decode_originator(missing)} is missing "
+            "from the store; run verify()"
+        )
+    return states
 
 
 def _check_tail(

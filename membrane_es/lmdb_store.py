@@ -63,6 +63,7 @@ from membrane_es._lmdb_format import (
     LogRows,
     append_events,
     check_log_end,
+    originator_key,
     put_records,
     put_tracking,
     read_chain_mode,
@@ -70,12 +71,17 @@ from membrane_es._lmdb_format import (
     read_head,
     read_log_rows,
     read_notifications,
+    read_versions,
+    repack,
     stored_hash,
     verify_log,
+    version_suffix,
 )
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME
 from membrane_es.record_numbers import RECORD_NUMBERS
+
+REPACK_LIMIT = 100_000  # log entries one repack looks at (it is one write transaction)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -278,6 +284,27 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
 
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> LMDBSubscription:
         return LMDBSubscription(recorder=self, gt=gt, topics=topics)
+
+    def select_states(self, originator_ids: Sequence[UUID | str], version: int) -> list[bytes]:
+        """The stored state of each originator's event at ``version``, in order, in one
+        read (each checked against the chain); an event that is not there raises
+        :class:`~membrane_es.errors.IntegrityError`."""
+        if not originator_ids:
+            return []
+        suffix = version_suffix(version)
+        keys = [originator_key(originator_id) + suffix for originator_id in originator_ids]
+        events_db = self._require(self.events_table)
+        log_db = self._require(self.notifications_table)
+        with self.store.reading_buffers() as txn:
+            return read_versions(txn, events_db, log_db, keys, self.chain)
+
+    def repack(self, limit: int = REPACK_LIMIT) -> int:
+        """Move the large events written alone since the last call (up to ``limit`` log
+        entries) into packs, in one commit; returns how many moved (see
+        :func:`~membrane_es._lmdb_format.repack`)."""
+        dbs = self._log_dbs()
+        moved: int = self.store.write(lambda txn: repack(txn, dbs, limit))
+        return moved
 
     def verify(self, chunk_size: int = 1000) -> ChainReport:
         """Check the application sequence against its hash chain."""

@@ -254,8 +254,17 @@ class Opening(EngineCore):
     def _checkpoint_if_moved(self) -> None:
         if self._checkpoints is not None and self._views.position != self._checkpointed:
             position = self._views.position
-            self._checkpoints.save(self._views)
+            self._save_checkpoint()
             self._checkpointed = position
+
+    def _save_checkpoint(self) -> None:
+        """Pack the large events written alone since the last checkpoint (where the store
+        packs: LMDB), then save the read views."""
+        assert self._checkpoints is not None
+        repack = getattr(self._app.recorder, "repack", None)
+        if repack is not None:
+            repack()
+        self._checkpoints.save(self._views)
 
     def close(self) -> None:
         """Checkpoint the read side (durable stores) and release the store.
@@ -278,7 +287,7 @@ class Opening(EngineCore):
             if self._checkpoints is not None and not self._read_only:
                 try:
                     self._views.catch_up(self._app)
-                    self._checkpoints.save(self._views)
+                    self._save_checkpoint()
                 except (OSError, MembraneError) as error:
                     # The last good checkpoint stays; the next open catches up from it.
                     log.warning("read views not checkpointed at close: %s", error)
@@ -308,7 +317,7 @@ class Opening(EngineCore):
             raise ReadOnlyError("the store was opened read-only: no checkpoint is written")
         if self._checkpoints is not None:
             self._views.catch_up(self._app)
-            self._checkpoints.save(self._views)
+            self._save_checkpoint()
 
     def __enter__(self) -> Self:
         return self

@@ -76,32 +76,12 @@ class LogReader:
         self._typed = _typed_decoders(self._mapper)
         self.decode = _event_decoder(self._mapper, self._typed)
 
-    def page(self, start: int, limit: int, topic: str | None = None) -> Page:
-        """Up to ``limit`` events from notification ``start`` on; with ``topic``, only the
-        events of that topic among notifications ``start`` to ``start + limit - 1`` (and
-        ``last_id`` the last of those read, 0 if none was)."""
+    def page(self, start: int, limit: int) -> Page:
+        """Up to ``limit`` events from notification ``start`` on."""
         if self._read_rows is not None:
             rows = self._read_rows(start, limit)
-            read = len(rows)
-            last_id = rows.ids[-1] if read else 0
-            if topic is not None:
-                picks = [i for i, name in enumerate(rows.topics) if name == topic]
-                decoder = self._typed(topic)
-                if decoder is None:
-                    events = map(self._row_event, itertools.repeat(rows), picks)
-                else:
-                    events = map(decoder, [rows.states[i] for i in picks])
-                return Page(events, len(picks), last_id)
-            return Page(self._row_events(rows), read, last_id)
-        if topic is not None:
-            stop = start + limit - 1
-            notifications = self._recorder.select_notifications(
-                start=start, limit=limit, stop=stop, topics=(topic,)
-            )
-            last_id = stop if stop <= (self._recorder.max_notification_id() or 0) else 0
-            if notifications:
-                last_id = max(last_id, notifications[-1].id)
-            return Page(map(self.decode, notifications), len(notifications), last_id)
+            count = len(rows)
+            return Page(self._row_events(rows), count, rows.ids[-1] if count else 0)
         notifications = self._recorder.select_notifications(start=start, limit=limit)
         count = len(notifications)
         return Page(map(self.decode, notifications), count, notifications[-1].id if count else 0)

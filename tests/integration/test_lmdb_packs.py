@@ -130,3 +130,62 @@ def test_a_truncated_pack_is_caught(recorder: LMDBApplicationRecorder) -> None:
     assert report.fault is ChainFault.ALTERED and report.notification_id == ids[0]
     with pytest.raises(DamageError, match=f"notification {ids[2]}"):
         recorder.select_events(written[2].originator_id)
+
+
+def test_large_events_written_alone_are_packed_later(recorder: LMDBApplicationRecorder) -> None:
+    written = large(4)
+    ids = [recorder.insert_events([event])[0] for event in written]  # one commit each
+    small = StoredEvent(uuid4(), 1, "small", b"tiny")
+    recorder.insert_events([small])
+    assert rows(recorder)[0] == []
+
+    assert recorder.repack() == 4
+    packs, event_rows = rows(recorder)
+    assert packs == [pack_key(ids[0])]
+    assert all(len(row) < 100 for row in event_rows.values())
+    notes = recorder.select_notifications(1, 10)
+    assert [(n.topic, n.state) for n in notes] == [(e.topic, e.state) for e in [*written, small]]
+    for event in written:
+        assert recorder.select_events(event.originator_id)[0].state == event.state
+    report = recorder.verify()
+    assert report.ok and report.checked == 5
+
+    assert recorder.repack() == 0  # nothing new since
+    more = large(2)
+    recorder.insert_events([more[0]])
+    recorder.insert_events([more[1]])
+    assert recorder.repack() == 2
+    assert len(rows(recorder)[0]) == 2
+    assert recorder.verify().ok
+
+
+def test_a_store_checkpoint_packs_what_single_writes_left(tmp_path: Path) -> None:
+    import numpy as np
+
+    from membrane_es import Membrane
+
+    vectors = np.eye(600, dtype="f4")[:5]  # 600 dimensions: each event too large for a row
+    with Membrane.open(tmp_path, embedder=None) as memory:
+        made = [
+            memory.create_record(
+                {
+                    "type": "semantic",
+                    "payload": {
+                        "kind": "semantic",
+                        "subject": f"s{i}",
+                        "predicate": "is",
+                        "object": "o",
+                    },
+                },
+                embedding=vector,
+            ).id
+            for i, vector in enumerate(vectors)
+        ]
+        memory.checkpoint()
+        packs, _ = rows(memory.application.recorder)
+        assert len(packs) == 1
+        assert memory.verify().ok
+    with Membrane.open(tmp_path, embedder=None) as memory:
+        for i, record_id in enumerate(made):
+            result = memory.retrieve(query_embedding=vectors[i], limit=1)
+            assert [record.id for record in result.records] == [record_id]
