@@ -35,8 +35,9 @@ then, but for one partial page a pack), each topic once per pack, and each row k
 where its state lies and its topic's number in the pack. The chain hashes
 the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
 missing event. A commit with one large event (a single write) stores it in its row; later,
-:func:`repack` (run when the read views are checkpointed) moves such rows into packs. An
-event's bytes never change: only where they lie does.
+:func:`repack` moves such rows into packs: every ``REPACK_EVERY`` notifications, in the
+write that reaches that many, and when the read views are checkpointed. An event's bytes
+never change: only where they lie does.
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
@@ -89,6 +90,10 @@ PACKED_KEY = b"packed"
 # another (LMDB then gives it overflow pages of its own).
 INLINE_LIMIT = 2000
 PACK_LIMIT = 256 * 1024  # bytes of topics and states in one pack
+# A write repacks what single commits left unpacked once this many notifications followed
+# the last repack: so the overflow pages it frees are reused by the writes that come next,
+# and a store written one event at a time grows by about the packed size.
+REPACK_EVERY = 64
 _UUID_TAG = 1
 _STR_TAG = 2
 _VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
@@ -383,6 +388,7 @@ def append_events(
     last, previous = read_head(txn, meta_db)
     if last == 0 and events:
         txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode
+        txn.put(PACKED_KEY, U64.pack(0), db=meta_db)  # repacked from here (see repack)
     notification_ids = []
     keys = [originator_key(e.originator_id) + version_suffix(e.originator_version) for e in events]
     topics = [event.topic.encode("utf-8") for event in events]
@@ -407,6 +413,9 @@ def append_events(
         notification_ids.append(last)
     if notification_ids:
         txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
+        packed = txn.get(PACKED_KEY, db=meta_db)
+        if packed is not None and last - int(U64.unpack(packed)[0]) >= REPACK_EVERY:
+            repack(txn, dbs, 4 * REPACK_EVERY)
     if new_heads:
         txn.put(heads.COUNT_KEY, U64.pack(known_heads + new_heads), db=meta_db)
     return notification_ids
@@ -466,7 +475,8 @@ def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     """Move the large events appended alone since the last repack (at most ``limit`` log
     entries are looked at) into packs; returns how many moved. Their bytes are unchanged
     (the chain, checked as they are read, vouches for them); each row then keeps where its
-    event lies, as a row packed when written does."""
+    event lies, as a row packed when written does. A row that is missing or damaged is left
+    as it is: reads and :func:`verify_log` report it, and writes go on."""
     events_db, log_db, meta_db = dbs
     last, _ = read_head(txn, meta_db)
     stored = txn.get(PACKED_KEY, db=meta_db)
@@ -483,16 +493,13 @@ def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
                 break
             event_key = bytes(value[HASH_SIZE:])
             row = txn.get(event_key, db=events_db)
-            if row is None:
-                raise DamageError(
-                    f"notification {notification_id} refers to a missing event row; run verify()",
-                    notification_id,
-                )
+            if row is None or len(row) < _ROW.size:
+                continue  # damage is left where it is, for reads and verify() to report
             recorded_id, length = _ROW.unpack_from(row)
             if length & _PACKED or len(event_key) + len(row) <= INLINE_LIMIT:
                 continue
-            if recorded_id != notification_id:
-                raise _altered(notification_id)
+            if recorded_id != notification_id or _ROW.size + length > len(row):
+                continue
             end = _ROW.size + length
             found.append((notification_id, event_key, bytes(row[_ROW.size : end]), row[end:]))
     moved = 0

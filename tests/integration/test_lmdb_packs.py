@@ -10,7 +10,7 @@ from uuid import uuid4
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from membrane_es._lmdb_format import INLINE_LIMIT, PACK_LIMIT, is_pack, pack_key
+from membrane_es._lmdb_format import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.lmdb_store import ChainFault, LMDBApplicationRecorder
 from tests.integration.test_lmdb_store import make_recorder
@@ -189,3 +189,16 @@ def test_a_store_checkpoint_packs_what_single_writes_left(tmp_path: Path) -> Non
         for i, record_id in enumerate(made):
             result = memory.retrieve(query_embedding=vectors[i], limit=1)
             assert [record.id for record in result.records] == [record_id]
+
+
+def test_single_writes_are_repacked_as_the_log_grows(recorder: LMDBApplicationRecorder) -> None:
+    written = large(REPACK_EVERY + 1)
+    for event in written:
+        recorder.insert_events([event])
+    packs, event_rows = rows(recorder)
+    assert len(packs) == 1  # the write that reached REPACK_EVERY packed what came before
+    packed = [row for row in event_rows.values() if len(row) < 100]
+    assert len(packed) >= REPACK_EVERY
+    notes = recorder.select_notifications(1, 2 * REPACK_EVERY)
+    assert [n.state for n in notes] == [e.state for e in written]
+    assert recorder.verify().ok
