@@ -15,9 +15,11 @@ over the distinct stemmed content words of the descriptor.
 
 :func:`coverage` turns it into a fraction: BM25 divided by the score of a record that holds
 every known query word once at average length (Σ idf over the query words some record
-holds), capped at 1 — "how much of what the task says, weighted by how telling each word is,
-this record says". Words no record holds are left out: task descriptors are natural language,
-and a word the store has never seen tells nothing about which record fits.
+holds) — "how much of what the task says, weighted by how telling each word is, this record
+says". A record shorter than average, or repeating a word, can pass 1; it is not capped here,
+so that order is kept (ranking bounds it: :func:`membrane_es.queries.ranking.lexical_evidence`).
+Words no record holds are left out: task descriptors are natural language, and a word the
+store has never seen tells nothing about which record fits.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _positions(rows: Array, hits: Array) -> tuple[Array, Array]:
 
 
 def coverage(text: TextIndex, query: str, size: int, rows: Array | None = None) -> Array | None:
-    """BM25 as a fraction in [0, 1] of a full match (see above), for every row below ``size``
+    """BM25 as a fraction of a full match (see above; ≥ 0), for every row below ``size``
     (or for ``rows``, as :func:`bm25`); None when no row holds a query word."""
     scored = bm25(text, query, size, rows)
     if scored is None:
@@ -92,8 +94,8 @@ def coverage(text: TextIndex, query: str, size: int, rows: Array | None = None) 
 
 
 def _fraction(scores: Array, ceiling: float) -> Array:
-    """BM25 scores as fractions of a full match, capped at 1."""
-    return np.minimum(scores / ceiling, 1.0) if ceiling > 0 else np.zeros_like(scores)
+    """BM25 scores as fractions of a full match."""
+    return scores / ceiling if ceiling > 0 else np.zeros_like(scores)
 
 
 def matches(

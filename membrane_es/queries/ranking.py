@@ -20,9 +20,13 @@ widened from vector rank alone to every kind of evidence the engine holds for th
   their cosines go, so the best match counts 1 whatever the model, as in the reference,
   whose vector score is relative too (1 − rank / N);
 * **lexical**: BM25 of the descriptor's words against the record's search text, as the
-  fraction of a full match (:func:`membrane_es.queries.lexical.coverage`): already in
-  [0, 1] and comparable across stores, so a record sharing one common word with the task
-  gets little, not the full credit of "best lexical match".
+  fraction of a full match (:func:`membrane_es.queries.lexical.coverage`): comparable across
+  stores, so a record sharing one common word with the task gets little, not the full
+  credit of "best lexical match". A record shorter than average can pass a full match; the
+  fractions are then divided by the best candidate's instead (:func:`lexical_evidence`),
+  which bounds them by 1 without clipping: clipping would tie every record at or past a full
+  match, and a turn whose own words match would tie one that merely holds them among the
+  longer text of its conversational context.
 
 The signals present are averaged with the shares below (a signal is present when at least
 one candidate has some of that evidence). So without an embedder relevance is the lexical
@@ -57,13 +61,20 @@ def relative(scores: Array) -> Array:
     return positive / best if best > 0 else np.zeros_like(positive)
 
 
+def lexical_evidence(coverage: Array) -> Array:
+    """Lexical coverage in [0, 1]: as it is while no candidate passes a full match, else
+    relative to the best candidate's (see above)."""
+    coverage = np.maximum(np.nan_to_num(coverage, nan=0.0), 0.0)
+    return coverage / max(1.0, float(coverage.max(initial=0.0)))
+
+
 def relevance(similarity: Array | None, lexical: Array | None) -> Array | None:
     """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
     no vector) and lexical coverage; None when there is no evidence at all."""
     signals = []
     for share, scores in (
         (VECTOR_SHARE, None if similarity is None else relative(similarity)),
-        (LEXICAL_SHARE, None if lexical is None else np.clip(lexical, 0.0, 1.0)),
+        (LEXICAL_SHARE, None if lexical is None else lexical_evidence(lexical)),
     ):
         if scores is not None and scores.any():
             signals.append((share, scores))

@@ -39,7 +39,7 @@ from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
 from membrane_es.queries.explain import Evidence, Placed, explain_rows
 from membrane_es.queries.lexical import coverage, matches
-from membrane_es.queries.ranking import blend, order, relative, relevance
+from membrane_es.queries.ranking import blend, lexical_evidence, order, relative, relevance
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
     Selection,
@@ -399,7 +399,7 @@ def _ranked(
         kept = Evidence(
             similarity=None if similarity is None else similarity[picks],
             vector=None if similarity is None else relative(similarity)[picks],
-            lexical=None if lexical is None else np.clip(lexical, 0.0, 1.0)[picks],
+            lexical=None if lexical is None else lexical_evidence(lexical)[picks],
             relevance=None if evidence is None else evidence[picks],
             score=primary[picks],
         )
