@@ -50,6 +50,14 @@ def test_lexical_evidence_is_taken_as_the_fraction_it_is() -> None:
     np.testing.assert_allclose(relevance, [0.2, 0.6, 0.0])
 
 
+def test_lexical_evidence_past_a_full_match_is_relative_to_the_best_not_clipped() -> None:
+    relevance = ranking.relevance(None, np.array([1.5, 1.2, 0.3, 0.0]))
+
+    assert relevance is not None
+    np.testing.assert_allclose(relevance, [1.0, 0.8, 0.2, 0.0])  # no tie at 1
+    np.testing.assert_allclose(ranking.lexical_evidence(np.array([0.9, np.nan])), [0.9, 0.0])
+
+
 def test_relevance_averages_the_signals_present() -> None:
     both = ranking.relevance(np.array([0.8, 0.4]), np.array([1.0, 0.3]))
     vector_only = ranking.relevance(np.array([0.8, 0.4]), np.array([0.0, 0.0]))
