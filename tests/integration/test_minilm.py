@@ -60,6 +60,23 @@ def test_rows_are_unit_length_float32_and_blank_texts_are_zero(
     assert minilm.embed([]).shape == (0, 384)
 
 
+def test_mixed_lengths_run_in_passes_of_similar_length(
+    minilm: SentenceTransformerEmbedder,
+) -> None:
+    texts = ["ok", DEPLOY, "yes " * 60, CAKE, "fine thanks", RELEASE + " " + CAKE * 3]
+
+    runs = minilm._runs(texts)
+    vectors = minilm.embed(texts)
+
+    assert sorted(i for run in runs for i in run) == list(range(len(texts)))
+    counts = [len(ids) for ids in minilm._model.tokenizer(texts)["input_ids"]]
+    for run in runs:  # in length order, none more than twice as long as the run's first
+        assert [counts[i] for i in run] == sorted(counts[i] for i in run)
+        assert max(counts[i] for i in run) <= 2 * counts[run[0]]
+    alone = np.vstack([minilm.embed([text]) for text in texts])
+    np.testing.assert_allclose(vectors, alone, atol=1e-5)
+
+
 def test_meaning_beats_shared_words(minilm: SentenceTransformerEmbedder) -> None:
     deploy, release, cake = minilm.embed([DEPLOY, RELEASE, CAKE])
     assert float(deploy @ release) > float(deploy @ cake) + 0.1
