@@ -202,3 +202,40 @@ def test_single_writes_are_repacked_as_the_log_grows(recorder: LMDBApplicationRe
     notes = recorder.select_notifications(1, 2 * REPACK_EVERY)
     assert [n.state for n in notes] == [e.state for e in written]
     assert recorder.verify().ok
+
+
+def test_a_forgotten_record_in_a_pack_reads_as_zeros_after_a_restart(tmp_path: Path) -> None:
+    import numpy as np
+
+    from membrane_es import Membrane
+    from membrane_es.projections.read_model import ReadModel
+
+    vectors = np.eye(600, dtype="f4")[:4]
+    with Membrane.open(tmp_path, embedder=None) as memory, memory.batch():
+        made = [
+            memory.create_record(
+                {
+                    "type": "semantic",
+                    "payload": {
+                        "kind": "semantic",
+                        "subject": f"s{i}",
+                        "predicate": "is",
+                        "object": "o",
+                    },
+                },
+                embedding=vector,
+            ).id
+            for i, vector in enumerate(vectors)
+        ]
+    with Membrane.open(tmp_path, embedder=None) as memory:
+        assert len(rows(memory.application.recorder)[0]) == 1  # the batch's pack
+        memory.forget(made[1], "tester", "asked to")
+    with Membrane.open(tmp_path, embedder=None, read_only=True) as memory:
+        saved = ReadModel.load(tmp_path / "views", memory.application)
+        assert saved is not None
+        (block,) = saved.embeddings.blocks.values()
+        matrix = block.matrix[: block.size]
+        assert not matrix[1].any()
+        assert [bool(matrix[i].any()) for i in (0, 2, 3)] == [True, True, True]
+        result = memory.retrieve(query_embedding=vectors[1], limit=4)
+        assert made[1] not in [record.id for record in result.records]
