@@ -10,80 +10,113 @@ Each event is read as any event is (checked against the log's chain), and only i
 decoded and opened where the mapper is the plain msgspec codec (:meth:`ContentSealer.vector_of
 <membrane_es.aggregates.sealing.ContentSealer.vector_of>`); elsewhere the event is decoded
 whole. Only these events are read: damage elsewhere in the log shows where it is read, as it
-did when the checkpoint held the vectors.
+did when the checkpoint held the vectors. A store that cannot read events by key in bulk
+(PostgreSQL) selects the log's creation events by topic instead, a page at a time, and keeps
+those of the records the blocks hold.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
-from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
+from eventsourcing.utils import get_topic
 
 from membrane_es.aggregates.identity import record_key
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.aggregates.sealing import SealedContentError
 from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.errors import IntegrityError
-from membrane_es.projections.log_pages import NotificationSource
+from membrane_es.projections.log_pages import NotificationSource, event_decoder
 
 Array = npt.NDArray[Any]
-CHUNK = 2048  # creation events read at a time
+CHUNK = 2048  # creation events read by key at a time
+PAGE = 2000  # creation events selected by topic at a time
+CREATED = get_topic(RecordAggregate.Created)
 
 
 def block_vectors(
-    log: NotificationSource, ids: list[str], block_rows: dict[int, Array], dimensions: int
+    log: NotificationSource,
+    position: int,
+    ids: list[str],
+    block_rows: dict[int, Array],
+    dimensions: int,
 ) -> dict[int, Array]:
     """Each block's matrix (its rows' vectors, in its row order); ``ids``: the record id of
-    each table row."""
-    mapper = log.mapper
-    sealer: Any = getattr(mapper, "sealer", None)
-    lean = (
-        isinstance(mapper, MsgspecMapper)
-        and mapper.cipher is None
-        and mapper.compressor is None
-        and sealer is not None
-    )
+    each table row; ``position``: the last notification the checkpoint reflects."""
     width = 4 * dimensions
     zeros = bytes(width)
-    # Every block's rows, read in row (creation) order: records' keys were issued in that
-    # order, so the key store reads them ahead rather than one lookup each.
     owner = {row: scope for scope, rows in block_rows.items() for row in rows.tolist()}
+    # Read in row (creation) order: records' keys were issued in that order, so the key
+    # store reads them ahead rather than one lookup each.
     order = sorted(owner)
+    select_states = getattr(log.recorder, "select_states", None)
+    vectors: Iterable[bytes | None]
+    if select_states is not None and _lean(log.mapper):
+        vectors = _creation_vectors(log.mapper, select_states, [ids[row] for row in order])
+    else:
+        vectors = _logged_vectors(log, position, [ids[row] for row in order])
     parts: dict[int, list[bytes]] = {scope: [] for scope in block_rows}
-    for first in range(0, len(order), CHUNK):
-        chunk = order[first : first + CHUNK]
-        keys = [record_key(ids[row]) for row in chunk]
-        for row, vector in zip(chunk, _vectors(log, keys, lean), strict=True):
-            parts[owner[row]].append(
-                vector if vector is not None and len(vector) == width else zeros
-            )
+    for row, vector in zip(order, vectors, strict=True):
+        parts[owner[row]].append(vector if vector is not None and len(vector) == width else zeros)
     matrices = {}
-    for scope, vectors in parts.items():
-        data = b"".join(vectors)
-        matrices[scope] = np.frombuffer(data, dtype="<f4").reshape(len(vectors), dimensions)
+    for scope, held in parts.items():
+        data = b"".join(held)
+        matrices[scope] = np.frombuffer(data, dtype="<f4").reshape(len(held), dimensions)
     return matrices
 
 
-def _vectors(log: NotificationSource, keys: list[UUID], lean: bool) -> list[bytes | None]:
-    """The vector bytes of each record's creation (None: it has none)."""
-    mapper: Any = log.mapper
-    select_states = getattr(log.recorder, "select_states", None)
-    if lean and select_states is not None:  # one read of the chunk (LMDB)
-        vector_of = mapper.sealer.vector_of
-        vectors = []
+def _lean(mapper: Any) -> bool:
+    """Whether a stored state can be opened for its vector alone (the plain msgspec codec)."""
+    return (
+        isinstance(mapper, MsgspecMapper)
+        and mapper.cipher is None
+        and mapper.compressor is None
+        and mapper.sealer is not None
+    )
+
+
+def _creation_vectors(
+    mapper: Any, select_states: Any, record_ids: list[str]
+) -> Iterator[bytes | None]:
+    """Each record's vector, its creation read by key a chunk at a time (the LMDB store)."""
+    vector_of = mapper.sealer.vector_of
+    for first in range(0, len(record_ids), CHUNK):
+        keys = [record_key(record_id) for record_id in record_ids[first : first + CHUNK]]
         for key, state in zip(keys, select_states(keys, 1), strict=True):
             try:
-                vectors.append(vector_of(state))
+                yield vector_of(state)
             except SealedContentError:
                 raise SealedContentError(key, 1) from None
-        return vectors
-    found: list[bytes | None] = []
-    for key in keys:
-        created = log.recorder.select_events(key, lte=1)
-        if not created:
-            raise IntegrityError(f"record {key} has no creation event in the log")
-        embedding = mapper.to_domain_event(created[0]).embedding
-        found.append(None if embedding is None else vector_bytes(embedding))
-    return found
+
+
+def _logged_vectors(
+    log: NotificationSource, position: int, record_ids: list[str]
+) -> list[bytes | None]:
+    """Each record's vector, from the log's creation events up to ``position``, a page at a
+    time (a store that selects notifications by topic: PostgreSQL, for one)."""
+    wanted = dict.fromkeys(record_ids)
+    decode = event_decoder(log.mapper)
+    found = 0
+    start = 1
+    while start <= position and found < len(wanted):
+        notes = log.recorder.select_notifications(
+            start=start, limit=PAGE, stop=position, topics=(CREATED,)
+        )
+        if not notes:
+            break
+        for note in notes:
+            event = decode(note)
+            record_id = event.record.id
+            if record_id in wanted and wanted[record_id] is None:
+                embedding = event.embedding
+                wanted[record_id] = b"" if embedding is None else vector_bytes(embedding)
+                found += 1
+        start = notes[-1].id + 1
+    if found < len(wanted):
+        missing = next(record_id for record_id, vector in wanted.items() if vector is None)
+        raise IntegrityError(f"record {missing} has no creation event in the log")
+    return [wanted[record_id] for record_id in record_ids]

@@ -335,7 +335,7 @@ class ReadModel:
                 if key.startswith("block.") and key.endswith(".rows")
             }
         position = manifest["position"]
-        matrices = block_vectors(log, table.ids, block_rows, index.dimensions)
+        matrices = block_vectors(log, position, table.ids, block_rows, index.dimensions)
         index.restore(
             {
                 scope: Block.of(index.dimensions, rows, matrices[scope])

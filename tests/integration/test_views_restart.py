@@ -98,3 +98,33 @@ def test_a_checkpoint_keeps_no_vectors_and_restores_them_from_the_log(tmp_path: 
         position = int(np.flatnonzero(block.rows[: block.size] == forgotten)[0])
         assert not block.matrix[position].any()
         assert block.matrix[: block.size].any(axis=1).sum() == block.size - 1
+
+
+class _WithoutBulkReads:
+    """The log as a store without reads of events by key in bulk (as PostgreSQL's) sees it."""
+
+    def __init__(self, application: object) -> None:
+        self.mapper = application.mapper  # type: ignore[attr-defined]
+        self._recorder = application.recorder  # type: ignore[attr-defined]
+
+    @property
+    def recorder(self) -> object:
+        recorder = self._recorder
+
+        class Recorder:
+            select_notifications = recorder.select_notifications
+            max_notification_id = recorder.max_notification_id
+
+        return Recorder()
+
+
+def test_vectors_are_restored_by_topic_where_events_cannot_be_read_by_key(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(5)
+    with Membrane.open(tmp_path, sync=False, embedder=HashingEmbedder(32)) as memory:
+        random_history(memory, rng, 40)
+    with Membrane.open(tmp_path, sync=False, embedder=HashingEmbedder(32), read_only=True) as m:
+        saved = ReadModel.load(tmp_path / "views", _WithoutBulkReads(m.application))
+        assert saved is not None
+        assert_same_views(saved, ReadModel.rebuild(m.application))
