@@ -29,11 +29,10 @@ keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can reco
 
 Packs exist because LMDB gives a value longer than about half a page (an event carrying a
 vector: a 384-dimension one makes it about 2.4 kB) overflow pages of its own: 4 kB on disk for
-every such event. When one commit appends two or more such events, their topics and states
-states are written one after the other into packs of up to ``PACK_LIMIT`` bytes (whole pages
-then, but for one partial page a pack), each topic once per pack, and each row keeps only
-where its state lies and its topic's number in the pack. The chain hashes
-the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
+every such event. When one commit appends two or more such events, their states are written
+one after the other into packs of up to ``PACK_LIMIT`` bytes (whole pages then, but for one
+partial page a pack), each topic once per pack, and each row keeps only where its state lies
+and its topic's number in the pack. The chain hashes the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
 missing event. A commit with one large event (a single write) stores it in its row; later,
 :func:`repack` moves such rows into packs: every ``REPACK_EVERY`` notifications, in the
 write that reaches that many, and when the read views are checkpointed. An event's bytes
