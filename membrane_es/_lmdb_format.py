@@ -32,11 +32,11 @@ vector: a 384-dimension one makes it about 2.4 kB) overflow pages of its own: 4 
 every such event. When one commit appends two or more such events, their states are written
 one after the other into packs of up to ``PACK_LIMIT`` bytes (whole pages then, but for one
 partial page a pack), each topic once per pack, and each row keeps only where its state lies
-and its topic's number in the pack. The chain hashes the topic and state wherever they lie, so a pack changed or lost is caught as an altered or
-missing event. A commit with one large event (a single write) stores it in its row; later,
-:func:`repack` moves such rows into packs: every ``REPACK_EVERY`` notifications, in the
-write that reaches that many, and when the read views are checkpointed. An event's bytes
-never change: only where they lie does.
+and its topic's number in the pack. The chain hashes the topic and state wherever they lie,
+so a pack changed or lost is caught as an altered or missing event. A commit with one large
+event (a single write) stores it in its row; later, :func:`repack` moves such rows into
+packs: every ``REPACK_EVERY`` notifications, in the write that reaches that many, and when
+the read views are checkpointed. An event's bytes never change: only where they lie does.
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a

@@ -137,14 +137,9 @@ class ContentSealer:
         box: bytes = event.sealed
         if not box:
             return event  # written before per-record keys: stored as it reads
-        key_id: bytes = event.key_id
-        cipher = self.keys.cipher(key_id)
-        if cipher is None:
+        plain = self._opened(box, event.key_id, event.originator_id, event.originator_version)
+        if plain is None:
             return event  # forgotten: the structure is all there is
-        try:
-            plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
-        except InvalidTag:
-            raise SealedContentError(event.originator_id, event.originator_version) from None
         content = _decode_content(plain)
         record = event.record
         record.tags = content.tags
@@ -170,18 +165,24 @@ class ContentSealer:
             return None
         if not stored.sealed:
             return vector_bytes(embedding)  # written before per-record keys
-        cipher = self.keys.cipher(stored.key_id)
-        if cipher is None:
+        plain = self._opened(stored.sealed, stored.key_id, None, 1)  # the caller names it
+        if plain is None:
             return vector_bytes(embedding)  # forgotten: zeros
-        box = stored.sealed
-        try:
-            plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], stored.key_id)
-        except InvalidTag:
-            raise SealedContentError(None, 1) from None  # the caller names the record
         boxed = _decode_boxed_vector(plain)
         if boxed.vector:
             return boxed.vector
         return None if boxed.embedding is None else vector_bytes(boxed.embedding)
+
+    def _opened(self, box: bytes, key_id: bytes, originator_id: Any, version: int) -> bytes | None:
+        """The plain content of ``box`` (None once its key is destroyed)."""
+        cipher = self.keys.cipher(key_id)
+        if cipher is None:
+            return None
+        try:
+            plain: bytes = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
+        except InvalidTag:
+            raise SealedContentError(originator_id, version) from None
+        return plain
 
 
 class SealedContentError(IntegrityViolationError):
