@@ -58,8 +58,8 @@ import numpy.typing as npt
 
 from bench.core import write_section
 from membrane_es import Membrane, TrustContext
-from membrane_es._lmdb_format import RowReader, is_pack
 from membrane_es._lmdb_heads import is_head
+from membrane_es._lmdb_packs import RowReader, is_pack
 
 Matrix = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]

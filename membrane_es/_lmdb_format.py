@@ -27,16 +27,7 @@ contiguous. The chain hash of a notification is
 blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state), keyed with the chain key in a
 keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can recompute it).
 
-Packs exist because LMDB gives a value longer than about half a page (an event carrying a
-vector: a 384-dimension one makes it about 2.4 kB) overflow pages of its own: 4 kB on disk for
-every such event. When one commit appends two or more such events, their states are written
-one after the other into packs of up to ``PACK_LIMIT`` bytes (whole pages then, but for one
-partial page a pack), each topic once per pack, and each row keeps only where its state lies
-and its topic's number in the pack. The chain hashes the topic and state wherever they lie,
-so a pack changed or lost is caught as an altered or missing event. A commit with one large
-event (a single write) stores it in its row; later, :func:`repack` moves such rows into
-packs: every ``REPACK_EVERY`` notifications, in the write that reaches that many, and when
-the read views are checkpointed. An event's bytes never change: only where they lie does.
+Events too large to share a page are packed (see :mod:`membrane_es._lmdb_packs`).
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
@@ -64,6 +55,19 @@ from eventsourcing.persistence import (
 )
 
 import membrane_es._lmdb_heads as heads
+from membrane_es._lmdb_packs import (
+    INLINE_LIMIT,
+    PACKED,
+    PACKED_KEY,
+    REPACK_EVERY,
+    ROW,
+    U64,
+    MissingPackError,
+    RowReader,
+    altered,
+    pack_count,
+    write_packs,
+)
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.errors import MembraneError
 from membrane_es.log_order import EventTimeBehind
@@ -76,23 +80,7 @@ if TYPE_CHECKING:
 
     from membrane_es._lmdb_env import BufferTxn, LMDBStore, Txn
 
-U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
-_ROW = struct.Struct(">QI")
-_PACKED = 1 << 31  # in a row's topic length: its topic and state are in a pack
-_POINTER = struct.Struct(">QII")  # a packed row's pack id, its state's offset and length
-_U16 = struct.Struct(">H")
-PACK_PREFIX = b"\x00"  # pack keys: before every originator's (type tags 1 and 2)
-PACKS_KEY = b"packs"
-PACKED_KEY = b"packed"
-# A row whose key and value together exceed this does not fit on a 4 kB page beside
-# another (LMDB then gives it overflow pages of its own).
-INLINE_LIMIT = 2000
-PACK_LIMIT = 256 * 1024  # bytes of topics and states in one pack
-# A write repacks what single commits left unpacked once this many notifications followed
-# the last repack: so the overflow pages it frees are reused by the writes that come next,
-# and a store written one event at a time grows by about the packed size.
-REPACK_EVERY = 64
 _UUID_TAG = 1
 _STR_TAG = 2
 _VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
@@ -144,72 +132,9 @@ def version_of(key: bytes) -> int:
 
 def decode_row(value: bytes) -> tuple[int, str, bytes]:
     """Return (notification id, topic, state) of an events row that is not packed."""
-    notification_id, topic_length = _ROW.unpack_from(value)
-    end = _ROW.size + topic_length
-    return notification_id, value[_ROW.size : end].decode("utf-8"), value[end:]
-
-
-def pack_key(pack_id: int) -> bytes:
-    return PACK_PREFIX + U64.pack(pack_id)
-
-
-def is_pack(key: bytes) -> bool:
-    return key[:1] == PACK_PREFIX
-
-
-class RowReader:
-    """Reads events rows, packed or not, in one transaction; keeps the pack it read last
-    (a read in log order finds most events in the pack of the one before)."""
-
-    __slots__ = ("_txn", "_events_db", "_pack_id", "_pack", "_topics")
-
-    def __init__(self, txn: Txn | BufferTxn, events_db: lmdb._Database) -> None:
-        self._txn = txn
-        self._events_db = events_db
-        self._pack_id = -1
-        self._pack: bytes | memoryview = b""
-        self._topics: list[bytes] = []
-
-    def parts(self, value: bytes | memoryview) -> tuple[int, bytes, bytes]:
-        """(notification id, topic, state) of the row ``value``."""
-        notification_id, length = _ROW.unpack_from(value)
-        if not length & _PACKED:
-            end = _ROW.size + length
-            return notification_id, bytes(value[_ROW.size : end]), bytes(value[end:])
-        pack_id, offset, size = _POINTER.unpack_from(value, _ROW.size)
-        if pack_id != self._pack_id:
-            pack = self._txn.get(pack_key(pack_id), db=self._events_db)
-            if pack is None:
-                raise MissingPackError(
-                    f"notification {notification_id} refers to a missing pack ({pack_id}); "
-                    "run verify()",
-                    notification_id,
-                )
-            try:
-                self._topics = _pack_topics(pack)
-            except struct.error:
-                raise _altered(notification_id) from None
-            self._pack_id, self._pack = pack_id, pack
-        pack, number = self._pack, length & ~_PACKED
-        if offset + size > len(pack) or number >= len(self._topics):
-            raise _altered(notification_id)
-        return notification_id, self._topics[number], bytes(pack[offset : offset + size])
-
-
-class MissingPackError(DamageError):
-    """An event row refers to a pack that is not there."""
-
-
-def _pack_topics(pack: bytes | memoryview) -> list[bytes]:
-    """The topics a pack's rows refer to by number."""
-    (count,) = _U16.unpack_from(pack)
-    topics, at = [], _U16.size
-    for _ in range(count):
-        (length,) = _U16.unpack_from(pack, at)
-        at += _U16.size
-        topics.append(bytes(pack[at : at + length]))
-        at += length
-    return topics
+    notification_id, topic_length = ROW.unpack_from(value)
+    end = ROW.size + topic_length
+    return notification_id, value[ROW.size : end].decode("utf-8"), value[end:]
 
 
 class Chain:
@@ -288,14 +213,6 @@ def stored_hash(txn: Txn | BufferTxn, log_db: lmdb._Database, notification_id: i
     return bytes(entry[:HASH_SIZE])
 
 
-def _altered(notification_id: int) -> DamageError:
-    return DamageError(
-        f"notification {notification_id} does not match the hash chain (altered or reordered);"
-        " run verify()",
-        notification_id,
-    )
-
-
 def check_event(
     txn: Txn | BufferTxn,
     log_db: lmdb._Database,
@@ -309,10 +226,10 @@ def check_event(
     originator is the one its log entry chains."""
     entry = txn.get(U64.pack(notification_id), db=log_db)
     if entry is None or entry[HASH_SIZE:] != event_key:
-        raise _altered(notification_id)
+        raise altered(notification_id)
     previous = stored_hash(txn, log_db, notification_id - 1)
     if chain.link(previous, notification_id, event_key, topic, state) != entry[:HASH_SIZE]:
-        raise _altered(notification_id)
+        raise altered(notification_id)
 
 
 def read_head(txn: Txn, meta_db: lmdb._Database) -> tuple[int, bytes]:
@@ -338,7 +255,7 @@ def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEven
     for event in events:
         key = originator_key(event.originator_id) + version_suffix(event.originator_version)
         topic = event.topic.encode("utf-8")
-        value = _ROW.pack(0, len(topic)) + topic + event.state
+        value = ROW.pack(0, len(topic)) + topic + event.state
         if not txn.put(key, value, overwrite=False, db=events_db):
             raise IntegrityError(_conflict(event))
 
@@ -391,7 +308,7 @@ def append_events(
     notification_ids = []
     keys = [originator_key(e.originator_id) + version_suffix(e.originator_version) for e in events]
     topics = [event.topic.encode("utf-8") for event in events]
-    pointers = _pack(txn, events_db, meta_db, last + 1, keys, topics, events)
+    pointers = write_packs(txn, events_db, meta_db, last + 1, keys, topics, events)
     for index, event in enumerate(events):
         # Ids come from the head inside the write transaction: LMDB has one
         # writer, so they are gap-free and in commit order.
@@ -399,9 +316,9 @@ def append_events(
         key, topic = keys[index], topics[index]
         pointer = pointers.get(index)
         if pointer is None:
-            row = _ROW.pack(last, len(topic)) + topic + event.state
+            row = ROW.pack(last, len(topic)) + topic + event.state
         else:
-            row = _ROW.pack(last, _PACKED | pointer[0]) + pointer[1]
+            row = ROW.pack(last, PACKED | pointer[0]) + pointer[1]
         if not txn.put(key, row, overwrite=False, db=events_db):
             raise IntegrityError(_conflict(event))
         notification_key = U64.pack(last)
@@ -418,56 +335,6 @@ def append_events(
     if new_heads:
         txn.put(heads.COUNT_KEY, U64.pack(known_heads + new_heads), db=meta_db)
     return notification_ids
-
-
-def _pack(
-    txn: Txn,
-    events_db: lmdb._Database,
-    meta_db: lmdb._Database,
-    first_id: int,
-    keys: list[bytes],
-    topics: list[bytes],
-    events: Sequence[StoredEvent],
-    ids: list[int] | None = None,
-) -> dict[int, tuple[int, bytes]]:
-    """Write the packs of these events (the first to be notification ``first_id``, or each
-    the one ``ids`` gives) if two or more are too large for a row beside another; return the
-    topic number and the pointer of each packed one."""
-    large = [
-        index
-        for index, event in enumerate(events)
-        if len(keys[index]) + _ROW.size + len(topics[index]) + len(event.state) > INLINE_LIMIT
-    ]
-    if len(large) < 2:
-        return {}
-    pointers: dict[int, tuple[int, bytes]] = {}
-    groups: list[list[int]] = [[]]
-    size = 0
-    for index in large:
-        length = len(topics[index]) + len(events[index].state)
-        if size and size + length > PACK_LIMIT:
-            groups.append([])
-            size = 0
-        groups[-1].append(index)
-        size += length
-    for group in groups:
-        pack_id = first_id + group[0] if ids is None else ids[group[0]]
-        numbers = {topic: n for n, topic in enumerate(dict.fromkeys(topics[i] for i in group))}
-        parts = [_U16.pack(len(numbers))]
-        for topic in numbers:
-            parts += (_U16.pack(len(topic)), topic)
-        offset = sum(map(len, parts))
-        for index in group:
-            state = events[index].state
-            pointers[index] = (numbers[topics[index]], _POINTER.pack(pack_id, offset, len(state)))
-            parts.append(state)
-            offset += len(state)
-        if not txn.put(pack_key(pack_id), b"".join(parts), overwrite=False, db=events_db):
-            raise IntegrityError(f"Pack {pack_id} already written")
-    stored = txn.get(PACKS_KEY, db=meta_db)
-    packs = 0 if stored is None else int(U64.unpack(stored)[0])
-    txn.put(PACKS_KEY, U64.pack(packs + len(groups)), db=meta_db)
-    return pointers
 
 
 def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database], limit: int) -> int:
@@ -492,34 +359,30 @@ def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
                 break
             event_key = bytes(value[HASH_SIZE:])
             row = txn.get(event_key, db=events_db)
-            if row is None or len(row) < _ROW.size:
+            if row is None or len(row) < ROW.size:
                 continue  # damage is left where it is, for reads and verify() to report
-            recorded_id, length = _ROW.unpack_from(row)
-            if length & _PACKED or len(event_key) + len(row) <= INLINE_LIMIT:
+            recorded_id, length = ROW.unpack_from(row)
+            if length & PACKED or len(event_key) + len(row) <= INLINE_LIMIT:
                 continue
-            if recorded_id != notification_id or _ROW.size + length > len(row):
+            if recorded_id != notification_id or ROW.size + length > len(row):
                 continue
-            end = _ROW.size + length
-            found.append((notification_id, event_key, bytes(row[_ROW.size : end]), row[end:]))
+            end = ROW.size + length
+            found.append((notification_id, event_key, bytes(row[ROW.size : end]), row[end:]))
     moved = 0
     if len(found) >= 2:
         keys = [event_key for _, event_key, _, _ in found]
         topics = [topic for _, _, topic, _ in found]
         events = [StoredEvent("", 0, "", state) for _, _, _, state in found]
         # Pack ids are the first packed event's notification: never one a commit packed.
-        pointers = _pack(txn, events_db, meta_db, 0, keys, topics, events, [n for n, *_ in found])
+        pointers = write_packs(
+            txn, events_db, meta_db, 0, keys, topics, events, [n for n, *_ in found]
+        )
         for index, (notification_id, event_key, _, _) in enumerate(found):
             number, pointer = pointers[index]
-            txn.put(event_key, _ROW.pack(notification_id, _PACKED | number) + pointer, db=events_db)
+            txn.put(event_key, ROW.pack(notification_id, PACKED | number) + pointer, db=events_db)
             moved += 1
     txn.put(PACKED_KEY, U64.pack(stop), db=meta_db)
     return moved
-
-
-def pack_count(txn: Txn, meta_db: lmdb._Database) -> int:
-    """How many packs the events sub-database holds."""
-    stored = txn.get(PACKS_KEY, db=meta_db)
-    return 0 if stored is None else int(U64.unpack(stored)[0])
 
 
 def _count_records(
@@ -735,7 +598,7 @@ def read_notifications(
             recorded_id != notification_id
             or chain.link(previous, notification_id, event_key, raw, state) != stored
         ):
-            raise _altered(notification_id)
+            raise altered(notification_id)
         previous = stored
         topic = raw.decode("utf-8")
         if topics and topic not in topics:
@@ -814,7 +677,7 @@ def read_log_rows(
     if len(found) != len(keys):
         raise _missing_row(txn, events_db, log_db, first)
     ids, topics, states = rows.ids, rows.topics, rows.states
-    unpack = _ROW.unpack_from
+    unpack = ROW.unpack_from
     link = chain.link
     previous = stored_hash(txn, log_db, first - 1)
     expected = first
@@ -827,18 +690,18 @@ def read_log_rows(
         if stop is not None and notification_id > stop:
             del keys[len(ids) :]
             break
-        if topic_length & _PACKED:
+        if topic_length & PACKED:
             _, raw, state = reader.parts(row)
         else:
-            end = _ROW.size + topic_length
-            raw = bytes(row[_ROW.size : end])
+            end = ROW.size + topic_length
+            raw = bytes(row[ROW.size : end])
             state = bytes(row[end:])
         # The row must be the one its log entry chains, at its place in the log.
         if (
             notification_id != expected
             or link(previous, expected, keys[index], raw, state) != hashes[index]
         ):
-            raise _altered(expected)
+            raise altered(expected)
         previous = hashes[index]
         expected += 1
         topic = names.get(raw)

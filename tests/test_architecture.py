@@ -27,6 +27,7 @@ STORAGE = (
     "membrane_es._lmdb_env",
     "membrane_es._lmdb_format",
     "membrane_es._lmdb_heads",
+    "membrane_es._lmdb_packs",
     "membrane_es.postgres_log",
     "membrane_es.postgres_store",
     "membrane_es.transfer",

@@ -7,12 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from membrane_es._lmdb_format import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
+from membrane_es import Membrane
+from membrane_es._lmdb_packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
 from membrane_es.errors import IntegrityError as DamageError
 from membrane_es.lmdb_store import ChainFault, LMDBApplicationRecorder
+from membrane_es.projections.read_model import ReadModel
 from tests.integration.test_lmdb_store import make_recorder
 
 if TYPE_CHECKING:
@@ -159,28 +163,29 @@ def test_large_events_written_alone_are_packed_later(recorder: LMDBApplicationRe
     assert recorder.verify().ok
 
 
+def _create(memory: Membrane, vectors: npt.NDArray[np.float32]) -> list[str]:
+    """A record for each vector (600 dimensions: each event too large for a row)."""
+    return [
+        memory.create_record(
+            {
+                "type": "semantic",
+                "payload": {
+                    "kind": "semantic",
+                    "subject": f"s{i}",
+                    "predicate": "is",
+                    "object": "o",
+                },
+            },
+            embedding=vector,
+        ).id
+        for i, vector in enumerate(vectors)
+    ]
+
+
 def test_a_store_checkpoint_packs_what_single_writes_left(tmp_path: Path) -> None:
-    import numpy as np
-
-    from membrane_es import Membrane
-
     vectors = np.eye(600, dtype="f4")[:5]  # 600 dimensions: each event too large for a row
     with Membrane.open(tmp_path, embedder=None) as memory:
-        made = [
-            memory.create_record(
-                {
-                    "type": "semantic",
-                    "payload": {
-                        "kind": "semantic",
-                        "subject": f"s{i}",
-                        "predicate": "is",
-                        "object": "o",
-                    },
-                },
-                embedding=vector,
-            ).id
-            for i, vector in enumerate(vectors)
-        ]
+        made = _create(memory, vectors)
         memory.checkpoint()
         packs, _ = rows(memory.application.recorder)
         assert len(packs) == 1
@@ -205,28 +210,9 @@ def test_single_writes_are_repacked_as_the_log_grows(recorder: LMDBApplicationRe
 
 
 def test_a_forgotten_record_in_a_pack_reads_as_zeros_after_a_restart(tmp_path: Path) -> None:
-    import numpy as np
-
-    from membrane_es import Membrane
-    from membrane_es.projections.read_model import ReadModel
-
     vectors = np.eye(600, dtype="f4")[:4]
     with Membrane.open(tmp_path, embedder=None) as memory, memory.batch():
-        made = [
-            memory.create_record(
-                {
-                    "type": "semantic",
-                    "payload": {
-                        "kind": "semantic",
-                        "subject": f"s{i}",
-                        "predicate": "is",
-                        "object": "o",
-                    },
-                },
-                embedding=vector,
-            ).id
-            for i, vector in enumerate(vectors)
-        ]
+        made = _create(memory, vectors)
     with Membrane.open(tmp_path, embedder=None) as memory:
         assert len(rows(memory.application.recorder)[0]) == 1  # the batch's pack
         memory.forget(made[1], "tester", "asked to")
