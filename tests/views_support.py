@@ -108,6 +108,10 @@ def assert_same_views(left: ReadModel, right: ReadModel) -> None:
     np.testing.assert_array_equal(
         left.text.lengths(np.arange(a.size)), right.text.lengths(np.arange(b.size))
     )
+    pairs = zip(left.text.said_after.pairs(), right.text.said_after.pairs(), strict=True)
+    for pairs_a, pairs_b in pairs:
+        np.testing.assert_array_equal(pairs_a, pairs_b)
+    assert left.text.corpus(a.size) == right.text.corpus(b.size)
     for word in WORDS:
         rows_a, scores_a = left.text.search(word)
         rows_b, scores_b = right.text.search(word)

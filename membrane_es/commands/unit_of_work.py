@@ -61,6 +61,12 @@ class UnitOfWork(Protocol):
         of every scope when ``scope`` is None."""
         ...
 
+    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
+        """Active episodic records of exactly ``scope`` whose event time (``created_at``) is
+        in ``[since, until]``, oldest first (then by id): what capture reads to find the
+        turns a conversation turn was said after."""
+        ...
+
     # --- reads consolidation needs (spec §5.5) --------------------------------------------
 
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import numpy as np
+import numpy.typing as npt
 from eventsourcing.application import Recording
 
 from membrane_es.aggregates.memory_record import RecordAggregate
@@ -22,13 +24,15 @@ from membrane_es.embedding.vectors import pack, record_embedding
 from membrane_es.errors import MembraneError
 from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.projections.record_table import TYPE_CODE
+from membrane_es.projections.record_table import TYPE_CODE, RecordTable
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding
 from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.validation import VectorInput
+
+Array = npt.NDArray[Any]
 
 
 class EventStoreUnitOfWork:
@@ -166,6 +170,32 @@ class EventStoreUnitOfWork:
         picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
         return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
 
+    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
+        """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
+        — from the record table's columns (no record is loaded unless it is in the window),
+        plus those created in this unit of work — oldest first, then by id."""
+        low, high = micros(since), micros(until)
+        ids: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table = views.table
+                scope_id = table.scope_ids.get(scope)
+                if scope_id is not None:
+                    rows = _episodes(table, scope_id, low, high)
+                    ids.update(table.ids[int(row)] for row in rows)
+        for record_id, aggregate in self._created.items():
+            content = aggregate.state.content
+            if aggregate.memory_type is MemoryType.EPISODIC and content.scope == scope:
+                created = content.created_at or aggregate.created_on
+                if low <= micros(created) <= high:
+                    ids.add(record_id)
+        now = self._clock.now()
+        found = [a.view(now) for a in map(self.get, ids) if not a.state.retracted]
+        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
+        return found
+
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
         """Active records of one type from the record table, plus those created in this unit
         of work, oldest first (then by id)."""
@@ -261,3 +291,14 @@ def _most_salient(
         (float(s), int(c), table.ids[int(r)])
         for r, s, c in zip(rows.tolist(), salience.tolist(), created.tolist(), strict=True)
     ]
+
+
+def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
+    """Rows of episodic records of one scope with event times in ``[low, high]`` (µs): the
+    scope's rows (its partition) filtered by their columns."""
+    table.partitions.sync(table.content["scope"], table.size)
+    rows = table.partitions.rows([scope_id], table.size)
+    content = table.content
+    created = content["created_at"][rows]
+    episodic = content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
+    return rows[episodic & (created >= low) & (created <= high)]

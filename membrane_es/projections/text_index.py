@@ -10,6 +10,11 @@ later changes the scores of older ones. For answers "as of" a moment, :meth:`Tex
 and :meth:`TextIndex.corpus` give the raw statistics (term occurrences per row, document
 lengths, document count) restricted to the rows that existed then; rows are table rows, in
 log order, so "existed at T" is "row below the table size at T".
+
+A conversation turn is searched as if its document went on with the turns it was said after
+(:mod:`membrane_es.projections.said_after`): :meth:`TextIndex.postings`, :meth:`TextIndex.lengths`
+and :meth:`TextIndex.corpus` count their words for it. :meth:`TextIndex.search` (FTS5's own
+ranking of the documents alone) does not.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.said_after import WEIGHT, SaidAfter
 from membrane_es.projections.tokens import STOP_TERMS, TOKENIZER, query_terms, stem, tokens
 
 Array = npt.NDArray[Any]
 
 _JSON = msgspec.json.Encoder()
+_SAID_AFTER = "said_after"  # the table a saved index keeps its turns' links in
 
 
 class TextIndex:
@@ -44,10 +51,11 @@ class TextIndex:
         )
         # (lengths version, below, documents, tokens) of the last corpus(); the version
         # counts writes to the lengths, so a memo taken before one is never used after it.
-        self._corpus_memo: tuple[int, int, int, int] | None = None
+        self._corpus_memo: tuple[int, int, int, float] | None = None
         self._lengths_version = 0
         # Tokens in each row's document; -1 for rows without one.
         self._lengths = np.full(1024, -1, dtype=np.int32)
+        self.said_after = SaidAfter()
 
     def add(self, row: int, text: str) -> None:
         self.add_many([(row, text)])
@@ -117,6 +125,13 @@ class TextIndex:
             self._lengths[rows] = [_varint(size) for _, size in sizes]
             self._lengths_version += 1
 
+    def link(self, links: list[tuple[int, list[int]]]) -> None:
+        """Note the turns each ``(turn row, [earlier rows])`` was said after (turns ascending,
+        after every turn noted before)."""
+        if links:
+            self.said_after.add(links)
+            self._lengths_version += 1
+
     def delete(self, rows: list[int]) -> None:
         """Remove the documents of these rows for good (erasure): the rows, their terms in the
         index's segments (merged anew without them), and every page that held them zeroed."""
@@ -134,6 +149,7 @@ class TextIndex:
         for row in rows:
             if row < len(self._lengths):
                 self._lengths[row] = -1
+        self.said_after.remove(rows)
         self._lengths_version += 1
 
     def _set_length(self, row: int, length: int) -> None:
@@ -149,7 +165,8 @@ class TextIndex:
 
     def postings(self, query: str, below: int) -> list[tuple[Array, Array]]:
         """For each distinct content term of ``query`` (tokenized as documents are): the rows
-        under ``below`` whose document contains it, and how many times."""
+        under ``below`` whose document contains it, and how many times (a turn's document
+        going on with the turns it was said after)."""
         return self.term_postings(query_terms(query), below)
 
     def term_postings(self, terms: list[str], below: int) -> list[tuple[Array, Array]]:
@@ -166,13 +183,27 @@ class TextIndex:
                 rows, counts = np.unique(
                     np.fromstring(joined, dtype=np.int64, sep=","), return_counts=True
                 )
-                result.append((rows, counts.astype(np.float64)))
+                result.append(self._with_replies(rows, counts.astype(np.float64), below))
             else:
                 result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
         return result
 
-    def corpus(self, below: int) -> tuple[int, int]:
-        """(documents, tokens in them) among the rows under ``below``.
+    def _with_replies(self, rows: Array, counts: Array, below: int) -> tuple[Array, Array]:
+        """Postings of documents alone → postings of documents with the turns each was said
+        after: every occurrence also counts for the replies below ``below`` to its row."""
+        turns, places = self.said_after.replies(rows)
+        if len(turns):
+            keep = (turns < below) & (self.own_lengths(turns) >= 0)
+            turns, places = turns[keep], places[keep]
+        if not len(turns):
+            return rows, counts
+        merged, where = np.unique(np.concatenate([rows, turns]), return_inverse=True)
+        weights = np.concatenate([counts, WEIGHT * counts[places]])
+        return merged, np.bincount(where, weights=weights, minlength=len(merged))
+
+    def corpus(self, below: int) -> tuple[int, float]:
+        """(documents, tokens in them — a turn's earlier turns' at their weight) among the rows
+        under ``below``.
 
         The last answer is kept until the index changes (a pass over every row's length
         costs ms in a large store; reads between writes ask the same question)."""
@@ -182,12 +213,29 @@ class TextIndex:
             return memo[2], memo[3]
         lengths = self._lengths[: max(0, below)]
         present = lengths >= 0
-        documents, tokens = int(present.sum()), int(lengths[present].sum(dtype=np.int64))
+        documents = int(present.sum())
+        tokens = float(lengths[present].sum(dtype=np.int64))
+        turns, earlier = self.said_after.below(below)
+        if len(turns):
+            said = np.maximum(self.own_lengths(earlier), 0)[self.own_lengths(turns) >= 0]
+            tokens += WEIGHT * float(said.sum(dtype=np.int64))
         self._corpus_memo = (version, below, documents, tokens)
         return documents, tokens
 
     def lengths(self, rows: Array) -> Array:
-        """Tokens in each row's document (-1 for rows without one)."""
+        """Tokens in each row's document, with those of the turns it was said after at their
+        weight (-1 for rows without a document)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = self.own_lengths(rows).astype(np.float64)
+        places, earlier = self.said_after.earlier_of(rows)
+        if len(places):
+            said = np.maximum(self.own_lengths(earlier), 0)
+            extra = WEIGHT * np.bincount(places, weights=said, minlength=len(rows))
+            out = np.where(out >= 0, out + extra, out)
+        return out
+
+    def own_lengths(self, rows: Array) -> Array:
+        """Tokens in each row's own document (-1 for rows without one)."""
         rows = np.asarray(rows, dtype=np.int64)
         out = np.full(len(rows), -1, dtype=np.int64)
         known = rows < len(self._lengths)
@@ -211,9 +259,14 @@ class TextIndex:
         return np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64)
 
     def save(self, path: Path) -> None:
+        """The index, and the turns each turn was said after (table ``said_after``)."""
         target = sqlite3.connect(path)
         try:
             self._db.backup(target)
+            with target:
+                target.execute(f"CREATE TABLE {_SAID_AFTER} (turn INTEGER, earlier INTEGER)")
+                pairs = zip(*(column.tolist() for column in self.said_after.pairs()), strict=True)
+                target.executemany(f"INSERT INTO {_SAID_AFTER} VALUES (?, ?)", pairs)
         finally:
             target.close()
 
@@ -226,6 +279,15 @@ class TextIndex:
         self._lengths = np.full(1024, -1, dtype=np.int32)
         for row, size in self._db.execute("SELECT id, sz FROM docs_docsize ORDER BY id"):
             self._set_length(row, _varint(size))
+        # Saved by :meth:`save` (absent from indexes saved before turns were linked).
+        exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        if self._db.execute(exists, (_SAID_AFTER,)).fetchone():
+            pairs = self._db.execute(f"SELECT turn, earlier FROM {_SAID_AFTER} ORDER BY rowid")
+            turn, earlier = np.array(pairs.fetchall(), dtype=np.int64).reshape(-1, 2).T
+            self.said_after.load(turn, earlier)
+            self._db.execute(f"DROP TABLE {_SAID_AFTER}")
+        else:
+            self.said_after = SaidAfter()
 
     def close(self) -> None:
         self._db.close()

@@ -31,6 +31,7 @@ from membrane_es.projections.record_table import (
     initial_state,
 )
 from membrane_es.projections.timecodes import micros
+from membrane_es.schema.conversation import said_after
 from membrane_es.schema.enums import GraphPredicate
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
@@ -63,6 +64,7 @@ class ViewWrites:
         self.changes: list[tuple[Any, ...]] = []  # timeline entries not yet in the timeline
         self.audit: list[tuple[int, int]] = []
         self.documents: list[tuple[int, str]] = []
+        self.links: list[tuple[int, list[int]]] = []  # (turn, the turns it was said after)
         self.vectors: list[tuple[int, int, str, bytes]] = []
         self.erased: set[int] = set()  # rows whose content is erased by an event here
         self.next_checkpoint = self.table.timeline.next_checkpoint()
@@ -98,6 +100,7 @@ class ViewWrites:
             documents = [document for document in documents if document[0] not in erased]
         model.embeddings.add_many(self.vectors)
         (model.text.add_many if index_text is None else index_text)(documents)
+        model.text.link(self.links)
         if erased:
             model.purge(sorted(erased), text_now=index_text is None)
 
@@ -117,6 +120,10 @@ class ViewWrites:
         for relation in record.relations:
             self.model.graph.add(record.id, relation)
         self.documents.append((row, search_text(record)))
+        earlier = said_after(record)
+        if earlier:
+            rows = (table.row_of.get(record_id, row) for record_id in earlier)
+            self.links.append((row, [known for known in rows if known < row]))
         if isinstance(record.payload, EntityPayload):
             self.model.entities.add(row, record.payload)
         embedding = event.embedding

@@ -10,7 +10,9 @@ The steps, as the reference runs them:
 5. the interpreter's ``resolve`` pass against that pool, if it has one;
 6. one atomic write of everything below;
 7. the primary record by ``source_kind`` (working for ``working_state``, episodic otherwise),
-   the capture itself kept in an episodic record's ``environment.context``;
+   the capture itself kept in an episodic record's ``environment.context`` — for a
+   conversation turn (content with a ``speaker``) with the ids of the turns it was said
+   after in the same sitting (:mod:`.conversation`);
 8. the interpretation stored on the primary;
 9. each mention resolved to an entity — by id, by the entity-term index, among the candidates
    — or a new entity created, and ``mentions_entity``/``mentioned_in`` written;
@@ -28,7 +30,8 @@ nothing of the capture exists.
 Where the reference leaves order to Go's map iteration, this follows the content's key order,
 so the same capture always gives the same result.
 
-The package follows those steps: :mod:`.primary` (steps 1 and 7), :mod:`.interpretation`
+The package follows those steps: :mod:`.primary` (steps 1 and 7; :mod:`.conversation` for a
+turn's earlier turns), :mod:`.interpretation`
 (steps 2, 3 and 5), :mod:`.pool` (step 4), :mod:`.resolution` (steps 9–11),
 :mod:`.semantic` (step 12) and :mod:`.handler`, which runs them and saves in one write
 (steps 6, 8 and 13); :mod:`.common` holds the small helpers they share.

@@ -10,6 +10,7 @@ from membrane_es.commands.capture.common import (
     _timestamp,
     replace,
 )
+from membrane_es.commands.capture.conversation import with_conversation
 from membrane_es.commands.capture.interpretation import (
     _ask,
     _copy,
@@ -49,6 +50,7 @@ def capture_memory(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemoryResult:
     """Run the whole capture; see the package documentation for the steps."""
     request = _validated(cmd, uow)
     primary, kind = _primary_draft(request)  # policy errors surface before any interpreter
+    primary = with_conversation(primary, request, uow)
     interpretation = fallback_interpretation(request)
     interpreter = uow.interpreter
     if interpreter is not None:

@@ -1,0 +1,254 @@
+"""Capture notes which turns a conversation turn was said after (ids, never words); the text
+index searches the turn together with them, and lets go of a turn's words everywhere when it
+is forgotten."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from membrane_es import Membrane
+from membrane_es.clock import MonotonicClock
+from membrane_es.embedding import search_text
+from membrane_es.projections.read_model import ReadModel
+from membrane_es.projections.said_after import SaidAfter
+from membrane_es.schema import MemoryRecord
+from membrane_es.schema.conversation import said_after
+from tests.unit.builders import FULL_TRUST
+from tests.unit.conftest import START, ManualTime
+from tests.views_support import assert_same_views
+
+
+def turn(
+    memory: Membrane,
+    speaker: str,
+    text: str,
+    *,
+    minutes: float = 0.0,
+    scope: str = "",
+    source: str = "chat",
+    sensitivity: str = "low",
+) -> MemoryRecord:
+    return memory.capture_memory(
+        {"speaker": speaker, "text": text},
+        source_kind="dialogue_turn",
+        source=source,
+        scope=scope,
+        sensitivity=sensitivity,
+        timestamp=START + timedelta(minutes=minutes),
+    ).primary_record
+
+
+def lexical(memory: Membrane, query: str, record_id: str) -> float:
+    """The lexical evidence a retrieve gives ``record_id`` for ``query`` (0 if not ranked)."""
+    result = memory.retrieve(
+        task_descriptor=query, trust=FULL_TRUST, memory_types=["episodic"], explain=True
+    )
+    for explanation in result.explanations:
+        if explanation.record_id == record_id:
+            return explanation.lexical_score or 0.0
+    return 0.0
+
+
+def test_a_turn_notes_the_last_turn_of_each_participant_oldest_first(memory: Membrane) -> None:
+    turn(memory, "Ann", "I adopted a dog", minutes=0)
+    question = turn(memory, "Ben", "What breed is it?", minutes=1)
+    answer = turn(memory, "Ann", "A beagle puppy", minutes=2)
+
+    reply = turn(memory, "Ben", "Lovely!", minutes=3)
+
+    assert said_after(reply) == [question.id, answer.id]
+
+
+def test_the_earlier_turns_are_searched_with_a_reply_not_copied_into_it(memory: Membrane) -> None:
+    question = turn(memory, "Ann", "Did you go to the pottery class?", minutes=0)
+
+    reply = turn(memory, "Ben", "Yes, last week", minutes=1)
+
+    assert said_after(reply) == [question.id]
+    assert "pottery" not in search_text(reply)  # its own text, and so its vector
+    assert "pottery" not in repr(reply.payload)
+    assert lexical(memory, "pottery class", reply.id) > 0
+
+
+def test_a_batch_and_single_writes_note_the_same_turns(clock: MonotonicClock) -> None:
+    def noted(batched: bool) -> list[list[int]]:
+        with Membrane.in_memory(clock=clock) as memory:
+            if batched:
+                with memory.batch():
+                    made = [turn(memory, s, t, minutes=i) for i, (s, t) in enumerate(LINES)]
+            else:
+                made = [turn(memory, s, t, minutes=i) for i, (s, t) in enumerate(LINES)]
+            index = {record.id: i for i, record in enumerate(made)}
+            return [[index[i] for i in said_after(record)] for record in made]
+
+    assert noted(batched=True) == noted(batched=False) == [[], [0], [0, 1]]
+
+
+LINES = [("Ann", "hello there"), ("Ben", "hi Ann"), ("Ann", "how are you")]
+
+
+def test_other_sittings_scopes_sources_and_more_sensitive_turns_are_left_out(
+    memory: Membrane,
+) -> None:
+    turn(memory, "Ann", "an hour before", minutes=-60)
+    turn(memory, "Ben", "in another scope", scope="project:other")
+    turn(memory, "Cid", "from another source", source="email")
+    turn(memory, "Dee", "a secret", sensitivity="high")
+    just_before = turn(memory, "Eve", "just before", minutes=-29)
+
+    reply = turn(memory, "Ann", "and now", minutes=1)
+
+    assert said_after(reply) == [just_before.id]
+
+
+def test_content_without_a_speaker_notes_no_turns(memory: Membrane) -> None:
+    turn(memory, "Ann", "Did you go to the pottery class?")
+
+    note = memory.capture_memory(
+        {"text": "pottery class notes"}, source="chat", timestamp=START + timedelta(minutes=1)
+    ).primary_record
+
+    assert said_after(note) == []
+
+
+def test_a_reply_is_found_by_the_words_of_what_it_answers(
+    memory: Membrane, time: ManualTime
+) -> None:
+    turn(memory, "Ann", "Did you finish the marathon in Boston?", minutes=0)
+    reply = turn(memory, "Ben", "Yes! In under four hours.", minutes=1)
+    turn(memory, "Ann", "I started knitting a scarf", minutes=40)  # another sitting
+    time.advance(days=1)
+
+    found = memory.retrieve(
+        task_descriptor="marathon Boston finish time",
+        trust=FULL_TRUST,
+        memory_types=["episodic"],
+        limit=2,
+    ).records
+
+    assert reply.id in [record.id for record in found]
+
+
+def test_forgetting_a_turn_takes_its_words_out_of_the_replies_search(memory: Membrane) -> None:
+    question = turn(memory, "Ann", "Did you finish the marathon in Boston?", minutes=0)
+    reply = turn(memory, "Ben", "Yes! In under four hours.", minutes=1)
+    assert lexical(memory, "marathon Boston", reply.id) > 0
+
+    memory.forget(question.id, "dpo", "erasure request")
+
+    assert lexical(memory, "marathon Boston", reply.id) == 0
+    assert lexical(memory, "four hours", reply.id) > 0  # its own words stay
+    assert len(memory.views.text.said_after) == 0
+
+
+def test_a_read_as_of_before_the_reply_counts_the_words_once(
+    memory: Membrane, clock: MonotonicClock, time: ManualTime
+) -> None:
+    question = turn(memory, "Ann", "Did you finish the marathon in Boston?", minutes=0)
+    time.advance(minutes=5)
+    before_reply = clock.now()
+    then = memory.views.table.size  # the rows that existed before the reply
+    time.advance(minutes=5)
+    reply = turn(memory, "Ben", "Yes! In under four hours.", minutes=1)
+    text, rows = memory.views.text, memory.views.table.row_of
+    size = memory.views.table.size
+
+    assert [found.tolist() for found, _ in text.postings("marathon", then)] == [[rows[question.id]]]
+    assert [found.tolist() for found, _ in text.postings("marathon", size)] == [
+        [rows[question.id], rows[reply.id]]
+    ]
+    # the reply's document goes on with the question's (at half weight)
+    own = text.own_lengths(np.array([rows[question.id], rows[reply.id]]))
+    assert text.corpus(size)[1] - text.corpus(then)[1] == own[1] + 0.5 * own[0]
+    assert lexical(memory, "marathon Boston", reply.id) > 0
+    result = memory.retrieve(
+        task_descriptor="marathon Boston",
+        trust=FULL_TRUST,
+        memory_types=["episodic"],
+        as_of=before_reply,
+    )
+    assert [record.id for record in result.records] == [question.id]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rebuilt_views_equal_the_live_ones_through_forgetting(
+    memory: Membrane, time: ManualTime, seed: int
+) -> None:
+    rng = random.Random(seed)
+    kept: list[str] = []
+    for i in range(30):
+        speaker = rng.choice(["Ann", "Ben", "Cid"])
+        words = " ".join(rng.sample(WORDS, 3))
+        kept.append(turn(memory, speaker, words, minutes=i * rng.choice([1, 1, 40])).id)
+        if rng.random() < 0.2:
+            memory.forget(kept.pop(rng.randrange(len(kept))), "dpo", "erasure request")
+        time.advance(minutes=1)
+
+    rebuilt = ReadModel.rebuild(memory.application)
+
+    assert_same_views(memory.views, rebuilt)
+    for word in WORDS:
+        for (rows_a, counts_a), (rows_b, counts_b) in zip(
+            memory.views.text.postings(word, memory.views.table.size),
+            rebuilt.text.postings(word, rebuilt.table.size),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(rows_a, rows_b)
+            np.testing.assert_array_equal(counts_a, counts_b)
+
+
+WORDS = ["marathon", "pottery", "beagle", "sunrise", "painting", "camping", "guitar", "lake"]
+
+
+def test_a_checkpoint_keeps_which_turn_was_said_after_which(
+    tmp_path: Path, clock: MonotonicClock
+) -> None:
+    with Membrane.open(tmp_path, clock=clock, embedder=None) as memory:
+        turn(memory, "Ann", "Did you finish the marathon in Boston?", minutes=0)
+        reply = turn(memory, "Ben", "Yes! In under four hours.", minutes=1)
+        before = lexical(memory, "marathon Boston", reply.id)
+        memory.checkpoint()
+
+    with Membrane.open(tmp_path, clock=clock, embedder=None) as memory:
+        assert len(memory.views.text.said_after) == 1
+        assert lexical(memory, "marathon Boston", reply.id) == pytest.approx(before)
+        assert_same_views(memory.views, ReadModel.rebuild(memory.application))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_links_answer_as_a_list_of_pairs_would(seed: int) -> None:
+    """Replies to rows, earlier turns of rows and the pairs below a row, through sorted and
+    newer pairs alike (more than one sorted copy's worth), and after a removal."""
+    rng = random.Random(seed)
+    links = SaidAfter()
+    pairs: list[tuple[int, int]] = []
+    for turn_row in range(2, 12_000):
+        if rng.random() < 0.6:
+            earlier = sorted(rng.sample(range(max(0, turn_row - 50), turn_row), 2))
+            links.add([(turn_row, earlier)])
+            pairs += [(turn_row, row) for row in earlier]
+        if turn_row % 3000 == 0:
+            gone = set(rng.sample(range(turn_row), 40))
+            links.remove(sorted(gone))
+            pairs = [(t, e) for t, e in pairs if t not in gone and e not in gone]
+        if turn_row % 997 == 0:
+            rows = np.array(sorted(rng.sample(range(turn_row), 200)), dtype=np.int64)
+            at = {int(r): i for i, r in enumerate(rows)}
+            turns, places = links.replies(rows)
+            expected = sorted((t, at[e]) for t, e in pairs if e in at)
+            assert sorted(zip(turns.tolist(), places.tolist(), strict=True)) == expected
+            asked = rows[::-1].copy()  # any order
+            at = {int(r): i for i, r in enumerate(asked)}
+            places, earlier_rows = links.earlier_of(asked)
+            expected = sorted((at[t], e) for t, e in pairs if t in at)
+            assert sorted(zip(places.tolist(), earlier_rows.tolist(), strict=True)) == expected
+            below = links.below(turn_row // 2)
+            assert list(zip(*(c.tolist() for c in below), strict=True)) == [
+                p for p in pairs if p[0] < turn_row // 2
+            ]
+    assert len(links) == len(pairs)
