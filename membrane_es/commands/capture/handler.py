@@ -56,12 +56,19 @@ def capture_memory(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemoryResult:
     if interpreter is not None:
         offered = _ask(interpreter.interpret, request)
         interpretation = merge_interpretation(interpretation, offered)
-    pool = candidate_pool(request, interpretation, uow)
     resolve = getattr(interpreter, "resolve", None)
     if callable(resolve):
+        pool = candidate_pool(request, interpretation, uow)
         offered = _ask(resolve, request, _copy(interpretation), [copy_record(r) for r in pool])
         interpretation = merge_interpretation(interpretation, offered)
-    capture = _Capture(request, interpretation, pool, primary, kind, uow)
+        capture = _Capture(request, interpretation, lambda: pool, primary, kind, uow)
+    else:
+        # The pool is ranked by the interpretation as it stands now (steps 9-11 fill in what
+        # they resolve): a copy, so the pool is the same whenever it is listed.
+        asked = _copy(interpretation)
+        capture = _Capture(
+            request, interpretation, lambda: candidate_pool(request, asked, uow), primary, kind, uow
+        )
     for mention in interpretation.mentions:  # step 9
         capture.resolve_mention(mention)
     for reference in interpretation.reference_candidates:  # step 10

@@ -3,8 +3,10 @@ against the candidates and the store, worked out in memory on a :class:`_Capture
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from membrane_es.aggregates.identity import new_record_id
@@ -57,7 +59,7 @@ class _Capture:
 
     request: CaptureMemory
     interpretation: Interpretation
-    pool: list[RecordData]
+    list_pool: Callable[[], list[RecordData]]  # step 4, run when a step first needs it
     primary: RecordData
     kind: str
     uow: UnitOfWork
@@ -71,6 +73,13 @@ class _Capture:
     @property
     def ts(self) -> datetime:
         return _timestamp(self.request)
+
+    @cached_property
+    def pool(self) -> list[RecordData]:
+        """The candidate pool (step 4): listed once, when first needed. A capture that names
+        nothing to resolve (most conversation turns) never pays for it; nothing is written
+        before the capture's one write, so it lists the same records whenever it runs."""
+        return self.list_pool()
 
     @property
     def candidates(self) -> list[RecordData]:
