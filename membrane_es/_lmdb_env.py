@@ -424,20 +424,40 @@ class LMDBStore:
             self._leader = threading.get_ident()
             group, self._pending = self._pending, []
         try:
-            self._commit_group(group)
+            outcomes = self._commit_group(group)
         except BaseException as e:
-            for b in group:
-                if not b.done:
-                    self._finish(b, False, e)
-            raise
-        finally:
             with self._cond:
-                self._leading = False
-                self._leader = None
-                self._cond.notify_all()
+                for b in group:
+                    if not b.done:
+                        self._finish(b, False, e)
+                self._end_lead()
+            raise
+        committed: set[str] = set()
+        # The group's outcomes and the end of this lead in one critical section: a write
+        # takes the lock once less, and the writers waiting for either are woken once.
+        with self._cond:
+            try:
+                for b, (ok, value) in zip(group, outcomes, strict=True):
+                    self._finish(b, ok, value)
+                    if ok and b.channel is not None:
+                        committed.add(b.channel)
+            finally:
+                self._end_lead()
+        # Read without the lock: a subscription added meanwhile wakes itself once it is
+        # listening (see LMDBSubscription), so skipping the wake-up when there are none
+        # loses nothing.
+        if committed and self._listeners:
+            self._wake(committed)
         return batch.outcome()
 
-    def _commit_group(self, group: list[_Batch[Any]]) -> None:
+    def _end_lead(self) -> None:
+        """Let the next writer lead (called holding ``_cond``)."""
+        self._leading = False
+        self._leader = None
+        self._cond.notify_all()
+
+    def _commit_group(self, group: list[_Batch[Any]]) -> list[tuple[bool, Any]]:
+        """Commit the group (growing the map as needed); returns each batch's outcome."""
         while True:
             try:
                 outcomes = self._try_commit(group)
@@ -452,14 +472,7 @@ class LMDBStore:
                 # Nothing was committed, so every batch in the group fails.
                 outcomes = [(False, translate_error(e, self.path)) for _ in group]
             break
-        committed: set[str] = set()
-        with self._cond:
-            for b, (ok, value) in zip(group, outcomes, strict=True):
-                self._finish(b, ok, value)
-                if ok and b.channel is not None:
-                    committed.add(b.channel)
-        if committed:
-            self._wake(committed)
+        return outcomes
 
     def _try_commit(self, group: list[_Batch[Any]]) -> list[tuple[bool, Any]]:
         outcomes: list[tuple[bool, Any]] = []

@@ -291,12 +291,15 @@ def append_events(
     new_heads = 0
     _count_records(txn, events_db, meta_db, events, numbers)
     if times is not None:
+        first_time = _micros(times[0])
+        # One event's save gives its time twice: converted once.
+        last_time = first_time if times[1] is times[0] else _micros(times[1])
         newest = txn.get(TIME_KEY, db=meta_db)
         if newest is not None:
             (log_time,) = _I64.unpack(newest)
-            if _micros(times[0]) <= log_time:
+            if first_time <= log_time:
                 raise EventTimeBehind(_EPOCH + timedelta(microseconds=log_time))
-        txn.put(TIME_KEY, _I64.pack(_micros(times[1])), db=meta_db)
+        txn.put(TIME_KEY, _I64.pack(last_time), db=meta_db)
     elif imported is not None:
         newest = txn.get(TIME_KEY, db=meta_db)
         if newest is None or _I64.unpack(newest)[0] < _micros(imported):
@@ -308,7 +311,12 @@ def append_events(
     notification_ids = []
     keys = [originator_key(e.originator_id) + version_suffix(e.originator_version) for e in events]
     topics = [event.topic.encode("utf-8") for event in events]
-    pointers = write_packs(txn, events_db, meta_db, last + 1, keys, topics, events)
+    # A pack holds two or more events: a single event's save has none to write.
+    pointers = (
+        write_packs(txn, events_db, meta_db, last + 1, keys, topics, events)
+        if len(events) > 1
+        else {}
+    )
     for index, event in enumerate(events):
         # Ids come from the head inside the write transaction: LMDB has one
         # writer, so they are gap-free and in commit order.

@@ -207,6 +207,9 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         self.tables += [self.notifications_table, self.meta_table]
         # Subscriptions of this log are woken by commits on this channel.
         self.channel = self.notifications_table
+        # The log's three handles, once they all exist: handles are never dropped while the
+        # store is open, and looking them up by name on every write costs more than a put.
+        self._log_handles: _LogDbs | None = None
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> list[int]:
         if not stored_events:
@@ -336,11 +339,16 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
             return read_head(txn, meta_db)[0]
 
     def _log_dbs(self) -> _LogDbs:
-        return (
+        handles = self._log_handles
+        if handles is not None and self._release.alive:
+            return handles
+        handles = (
             self._require(self.events_table),
             self._require(self.notifications_table),
             self._require(self.meta_table),
         )
+        self._log_handles = handles
+        return handles
 
 
 class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):

@@ -144,6 +144,14 @@ class ReadModel:
             if recordings and recordings[0].notification.id == self.position + 1:
                 events = [recording.domain_event for recording in recordings]
                 self.apply_many(events, recordings[-1].notification.id)
+                # Nothing came between the views and this write, so they now reflect the log
+                # as of its commit. Reading the head again would only find what others
+                # committed since, which every query catches up on first: a read per write
+                # saved, and no reader can tell the difference.
+                entries = self.entries
+                if entries is not None:
+                    entries.catch_up(source, until=self.position)
+                return
             self.catch_up(source)
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:

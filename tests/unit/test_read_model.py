@@ -14,6 +14,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from tests.unit.builders import semantic
 from tests.unit.conftest import ManualTime
 from tests.views_support import assert_same_views, random_history
 
@@ -58,6 +59,25 @@ def test_live_views_agree_with_every_record_in_the_store(
 def test_every_event_moves_the_position(embedded: Membrane) -> None:
     random_history(embedded, random.Random(1), 20)
     assert embedded.views.position == embedded.application.recorder.max_notification_id()
+
+
+def test_a_write_after_one_the_views_missed_brings_both_in(
+    embedded: Membrane, time: ManualTime
+) -> None:
+    """A write is applied to the views directly only when it follows what they reflect; one
+    that another writer's events preceded is caught up from the log, theirs included."""
+    first = embedded.create_record(semantic("first")).id
+    second = embedded.create_record(semantic("second")).id
+    time.advance(seconds=1)
+    app = embedded.application
+    other = app.load(first)  # another writer, unseen by the views
+    other.reinforce(actor="other", rationale="useful", at=time.current)
+    app.save(other)
+    assert embedded.position == (app.recorder.max_notification_id() or 0) - 1
+    time.advance(seconds=1)
+    embedded.reinforce(second, "t", "useful")
+    assert embedded.position == app.recorder.max_notification_id()
+    assert_same_views(embedded.views, ReadModel.rebuild(app))
 
 
 @pytest.mark.parametrize("seed", range(4))
