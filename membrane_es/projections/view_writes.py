@@ -25,19 +25,27 @@ from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.projections.metrics import ACTION_CODE, figure_of
 from membrane_es.projections.record_table import (
+    CONTENT_COLUMNS,
     STATE_NAMES,
     STATUS_CONTESTED,
     STATUS_RETRACTED,
+    TYPE_CODE,
     initial_state,
 )
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.conversation import said_after
-from membrane_es.schema.enums import GraphPredicate
+from membrane_es.schema.enums import GraphPredicate, MemoryType
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
 
 if TYPE_CHECKING:
     from membrane_es.projections.read_model import ReadModel
+
+# The content columns a turn's earlier turns are checked by, and their positions in a row's
+# content values (CONTENT_COLUMNS order).
+_LINK_COLUMNS = ("type", "sensitivity", "scope")
+_TYPE, _LEVEL, _SCOPE = ([name for name, _ in CONTENT_COLUMNS].index(n) for n in _LINK_COLUMNS)
+_EPISODIC = TYPE_CODE[MemoryType.EPISODIC]
 
 # Positions in a row's state list (STATE_COLUMNS order).
 _BASE, _ANCHOR, _LAST, _UPDATED, _PINNED, _RETRACTED, _STATUS = (
@@ -122,8 +130,7 @@ class ViewWrites:
         self.documents.append((row, search_text(record)))
         earlier = said_after(record)
         if earlier:
-            rows = (table.row_of.get(record_id, row) for record_id in earlier)
-            self.links.append((row, [known for known in rows if known < row]))
+            self.links.append((row, self._earlier_turns(earlier, row, values)))
         if isinstance(record.payload, EntityPayload):
             self.model.entities.add(row, record.payload)
         embedding = event.embedding
@@ -206,6 +213,26 @@ class ViewWrites:
             state = self.pending[row] = self.table.state_row(row)
         state[_UPDATED] = at
         return row, state
+
+    def _earlier_turns(self, ids: list[str], row: int, values: tuple[Any, ...]) -> list[int]:
+        """Rows of the turns a new turn (``row``, its content ``values``) names as said before
+        it that it may be searched with: earlier episodic records of its scope, no more
+        sensitive than it. Capture only names such turns; a record written by hand that names
+        others cannot lend itself their words (its readers may not be allowed to see them)."""
+        table, first = self.table, self.first_row
+        found = []
+        for record_id in dict.fromkeys(ids):
+            earlier = table.row_of.get(record_id)
+            if earlier is None or earlier >= row:
+                continue
+            if earlier >= first:  # created in this batch: its columns are still in ``content``
+                noted = self.content[earlier - first]
+                kind, level, scope = noted[_TYPE], noted[_LEVEL], noted[_SCOPE]
+            else:
+                kind, level, scope = (table.content[name][earlier] for name in _LINK_COLUMNS)
+            if kind == _EPISODIC and scope == values[_SCOPE] and level <= values[_LEVEL]:
+                found.append(earlier)
+        return found
 
     def _checkpoint(self) -> None:
         """Write the state noted so far, so the timeline can copy every row."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.said_after import SaidAfter
 from membrane_es.schema import MemoryRecord
 from membrane_es.schema.conversation import said_after
-from tests.unit.builders import FULL_TRUST
+from tests.unit.builders import FULL_TRUST, episodic, semantic
 from tests.unit.conftest import START, ManualTime
 from tests.views_support import assert_same_views
 
@@ -252,3 +253,32 @@ def test_the_links_answer_as_a_list_of_pairs_would(seed: int) -> None:
                 p for p in pairs if p[0] < turn_row // 2
             ]
     assert len(links) == len(pairs)
+
+
+def hand_written_turn(memory: Membrane, names: list[str], **fields: Any) -> MemoryRecord:
+    """An episodic record written by hand that names ``names`` as the turns it came after."""
+    record = episodic("Sounds good", **fields)
+    record["payload"]["environment"] = {"context": {"said_after": names}}
+    return memory.create_record(record)
+
+
+def test_a_record_written_by_hand_borrows_only_the_words_capture_would_lend(
+    memory: Membrane,
+) -> None:
+    """Only earlier episodic records of its own scope, no more sensitive, lend it words: a
+    reader allowed the record must not find it by words of one they may not see."""
+    secret = turn(memory, "Ann", "the vault code is tangerine", sensitivity="high")
+    elsewhere = turn(memory, "Ann", "the meeting moved to Lisbon", scope="project:other")
+    fact = memory.create_record(semantic("orchid", "runs_on", "kubernetes"))
+    lent = turn(memory, "Ann", "we should adopt a beagle")
+    names = [secret.id, elsewhere.id, fact.id, lent.id, lent.id, "no-such-record"]
+
+    reply = hand_written_turn(memory, names)
+
+    assert said_after(reply) == names  # kept as written: the content is the caller's
+    for words in ("vault tangerine", "meeting Lisbon", "orchid kubernetes"):
+        assert lexical(memory, words, reply.id) == 0
+    assert lexical(memory, "adopt beagle", reply.id) > 0
+    assert memory.views.text.said_after.pairs()[1].tolist() == [
+        memory.views.table.row_of[lent.id]
+    ]
