@@ -279,6 +279,4 @@ def test_a_record_written_by_hand_borrows_only_the_words_capture_would_lend(
     for words in ("vault tangerine", "meeting Lisbon", "orchid kubernetes"):
         assert lexical(memory, words, reply.id) == 0
     assert lexical(memory, "adopt beagle", reply.id) > 0
-    assert memory.views.text.said_after.pairs()[1].tolist() == [
-        memory.views.table.row_of[lent.id]
-    ]
+    assert memory.views.text.said_after.pairs()[1].tolist() == [memory.views.table.row_of[lent.id]]
