@@ -294,11 +294,13 @@ def _most_salient(
 
 
 def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
-    """Rows of episodic records of one scope with event times in ``[low, high]`` (µs): the
-    scope's rows (its partition) filtered by their columns."""
-    table.partitions.sync(table.content["scope"], table.size)
-    rows = table.partitions.rows([scope_id], table.size)
-    content = table.content
-    created = content["created_at"][rows]
-    episodic = content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
-    return rows[episodic & (created >= low) & (created <= high)]
+    """Rows of episodic records of one scope with event times in ``[low, high]`` (µs). The
+    time window is the narrow test (a sitting's minutes), so it runs first over the whole
+    column, and scope and type are checked on what it leaves."""
+    content, size = table.content, table.size
+    created = content["created_at"][:size]
+    rows = np.flatnonzero((created >= low) & (created <= high))
+    keep = (content["scope"][rows] == scope_id) & (
+        content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
+    )
+    return rows[keep]
