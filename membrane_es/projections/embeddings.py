@@ -24,10 +24,18 @@ the angle between vectors, so a query can shortlist its nearest rows from the co
 small fraction of the memory traffic of a full scan and compute exact scores for the
 shortlist only (:mod:`membrane_es.queries.vectors`). Codes are a function of the vector
 alone: a row's code, like its score, never depends on when or in what batch it was added.
+
+Restored from a checkpoint, the index knows each block's rows at once but reads their vectors
+(from the log, :mod:`membrane_es.projections.block_vectors`) only when a read or a checkpoint
+first needs them (:meth:`EmbeddingIndex.restore_later`): opening a large store to read a
+record, list, or write costs no vector reads. Vectors added or erased meanwhile are noted and
+applied, in order, once the blocks are read, so the index ends as if it had been read at once.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,10 +244,23 @@ class EmbeddingIndex:
     def __init__(self) -> None:
         self.model = ""
         self.dimensions = 0
-        self.blocks: dict[int, Block] = {}
+        self._blocks: dict[int, Block] = {}
         self.skipped = 0  # vectors from another model or of another size, not indexed
         self.size = 0  # vectors indexed
         self.coded = False  # whether blocks keep sign codes (from CODED_MIN_ROWS vectors on)
+        # A checkpoint's blocks not read yet (restore_later): their rows, how to read their
+        # matrices, and the writes made since, to apply in order once they are read.
+        self._unread: dict[int, Array] | None = None
+        self._read: Callable[[], dict[int, Array]] | None = None
+        self._since: list[tuple[int, Array, Array | None]] = []  # (scope, rows, vectors|None)
+        self._reading = threading.Lock()
+
+    @property
+    def blocks(self) -> dict[int, Block]:
+        """The blocks by scope id, in the order they were made (read back first if need be)."""
+        if self._unread is not None:
+            self._read_blocks()
+        return self._blocks
 
     def add(self, row: int, scope: int, model: str, vector: Array) -> None:
         if not self.dimensions:
@@ -248,7 +269,7 @@ class EmbeddingIndex:
             self.skipped += 1
             return
         self._prepare(1)
-        self._block(scope).append(row, vector)
+        self._write(scope, np.array([row], dtype=np.int64), np.atleast_2d(vector))
         self.size += 1
 
     def add_many(self, entries: list[tuple[int, int, str, bytes]]) -> None:
@@ -271,35 +292,95 @@ class EmbeddingIndex:
         scopes = np.array([entry[1] for entry in kept], dtype=np.int64)
         for scope in dict.fromkeys(entry[1] for entry in kept):
             picks = np.flatnonzero(scopes == scope)
-            self._block(scope).extend(rows[picks], matrix[picks])
+            self._write(scope, rows[picks], matrix[picks])
         self.size += len(kept)
 
     def restore(self, blocks: dict[int, Block]) -> None:
         """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
-        self.blocks = blocks
+        self._blocks = blocks
+        self._unread, self._read, self._since = None, None, []
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
         self._prepare(0)
 
+    def restore_later(
+        self, block_rows: dict[int, Array], read: Callable[[], dict[int, Array]]
+    ) -> None:
+        """Take the blocks of a checkpoint by their rows; ``read()`` gives each one's matrix
+        (its rows' vectors, in row order) and is called when a vector is first needed."""
+        self.restore({})
+        self._unread, self._read = dict(block_rows), read
+        self.size = sum(len(rows) for rows in block_rows.values())
+        self._prepare(0)
+
+    def block_rows(self) -> dict[int, Array]:
+        """Each block's rows, in the order the blocks were made, without reading a vector."""
+        with self._reading:
+            unread = self._unread
+            if unread is None:
+                return {scope: block.rows[: block.size] for scope, block in self._blocks.items()}
+            added: dict[int, list[Array]] = {scope: [rows] for scope, rows in unread.items()}
+            for scope, rows, vectors in self._since:
+                if vectors is not None:
+                    added.setdefault(scope, []).append(rows)
+            return {scope: np.concatenate(parts) for scope, parts in added.items()}
+
+    def _write(self, scope: int, rows: Array, vectors: Array) -> None:
+        """Append rows to a scope's block, or note them until the blocks are read."""
+        with self._reading:
+            if self._unread is not None:
+                self._since.append((scope, rows, vectors))
+                return
+        self._block(scope).extend(rows, vectors)
+
+    def _read_blocks(self) -> None:
+        """Read the checkpoint's vectors back, then apply what was written since, in order."""
+        with self._reading:
+            unread, read = self._unread, self._read
+            if unread is None or read is None:
+                return
+            matrices = read()  # raises (damage in the log) with nothing changed: tried again
+            self._blocks = {
+                scope: Block.of(self.dimensions, rows, matrices[scope])
+                for scope, rows in unread.items()
+            }
+            if self.coded:
+                for block in self._blocks.values():
+                    block.keep_codes()
+            for scope, rows, vectors in self._since:
+                if vectors is None:
+                    self._erase(int(rows[0]))
+                else:
+                    self._block(scope).extend(rows, vectors)
+            self._unread, self._read, self._since = None, None, []
+
     def _prepare(self, incoming: int) -> None:
         """Start keeping codes before the rows that reach :data:`CODED_MIN_ROWS` land, so a
-        reader that counts that many rows always finds their codes."""
+        reader that counts that many rows always finds their codes (blocks not read yet get
+        theirs when they are)."""
         if not self.coded and self.size + incoming >= CODED_MIN_ROWS:
-            for block in self.blocks.values():
+            for block in self._blocks.values():
                 block.keep_codes()
             self.coded = True
 
     def _block(self, scope: int) -> Block:
-        block = self.blocks.get(scope)
+        block = self._blocks.get(scope)
         if block is None:
-            block = self.blocks[scope] = Block(self.dimensions)
+            block = self._blocks[scope] = Block(self.dimensions)
             if self.coded:
                 block.keep_codes()
         return block
 
     def erase(self, row: int) -> None:
         """Zero the vector of ``row``, wherever it is indexed (erasure)."""
-        for block in self.blocks.values():
+        with self._reading:
+            if self._unread is not None:
+                self._since.append((-1, np.array([row], dtype=np.int64), None))
+                return
+        self._erase(row)
+
+    def _erase(self, row: int) -> None:
+        for block in self._blocks.values():
             if block.erase(row):
                 return
 

@@ -25,7 +25,7 @@ import numpy as np
 from eventsourcing.persistence import Tracking
 
 from membrane_es.projections.block_vectors import block_vectors
-from membrane_es.projections.embeddings import Block, EmbeddingIndex
+from membrane_es.projections.embeddings import EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.projections.log_pages import LogReader, NotificationSource
@@ -244,9 +244,9 @@ class ReadModel:
             arrays.update({f"timeline.{k}": v[: timeline.size] for k, v in timeline.values.items()})
             for i, (_, _, copies) in enumerate(timeline.checkpoints):
                 arrays.update({f"checkpoint.{i}.{k}": v for k, v in copies.items()})
-            for scope, block in self.embeddings.blocks.items():
+            for scope, rows in self.embeddings.block_rows().items():
                 # The rows only: their vectors are in the log (see block_vectors).
-                arrays[f"block.{scope}.rows"] = block.rows[: block.size]
+                arrays[f"block.{scope}.rows"] = rows
             _save_arrays(staging / "arrays.npz", arrays)
             manifest = {
                 "version": CHECKPOINT_VERSION,
@@ -291,7 +291,8 @@ class ReadModel:
     @classmethod
     def load(cls, directory: Path, log: NotificationSource) -> ReadModel | None:
         """The views saved in ``directory``, or None if there is no usable checkpoint; the
-        vectors of its embedding blocks are read from ``log``."""
+        vectors of its embedding blocks are read from ``log`` when first needed
+        (:meth:`~membrane_es.projections.embeddings.EmbeddingIndex.restore_later`)."""
         current = directory / "current"
         try:
             manifest = msgspec.msgpack.decode((current / "manifest.msgpack").read_bytes())
@@ -342,13 +343,9 @@ class ReadModel:
                 for key in arrays.files
                 if key.startswith("block.") and key.endswith(".rows")
             }
-        position = manifest["position"]
-        matrices = block_vectors(log, position, table.ids, block_rows, index.dimensions)
-        index.restore(
-            {
-                scope: Block.of(index.dimensions, rows, matrices[scope])
-                for scope, rows in block_rows.items()
-            }
+        position, ids, dimensions = manifest["position"], table.ids, index.dimensions
+        index.restore_later(
+            block_rows, lambda: block_vectors(log, position, ids, block_rows, dimensions)
         )
         model.graph.outgoing = {}
         model.graph.incoming = {}

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from membrane_es import Membrane
 from membrane_es.embedding import HashingEmbedder
+from membrane_es.projections import read_model
+from membrane_es.projections.block_vectors import block_vectors
 from membrane_es.projections.read_model import ReadModel
+from tests.unit.builders import FULL_TRUST, semantic
 from tests.views_support import assert_same_views, random_history
 
 
@@ -128,3 +133,36 @@ def test_vectors_are_restored_by_topic_where_events_cannot_be_read_by_key(
         saved = ReadModel.load(tmp_path / "views", _WithoutBulkReads(m.application))
         assert saved is not None
         assert_same_views(saved, ReadModel.rebuild(m.application))
+
+
+def test_vectors_are_read_back_only_when_first_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening from a checkpoint reads no vector: reads by id, lists, writes with vectors,
+    erasures and the next checkpoint do without; the first vector search reads them, once,
+    and the index is then what a rebuild gives."""
+    embedder = HashingEmbedder(32)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        ids = random_history(memory, random.Random(8), 40)
+    reads: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        reads.append(1)
+        return block_vectors(*args)
+
+    monkeypatch.setattr(read_model, "block_vectors", counted)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        memory.retrieve_by_id(ids[0], trust=FULL_TRUST)
+        memory.create_record(semantic("orchid", "runs_on", "kubernetes", scope="project:new"))
+        memory.forget(ids[1], "dpo", "erasure request")
+        random_history(memory, random.Random(9), 10)
+    assert reads == []  # the checkpoint at close listed the blocks' rows without them
+
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        memory.forget(ids[2], "dpo", "erasure request")
+        assert reads == []
+        found = memory.retrieve(task_descriptor="orchid kubernetes", trust=FULL_TRUST)
+        assert found.records
+        memory.retrieve(task_descriptor="deploy staging", trust=FULL_TRUST)
+        assert reads == [1]
+        assert_same_views(memory.views, ReadModel.rebuild(memory.application))
