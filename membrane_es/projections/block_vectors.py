@@ -53,9 +53,9 @@ def block_vectors(
     # Read in row (creation) order: records' keys were issued in that order, so the key
     # store reads them ahead rather than one lookup each.
     order = sorted(owner)
-    select_states = getattr(log.recorder, "select_states", None)
     vectors: Iterable[bytes | None]
-    if select_states is not None and _lean(log.mapper):
+    if reads_by_key(log):
+        select_states = log.recorder.select_states
         vectors = _creation_vectors(log.mapper, select_states, [ids[row] for row in order])
     else:
         vectors = _logged_vectors(log, position, [ids[row] for row in order])
@@ -67,6 +67,12 @@ def block_vectors(
         data = b"".join(held)
         matrices[scope] = np.frombuffer(data, dtype="<f4").reshape(len(held), dimensions)
     return matrices
+
+
+def reads_by_key(log: NotificationSource) -> bool:
+    """Whether vectors are read from ``log`` by their records' keys (else by scanning its
+    creation events: a block or all of them cost about the same)."""
+    return getattr(log.recorder, "select_states", None) is not None and _lean(log.mapper)
 
 
 def _lean(mapper: Any) -> bool:

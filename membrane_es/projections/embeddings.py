@@ -25,11 +25,12 @@ small fraction of the memory traffic of a full scan and compute exact scores for
 shortlist only (:mod:`membrane_es.queries.vectors`). Codes are a function of the vector
 alone: a row's code, like its score, never depends on when or in what batch it was added.
 
-Restored from a checkpoint, the index knows each block's rows at once but reads their vectors
-(from the log, :mod:`membrane_es.projections.block_vectors`) only when a read or a checkpoint
-first needs them (:meth:`EmbeddingIndex.restore_later`): opening a large store to read a
-record, list, or write costs no vector reads. Vectors added or erased meanwhile are noted and
-applied, in order, once the blocks are read, so the index ends as if it had been read at once.
+Restored from a checkpoint, the index knows each block's rows at once but reads a block's
+vectors (from the log, :mod:`membrane_es.projections.block_vectors`) only when a search
+first visits it (:meth:`EmbeddingIndex.restore_later`): opening a large store to read a
+record, list, write or checkpoint reads no vector, and a scoped search reads its scopes'
+blocks alone. Vectors added or erased meanwhile are noted and applied, in order, once their
+block is read, so the index ends as if it had been read at once.
 """
 
 from __future__ import annotations
@@ -244,23 +245,26 @@ class EmbeddingIndex:
     def __init__(self) -> None:
         self.model = ""
         self.dimensions = 0
-        self._blocks: dict[int, Block] = {}
+        self._blocks: dict[int, Block] = {}  # the blocks read, by scope id
+        self._order: list[int] = []  # every block's scope id, in the order blocks were made
         self.skipped = 0  # vectors from another model or of another size, not indexed
         self.size = 0  # vectors indexed
         self.coded = False  # whether blocks keep sign codes (from CODED_MIN_ROWS vectors on)
-        # A checkpoint's blocks not read yet (restore_later): their rows, how to read their
-        # matrices, and the writes made since, to apply in order once they are read.
-        self._unread: dict[int, Array] | None = None
-        self._read: Callable[[], dict[int, Array]] | None = None
-        self._since: list[tuple[int, Array, Array | None]] = []  # (scope, rows, vectors|None)
+        # A checkpoint's blocks not read yet (restore_later), by scope id: their rows, and
+        # what was written to each since (rows with their vectors; rows erased: None), to
+        # apply in order once it is read; ``_read`` reads blocks' matrices given their rows.
+        self._unread: dict[int, Array] = {}
+        self._since: dict[int, list[tuple[Array, Array | None]]] = {}
+        self._read: Callable[[dict[int, Array]], dict[int, Array]] | None = None
+        self._together = False
         self._reading = threading.Lock()
 
     @property
     def blocks(self) -> dict[int, Block]:
-        """The blocks by scope id, in the order they were made (read back first if need be)."""
-        if self._unread is not None:
-            self._read_blocks()
-        return self._blocks
+        """Every block by scope id, in the order they were made (read back first if need be)."""
+        if self._unread:
+            self._read_scopes(list(self._unread))
+        return {scope: self._blocks[scope] for scope in self._order}
 
     def add(self, row: int, scope: int, model: str, vector: Array) -> None:
         if not self.dimensions:
@@ -297,62 +301,74 @@ class EmbeddingIndex:
 
     def restore(self, blocks: dict[int, Block]) -> None:
         """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
-        self._blocks = blocks
-        self._unread, self._read, self._since = None, None, []
+        self._blocks, self._order = dict(blocks), list(blocks)
+        self._unread, self._since, self._read = {}, {}, None
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
         self._prepare(0)
 
     def restore_later(
-        self, block_rows: dict[int, Array], read: Callable[[], dict[int, Array]]
+        self,
+        block_rows: dict[int, Array],
+        read: Callable[[dict[int, Array]], dict[int, Array]],
+        *,
+        together: bool = False,
     ) -> None:
-        """Take the blocks of a checkpoint by their rows; ``read()`` gives each one's matrix
-        (its rows' vectors, in row order) and is called when a vector is first needed."""
+        """Take the blocks of a checkpoint by their rows: ``read(rows by scope)`` gives those
+        blocks' matrices (their rows' vectors, in row order), and is called for a block when
+        its vectors are first needed — for a scoped search, that scope's block alone; for
+        every block at once when ``together`` (a log that can only be scanned whole)."""
         self.restore({})
-        self._unread, self._read = dict(block_rows), read
+        self._together = together
+        self._order = list(block_rows)
+        self._unread = dict(block_rows)
+        self._since = {scope: [] for scope in block_rows}
+        self._read = read
         self.size = sum(len(rows) for rows in block_rows.values())
         self._prepare(0)
 
     def block_rows(self) -> dict[int, Array]:
         """Each block's rows, in the order the blocks were made, without reading a vector."""
         with self._reading:
-            unread = self._unread
-            if unread is None:
-                return {scope: block.rows[: block.size] for scope, block in self._blocks.items()}
-            added: dict[int, list[Array]] = {scope: [rows] for scope, rows in unread.items()}
-            for scope, rows, vectors in self._since:
-                if vectors is not None:
-                    added.setdefault(scope, []).append(rows)
-            return {scope: np.concatenate(parts) for scope, parts in added.items()}
+            out = {}
+            for scope in self._order:
+                block = self._blocks.get(scope)
+                if block is not None:
+                    out[scope] = block.rows[: block.size]
+                    continue
+                added = [rows for rows, vectors in self._since[scope] if vectors is not None]
+                out[scope] = np.concatenate([self._unread[scope], *added])
+            return out
 
     def _write(self, scope: int, rows: Array, vectors: Array) -> None:
-        """Append rows to a scope's block, or note them until the blocks are read."""
+        """Append rows to a scope's block, or note them until that block is read."""
         with self._reading:
-            if self._unread is not None:
-                self._since.append((scope, rows, vectors))
+            if scope in self._unread:
+                self._since[scope].append((rows, vectors))
                 return
         self._block(scope).extend(rows, vectors)
 
-    def _read_blocks(self) -> None:
-        """Read the checkpoint's vectors back, then apply what was written since, in order."""
+    def _read_scopes(self, scopes: list[int]) -> None:
+        """Read the vectors of these scopes' blocks back, then apply what was written to each
+        since, in order."""
         with self._reading:
-            unread, read = self._unread, self._read
-            if unread is None or read is None:
+            if self._together:
+                scopes = list(self._unread)
+            wanted = {scope: self._unread[scope] for scope in scopes if scope in self._unread}
+            if not wanted or self._read is None:
                 return
-            matrices = read()  # raises (damage in the log) with nothing changed: tried again
-            self._blocks = {
-                scope: Block.of(self.dimensions, rows, matrices[scope])
-                for scope, rows in unread.items()
-            }
-            if self.coded:
-                for block in self._blocks.values():
+            matrices = self._read(wanted)  # raises (damage in the log) with nothing changed
+            for scope, rows in wanted.items():
+                block = Block.of(self.dimensions, rows, matrices[scope])
+                if self.coded:
                     block.keep_codes()
-            for scope, rows, vectors in self._since:
-                if vectors is None:
-                    self._erase(int(rows[0]))
-                else:
-                    self._block(scope).extend(rows, vectors)
-            self._unread, self._read, self._since = None, None, []
+                for added, vectors in self._since.pop(scope):
+                    if vectors is None:
+                        block.erase(int(added[0]))
+                    else:
+                        block.extend(added, vectors)
+                self._blocks[scope] = block
+                del self._unread[scope]
 
     def _prepare(self, incoming: int) -> None:
         """Start keeping codes before the rows that reach :data:`CODED_MIN_ROWS` land, so a
@@ -367,6 +383,7 @@ class EmbeddingIndex:
         block = self._blocks.get(scope)
         if block is None:
             block = self._blocks[scope] = Block(self.dimensions)
+            self._order.append(scope)
             if self.coded:
                 block.keep_codes()
         return block
@@ -374,12 +391,8 @@ class EmbeddingIndex:
     def erase(self, row: int) -> None:
         """Zero the vector of ``row``, wherever it is indexed (erasure)."""
         with self._reading:
-            if self._unread is not None:
-                self._since.append((-1, np.array([row], dtype=np.int64), None))
-                return
-        self._erase(row)
-
-    def _erase(self, row: int) -> None:
+            for pending in self._since.values():  # blocks not read: whichever holds the row
+                pending.append((np.array([row], dtype=np.int64), None))
         for block in self._blocks.values():
             if block.erase(row):
                 return
@@ -390,8 +403,10 @@ class EmbeddingIndex:
     def chosen(self, scopes: list[int] | None, below: int | None) -> list[tuple[int, Block, int]]:
         """``(scope, block, rows under below)`` for the blocks of the given scopes (all if
         None; in the order of ``scopes``, or of the blocks' creation)."""
-        keys = list(self.blocks) if scopes is None else list(dict.fromkeys(scopes))
-        blocks = [(key, self.blocks[key]) for key in keys if key in self.blocks]
+        keys = list(self._order) if scopes is None else list(dict.fromkeys(scopes))
+        if self._unread:
+            self._read_scopes(keys)
+        blocks = [(key, self._blocks[key]) for key in keys if key in self._blocks]
         return [(key, block, block.count_below(below)) for key, block in blocks]
 
     def similarities(

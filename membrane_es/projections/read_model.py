@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 from eventsourcing.persistence import Tracking
 
-from membrane_es.projections.block_vectors import block_vectors
+from membrane_es.projections.block_vectors import block_vectors, reads_by_key
 from membrane_es.projections.embeddings import EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
@@ -345,7 +345,9 @@ class ReadModel:
             }
         position, ids, dimensions = manifest["position"], table.ids, index.dimensions
         index.restore_later(
-            block_rows, lambda: block_vectors(log, position, ids, block_rows, dimensions)
+            block_rows,
+            lambda rows: block_vectors(log, position, ids, rows, dimensions),
+            together=not reads_by_key(log),
         )
         model.graph.outgoing = {}
         model.graph.incoming = {}

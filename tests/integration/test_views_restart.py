@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from membrane_es import Membrane
+from membrane_es import Membrane, TrustContext
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.block_vectors import block_vectors
@@ -138,17 +138,17 @@ def test_vectors_are_restored_by_topic_where_events_cannot_be_read_by_key(
 def test_vectors_are_read_back_only_when_first_needed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Opening from a checkpoint reads no vector: reads by id, lists, writes with vectors,
-    erasures and the next checkpoint do without; the first vector search reads them, once,
-    and the index is then what a rebuild gives."""
+    """Opening from a checkpoint reads no vector: reads by id, writes with vectors, erasures
+    and the next checkpoint do without; a scoped search reads the blocks of the scopes it
+    admits alone, an unscoped one the rest, each once; the index is then a rebuild's."""
     embedder = HashingEmbedder(32)
     with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
         ids = random_history(memory, random.Random(8), 40)
-    reads: list[int] = []
+    reads: list[list[int]] = []
 
-    def counted(*args: Any) -> Any:
-        reads.append(1)
-        return block_vectors(*args)
+    def counted(log: Any, position: int, ids: Any, rows: dict[int, Any], dims: int) -> Any:
+        reads.append(sorted(rows))
+        return block_vectors(log, position, ids, rows, dims)
 
     monkeypatch.setattr(read_model, "block_vectors", counted)
     with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
@@ -161,8 +161,14 @@ def test_vectors_are_read_back_only_when_first_needed(
     with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
         memory.forget(ids[2], "dpo", "erasure request")
         assert reads == []
+        alpha = memory.views.table.scope_ids["project:alpha"]
+        scoped = TrustContext(max_sensitivity="hyper", scopes=["project:alpha"])
+        memory.retrieve(task_descriptor="deploy staging", trust=scoped)
+        unscoped_records = memory.views.table.scope_ids[""]  # visible under any scope
+        assert reads == [sorted({unscoped_records, alpha})]
         found = memory.retrieve(task_descriptor="orchid kubernetes", trust=FULL_TRUST)
         assert found.records
         memory.retrieve(task_descriptor="deploy staging", trust=FULL_TRUST)
-        assert reads == [1]
+        rest = set(memory.views.table.scope_ids.values()) - {unscoped_records, alpha}
+        assert len(reads) == 2 and set(reads[1]) <= rest
         assert_same_views(memory.views, ReadModel.rebuild(memory.application))
