@@ -375,9 +375,10 @@ class EmbeddingIndex:
         reader that counts that many rows always finds their codes (blocks not read yet get
         theirs when they are)."""
         if not self.coded and self.size + incoming >= CODED_MIN_ROWS:
-            for block in self._blocks.values():
-                block.keep_codes()
-            self.coded = True
+            with self._reading:  # a block being read back gets its codes either way
+                for block in self._blocks.values():
+                    block.keep_codes()
+                self.coded = True
 
     def _block(self, scope: int) -> Block:
         block = self._blocks.get(scope)
@@ -393,7 +394,8 @@ class EmbeddingIndex:
         with self._reading:
             for pending in self._since.values():  # blocks not read: whichever holds the row
                 pending.append((np.array([row], dtype=np.int64), None))
-        for block in self._blocks.values():
+            read = list(self._blocks.values())  # a search may be reading one back meanwhile
+        for block in read:
             if block.erase(row):
                 return
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from membrane_es.projections import read_model
 from membrane_es.projections.block_vectors import block_vectors
 from membrane_es.projections.read_model import ReadModel
 from tests.unit.builders import FULL_TRUST, semantic
-from tests.views_support import assert_same_views, random_history
+from tests.unit.test_concurrency import run_together
+from tests.views_support import SCOPES, assert_same_views, random_history
 
 
 def test_a_restart_loads_the_checkpoint_and_catches_up(tmp_path: Path) -> None:
@@ -172,3 +174,30 @@ def test_vectors_are_read_back_only_when_first_needed(
         rest = set(memory.views.table.scope_ids.values()) - {unscoped_records, alpha}
         assert len(reads) == 2 and set(reads[1]) <= rest
         assert_same_views(memory.views, ReadModel.rebuild(memory.application))
+
+
+def test_blocks_read_back_while_another_thread_writes_end_as_a_rebuild(tmp_path: Path) -> None:
+    """Searches that read blocks back race writes and erasures on another thread: nothing
+    is lost or applied twice, and the index ends as a rebuild's."""
+    embedder = HashingEmbedder(32)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        ids = random_history(memory, random.Random(12), 60)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads very often, so races show up
+    try:
+        with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+            errors = run_together(
+                lambda: random_history(memory, random.Random(13), 30),
+                lambda: [memory.forget(i, "dpo", "erasure request") for i in ids[:3]],
+                *(
+                    lambda scope=scope: memory.retrieve(
+                        task_descriptor="deploy staging",
+                        trust=TrustContext(max_sensitivity="hyper", scopes=[scope]),
+                    )
+                    for scope in SCOPES[1:]
+                ),
+            )
+            assert errors == []
+            assert_same_views(memory.views, ReadModel.rebuild(memory.application))
+    finally:
+        sys.setswitchinterval(interval)
