@@ -4,7 +4,7 @@ entity, salience, type and relation lookups a command makes before it writes).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -175,46 +175,52 @@ class EventStoreUnitOfWork:
         — from the record table's columns (no record is loaded unless it is in the window),
         plus those created in this unit of work — oldest first, then by id."""
         low, high = micros(since), micros(until)
-        ids: set[str] = set()
-        views = self._views
-        if views is not None:
-            views.catch_up(self._app)
-            with views.lock:
-                table = views.table
-                scope_id = table.scope_ids.get(scope)
-                if scope_id is not None:
-                    rows = _episodes(table, scope_id, low, high)
-                    ids.update(table.ids[int(row)] for row in rows)
+
+        def in_window(table: RecordTable) -> Array:
+            scope_id = table.scope_ids.get(scope)
+            if scope_id is None:
+                return np.zeros(0, dtype=np.int64)
+            return _episodes(table, scope_id, low, high)
+
+        ids = self._table_ids(in_window)
         for record_id, aggregate in self._created.items():
             content = aggregate.state.content
             if aggregate.memory_type is MemoryType.EPISODIC and content.scope == scope:
                 created = content.created_at or aggregate.created_on
                 if low <= micros(created) <= high:
                     ids.add(record_id)
-        now = self._clock.now()
-        found = [a.view(now) for a in map(self.get, ids) if not a.state.retracted]
-        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
-        return found
+        return self._active_oldest_first(ids)
 
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
         """Active records of one type from the record table, plus those created in this unit
         of work, oldest first (then by id)."""
-        ids: set[str] = set()
-        views = self._views
-        if views is not None:
-            views.catch_up(self._app)
-            with views.lock:
-                table = views.table
-                rows = np.flatnonzero(table.content["type"][: table.size] == TYPE_CODE[memory_type])
-                ids.update(table.ids[int(row)] for row in rows)
+        code = TYPE_CODE[memory_type]
+
+        def of_type(table: RecordTable) -> Array:
+            return np.flatnonzero(table.content["type"][: table.size] == code)
+
+        ids = self._table_ids(of_type)
         ids.update(
             record_id
             for record_id, aggregate in self._created.items()
             if aggregate.memory_type is memory_type
         )
+        return self._active_oldest_first(ids)
+
+    def _table_ids(self, pick: Callable[[RecordTable], Array]) -> set[str]:
+        """The ids of the record table's rows ``pick`` chooses (the views caught up first)."""
+        views = self._views
+        if views is None:
+            return set()
+        views.catch_up(self._app)
+        with views.lock:
+            table = views.table
+            return {table.ids[int(row)] for row in pick(table)}
+
+    def _active_oldest_first(self, ids: set[str]) -> list[RecordData]:
+        """Those records now, retracted ones left out, oldest first (event time), then by id."""
         now = self._clock.now()
-        aggregates = [self.get(record_id) for record_id in ids]
-        found = [a.view(now) for a in aggregates if not a.state.retracted]
+        found = [a.view(now) for a in map(self.get, ids) if not a.state.retracted]
         found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
         return found
 
