@@ -85,6 +85,8 @@ class EngineCore:
         self._embedder: Embedder | None = None
         self._views_dir: Path | None = views_dir
         self._consolidation: PeriodicTask | None = None
+        self._vector_reader: threading.Thread | None = None  # start_reading_vectors
+        self._closing = threading.Event()  # set by close: background work stops
         self._read_only: bool = read_only
         self.damage: IntegrityError | None = None
         # Writes are serialised within the process; a batch's unit of work is per thread.

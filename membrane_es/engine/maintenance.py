@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import datetime
 
 from membrane_es.commands import messages
@@ -13,9 +15,40 @@ from membrane_es.errors import MembraneError
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.results import ConsolidationResult
 
+log = logging.getLogger("membrane_es")
+
 
 class Maintenance(EngineCore):
-    """Consolidation runs, now or on a background thread."""
+    """Consolidation runs, now or on a background thread; vectors read back in the
+    background."""
+
+    # --- vectors a checkpoint left in the log -------------------------------------------------
+
+    def start_reading_vectors(self) -> threading.Thread:
+        """Read back, on a background thread, the vectors an open from a checkpoint left in
+        the log (a scope's are otherwise read by its first search), one scope at a time,
+        until done or :meth:`close` — what a server does after it starts, so its first
+        searches find them read. A search meanwhile reads its own scopes at once; a write
+        waits at most for the scope being read. Returns the running thread."""
+        if self._vector_reader is not None:
+            raise MembraneError("vectors are already being read back")
+        index, closing = self._views.embeddings, self._closing
+
+        def read_back() -> None:
+            for scope in index.unread_scopes():
+                if closing.is_set():
+                    return
+                try:
+                    index.read_scope(scope)
+                except Exception as error:  # noqa: BLE001 - the first search reports it
+                    if not closing.is_set():
+                        log.warning("vectors not read back in the background: %s", error)
+                    return
+
+        thread = threading.Thread(target=read_back, name="membrane-vectors", daemon=True)
+        self._vector_reader = thread
+        thread.start()
+        return thread
 
     # --- consolidation (spec §5.5) ----------------------------------------------------------
 

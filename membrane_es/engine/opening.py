@@ -276,7 +276,10 @@ class Opening(EngineCore):
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         try:
+            if self._vector_reader is not None:
+                self._vector_reader.join()  # stops after the scope it is reading
             if self._consolidation is not None:
                 self._consolidation.stop()
             if self._checkpoint_task is not None:

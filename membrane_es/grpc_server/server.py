@@ -137,6 +137,8 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     interval = config.consolidation_seconds()
     if interval > 0:
         tenants.on_open(lambda engine: _schedule(engine, interval))
+    # A store opened from its checkpoint reads its vectors back while the daemon serves.
+    tenants.on_open(_read_vectors_back)
     try:
         for tenant in sorted(keys.tenants):
             tenants.get(tenant)
@@ -179,6 +181,10 @@ def _open_engine(
     if path is None:
         return Membrane.in_memory(**options)
     return Membrane.open(path, **options)
+
+
+def _read_vectors_back(engine: Membrane) -> None:
+    engine.start_reading_vectors()
 
 
 def _schedule(engine: Membrane, interval: float) -> None:

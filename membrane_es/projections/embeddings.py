@@ -340,6 +340,15 @@ class EmbeddingIndex:
                 out[scope] = np.concatenate([self._unread[scope], *added])
             return out
 
+    def unread_scopes(self) -> list[int]:
+        """Scope ids of the blocks whose vectors are not read back yet, in block order."""
+        unread = self._unread
+        return [scope for scope in list(self._order) if scope in unread]
+
+    def read_scope(self, scope: int) -> None:
+        """Read one scope's block back now, if it is not yet (see :meth:`restore_later`)."""
+        self._read_scopes([scope])
+
     def _write(self, scope: int, rows: Array, vectors: Array) -> None:
         """Append rows to a scope's block, or note them until that block is read."""
         with self._reading:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from membrane_es import Membrane, TrustContext
+from membrane_es import Membrane, MembraneError, TrustContext
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.block_vectors import block_vectors
@@ -201,3 +201,30 @@ def test_blocks_read_back_while_another_thread_writes_end_as_a_rebuild(tmp_path:
             assert_same_views(memory.views, ReadModel.rebuild(memory.application))
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_vectors_read_back_in_the_background_end_as_a_rebuild(tmp_path: Path) -> None:
+    embedder = HashingEmbedder(32)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        random_history(memory, random.Random(14), 40)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        index = memory.views.embeddings
+        assert index.unread_scopes()
+        memory.start_reading_vectors().join(timeout=60)
+        assert index.unread_scopes() == []
+        assert_same_views(memory.views, ReadModel.rebuild(memory.application))
+        with pytest.raises(MembraneError, match="already being read back"):
+            memory.start_reading_vectors()
+
+
+def test_closing_stops_the_background_read_and_keeps_the_checkpoint_whole(
+    tmp_path: Path,
+) -> None:
+    embedder = HashingEmbedder(32)
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        random_history(memory, random.Random(15), 40)
+    memory = Membrane.open(tmp_path, sync=False, embedder=embedder)
+    memory.start_reading_vectors()
+    memory.close()  # at once: whatever it had read, the checkpoint lists every block's rows
+    with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
+        assert_same_views(memory.views, ReadModel.rebuild(memory.application))
