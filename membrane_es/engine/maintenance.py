@@ -28,8 +28,9 @@ class Maintenance(EngineCore):
         """Read back, on a background thread, the vectors an open from a checkpoint left in
         the log (a scope's are otherwise read by its first search), one scope at a time,
         until done or :meth:`close` — what a server does after it starts, so its first
-        searches find them read. A search meanwhile reads its own scopes at once; a write
-        waits at most for the scope being read. Returns the running thread."""
+        searches find them read. A search meanwhile that needs a scope not read yet reads it
+        itself (after the scope being read); writes go on, applied to a block once it is read.
+        Returns the running thread."""
         if self._vector_reader is not None:
             raise MembraneError("vectors are already being read back")
         index, closing = self._views.embeddings, self._closing

@@ -257,7 +257,8 @@ class EmbeddingIndex:
         self._since: dict[int, list[tuple[Array, Array | None]]] = {}
         self._read: Callable[[dict[int, Array]], dict[int, Array]] | None = None
         self._together = False
-        self._reading = threading.Lock()
+        self._reading = threading.Lock()  # guards the unread blocks and what is noted for them
+        self._io = threading.Lock()  # one read back at a time
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -359,25 +360,29 @@ class EmbeddingIndex:
 
     def _read_scopes(self, scopes: list[int]) -> None:
         """Read the vectors of these scopes' blocks back, then apply what was written to each
-        since, in order."""
-        with self._reading:
-            if self._together:
-                scopes = list(self._unread)
-            wanted = {scope: self._unread[scope] for scope in scopes if scope in self._unread}
-            if not wanted or self._read is None:
+        since, in order. One read back at a time; writes are not held up by its reading (they
+        are noted for the blocks being read, and applied once they are)."""
+        with self._io:
+            with self._reading:
+                if self._together:
+                    scopes = list(self._unread)
+                wanted = {s: self._unread[s] for s in scopes if s in self._unread}
+                read = self._read
+            if not wanted or read is None:
                 return
-            matrices = self._read(wanted)  # raises (damage in the log) with nothing changed
-            for scope, rows in wanted.items():
-                block = Block.of(self.dimensions, rows, matrices[scope])
-                if self.coded:
-                    block.keep_codes()
-                for added, vectors in self._since.pop(scope):
-                    if vectors is None:
-                        block.erase(int(added[0]))
-                    else:
-                        block.extend(added, vectors)
-                self._blocks[scope] = block
-                del self._unread[scope]
+            matrices = read(wanted)  # raises (damage in the log) with nothing changed
+            with self._reading:
+                for scope, rows in wanted.items():
+                    block = Block.of(self.dimensions, rows, matrices[scope])
+                    if self.coded:
+                        block.keep_codes()
+                    for added, vectors in self._since.pop(scope):
+                        if vectors is None:
+                            block.erase(int(added[0]))
+                        else:
+                            block.extend(added, vectors)
+                    self._blocks[scope] = block
+                    del self._unread[scope]
 
     def _prepare(self, incoming: int) -> None:
         """Start keeping codes before the rows that reach :data:`CODED_MIN_ROWS` land, so a
