@@ -36,32 +36,35 @@ _TAIL_MIN = 4096
 
 
 class SaidAfter:
-    """The ``(turn, earlier)`` row pairs of a text index."""
+    """The ``(turn, earlier)`` row pairs of a text index.
+
+    Searches read it without a lock while a write may add or remove pairs: the pairs are one
+    value, ``(turns, earlier rows, count)``, replaced whole by a write (appends go past the
+    count a reader holds, so its pairs never change under it), and the sorted copy notes the
+    array it was made from, so it is never used with another."""
 
     def __init__(self) -> None:
-        self._turn = np.zeros(0, dtype=np.int64)
-        self._earlier = np.zeros(0, dtype=np.int64)
-        self._size = 0
-        # Positions of the first ``_sorted`` pairs, ordered by ``earlier``.
-        self._order = np.zeros(0, dtype=np.int64)
-        self._sorted = 0
+        empty = np.zeros(0, dtype=np.int64)
+        self._pairs: tuple[Array, Array, int] = (empty, empty, 0)
+        # The array of earlier rows it sorts, the positions of its first ``count`` pairs
+        # ordered by earlier row, and ``count``.
+        self._sorted: tuple[Array, Array, int] = (empty, empty, 0)
 
     def __len__(self) -> int:
-        return self._size
+        return self._pairs[2]
 
     def add(self, links: list[tuple[int, list[int]]]) -> None:
         """Note each ``(turn, [earlier rows])``; turns ascending, after every noted one."""
         pairs = [(turn, row) for turn, rows in links for row in rows if row < turn]
         if not pairs:
             return
-        size = self._size
+        turn, earlier, size = self._pairs
         grown = size + len(pairs)
-        if grown > len(self._turn):
-            capacity = max(2 * len(self._turn), grown, 1024)
-            self._turn = np.resize(self._turn, capacity)
-            self._earlier = np.resize(self._earlier, capacity)
-        self._turn[size:grown], self._earlier[size:grown] = zip(*pairs, strict=True)
-        self._size = grown
+        if grown > len(turn):
+            capacity = max(2 * len(turn), grown, 1024)
+            turn, earlier = np.resize(turn, capacity), np.resize(earlier, capacity)
+        turn[size:grown], earlier[size:grown] = zip(*pairs, strict=True)
+        self._pairs = (turn, earlier, grown)
 
     def remove(self, rows: list[int]) -> None:
         """Forget every pair with a turn or an earlier turn among ``rows`` (erasure)."""
@@ -72,23 +75,21 @@ class SaidAfter:
 
     def pairs(self) -> tuple[Array, Array]:
         """(turns, earlier rows), in the order noted (a copy)."""
-        return self._turn[: self._size].copy(), self._earlier[: self._size].copy()
+        turn, earlier, size = self._pairs
+        return turn[:size].copy(), earlier[:size].copy()
 
     def load(self, turn: Array, earlier: Array) -> None:
         """Replace every pair (as :meth:`pairs` gave them)."""
-        self._turn = np.asarray(turn, dtype=np.int64).copy()
-        self._earlier = np.asarray(earlier, dtype=np.int64).copy()
-        self._size = len(self._turn)
-        self._order = np.zeros(0, dtype=np.int64)
-        self._sorted = 0
+        turn = np.asarray(turn, dtype=np.int64).copy()
+        self._pairs = (turn, np.asarray(earlier, dtype=np.int64).copy(), len(turn))
 
     def replies(self, rows: Array) -> tuple[Array, Array]:
         """(turn, position in ``rows``) of every pair whose earlier row is in ``rows``
         (ascending, unique)."""
-        if not self._size or not len(rows):
+        turn, earlier, size = self._pairs
+        if not size or not len(rows):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        self._keep_sorted()
-        order, earlier = self._order, self._earlier
+        order, count = self._sorted_copy(earlier, size)
         ranked = earlier[order]
         low = np.searchsorted(ranked, rows, side="left")
         counts = np.searchsorted(ranked, rows, side="right") - low
@@ -98,14 +99,13 @@ class SaidAfter:
         if total:
             starts = np.repeat(low - np.cumsum(counts) + counts, counts)
             found = order[starts + np.arange(total)]
-            turns.append(self._turn[found])
+            turns.append(turn[found])
             places.append(np.repeat(np.arange(len(rows)), counts))
-        tail = slice(self._sorted, self._size)
-        newer = earlier[tail]
+        newer = earlier[count:size]
         if len(newer):
             where = np.minimum(np.searchsorted(rows, newer), len(rows) - 1)
             hit = rows[where] == newer
-            turns.append(self._turn[tail][hit])
+            turns.append(turn[count:size][hit])
             places.append(where[hit])
         if not turns:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -114,29 +114,34 @@ class SaidAfter:
     def earlier_of(self, rows: Array) -> tuple[Array, Array]:
         """(position in ``rows``, earlier row) of every pair whose turn is in ``rows``
         (any order)."""
-        if not self._size or not len(rows):
+        turn, earlier, size = self._pairs
+        if not size or not len(rows):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        turn = self._turn[: self._size]  # ascending: pairs are noted in turn order
+        noted = turn[:size]  # ascending: pairs are noted in turn order
         ordered = np.argsort(rows, kind="stable")
         wanted = rows[ordered]
-        low = np.searchsorted(turn, wanted, side="left")
-        counts = np.searchsorted(turn, wanted, side="right") - low
+        low = np.searchsorted(noted, wanted, side="left")
+        counts = np.searchsorted(noted, wanted, side="right") - low
         total = int(counts.sum())
         if not total:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         starts = np.repeat(low - np.cumsum(counts) + counts, counts)
         found = starts + np.arange(total)
-        return np.repeat(ordered, counts), self._earlier[found]
+        return np.repeat(ordered, counts), earlier[found]
 
-    def below(self, size: int) -> tuple[Array, Array]:
-        """(turns, earlier rows) of the pairs whose turn is below ``size``."""
-        end = int(np.searchsorted(self._turn[: self._size], size, side="left"))
-        return self._turn[:end], self._earlier[:end]
+    def below(self, limit: int) -> tuple[Array, Array]:
+        """(turns, earlier rows) of the pairs whose turn is below ``limit``."""
+        turn, earlier, size = self._pairs
+        end = int(np.searchsorted(turn[:size], limit, side="left"))
+        return turn[:end], earlier[:end]
 
-    def _keep_sorted(self) -> None:
-        tail = self._size - self._sorted
-        if tail > max(_TAIL_MIN, self._sorted // _TAIL_FRACTION) or (
-            self._sorted == 0 and self._size
-        ):
-            self._order = np.argsort(self._earlier[: self._size], kind="stable")
-            self._sorted = self._size
+    def _sorted_copy(self, earlier: Array, size: int) -> tuple[Array, int]:
+        """The positions of the first ``count`` of these pairs by earlier row, and
+        ``count``: the copy kept, unless it was made from other pairs or the pairs added
+        since outgrow it (then made again, and kept)."""
+        made_from, order, count = self._sorted
+        stale = made_from is not earlier or count > size
+        if stale or size - count > max(_TAIL_MIN, count // _TAIL_FRACTION):
+            order, count = np.argsort(earlier[:size], kind="stable"), size
+            self._sorted = (earlier, order, count)
+        return order, count
