@@ -22,14 +22,18 @@ MAX_SALIENCE_AFTER_REINFORCE = 1.0
 
 DAY = 86_400
 # Half-lives of the records the engine makes itself (capture, ingestion, entities, derived
-# facts), chosen for agent memory that lives for months: what happened fades over a month,
-# the state of a task over a week, facts and the things they are about over a year. The
-# reference gives episodic records one hour and everything else a day, and deletes what
-# falls below 0.001 — a captured conversation turn is gone after about 45 days there. Here
-# decay only ranks (see :meth:`membrane_es.projections.record_table.RecordTable.hidden`), and
-# these longer half-lives keep recency a gentle preference rather than the whole ranking.
+# facts), chosen for agent memory that lives for months. An episode's salience says how much
+# it belongs to what is going on now: it fades over a day (the reference: an hour), so the
+# last day's turns and events come first among equally good matches, and older ones are
+# ranked by their match alone — all alike faded, none gone. A half-life of a month made
+# recency a prior spanning months instead: a turn from March lost 30 % of its match to any
+# turn from last week, whatever was asked. The state of a task fades over a week; facts and
+# the things they are about over a year. The reference deletes what falls below 0.001 (a
+# captured turn is gone after about 45 days there); here decay only ranks (see
+# :meth:`membrane_es.projections.record_table.RecordTable.hidden`), and reinforcing a
+# faded record brings it back.
 ENGINE_HALF_LIFE: dict[MemoryType, int] = {
-    MemoryType.EPISODIC: 30 * DAY,
+    MemoryType.EPISODIC: DAY,
     MemoryType.WORKING: 7 * DAY,
     MemoryType.SEMANTIC: 365 * DAY,
     MemoryType.ENTITY: 365 * DAY,

@@ -83,7 +83,7 @@ class Ingestion(EngineCore):
         scope: str = "",
         timestamp: Timestamp = None,
     ) -> MemoryRecord:
-        """An event as an episodic record (the older API; confidence 0.8, half-life 1 h)."""
+        """An event as an episodic record (the older API; confidence 0.8, half-life a day)."""
         result: MemoryRecord = self.handle(
             messages.IngestEvent(
                 event_kind=event_kind,
@@ -107,7 +107,7 @@ class Ingestion(EngineCore):
         scope: str = "",
         timestamp: Timestamp = None,
     ) -> MemoryRecord:
-        """A tool call and its result as an episodic record (confidence 0.9, half-life 1 h)."""
+        """A tool call and its result as an episodic record (confidence 0.9, half-life a day)."""
         record: MemoryRecord = self.handle(
             messages.IngestToolOutput(
                 tool_name=tool_name,
@@ -131,7 +131,7 @@ class Ingestion(EngineCore):
         scope: str = "",
         timestamp: Timestamp = None,
     ) -> MemoryRecord:
-        """An observed fact as a semantic record (confidence 0.7, half-life 30 days).
+        """An observed fact as a semantic record (confidence 0.7, half-life a year).
 
         A subject (or string object) that names a known entity in ``scope`` (or unscoped) is
         replaced by the entity's id and joined to it by ``subject_entity``/``object_entity``
@@ -182,7 +182,7 @@ class Ingestion(EngineCore):
         scope: str = "",
         timestamp: Timestamp = None,
     ) -> MemoryRecord:
-        """A thread's working state as a working record (confidence 1.0, half-life 1 day)."""
+        """A thread's working state as a working record (confidence 1.0, half-life 7 days)."""
         record: MemoryRecord = self.handle(
             messages.IngestWorkingState(
                 thread_id=thread_id,

@@ -368,7 +368,7 @@ def test_defaults_and_audit_texts(memory: Membrane) -> None:
     primary = result.primary_record
     person, fact = result.created_records
     assert primary.sensitivity is Sensitivity.LOW
-    assert (primary.confidence, primary.lifecycle.decay.half_life_seconds) == (0.8, 30 * DAY)
+    assert (primary.confidence, primary.lifecycle.decay.half_life_seconds) == (0.8, DAY)
     assert primary.salience == pytest.approx(1.0)
     assert audit_trail(primary) == [("create", "ingestion-service", "Ingested event from agent-7")]
     assert audit_trail(person) == [

@@ -86,10 +86,10 @@ def test_ingest_event(memory: Membrane) -> None:
     # it fades from when it happened (event time), not from when it was written
     assert record.created_at == MOMENT
     elapsed = (START - MOMENT).total_seconds()
-    assert record.salience == pytest.approx(2 ** (-elapsed / (30 * DAY)), rel=1e-3)
+    assert record.salience == pytest.approx(2 ** (-elapsed / DAY), rel=1e-3)
     assert (record.scope, record.tags) == ("alpha", ["release"])
     decay = record.lifecycle.decay
-    assert (decay.half_life_seconds, decay.min_salience, decay.max_age_seconds) == (30 * DAY, 0, 0)
+    assert (decay.half_life_seconds, decay.min_salience, decay.max_age_seconds) == (DAY, 0, 0)
     assert record.lifecycle.deletion_policy == "auto_prune"
     [source] = record.provenance.sources
     assert (source.kind, source.ref, source.created_by, source.timestamp) == (
@@ -172,7 +172,7 @@ def test_ingest_tool_output(memory: Membrane) -> None:
         "tool_call: rg",
     )
     assert record.confidence == 0.9
-    assert record.lifecycle.decay.half_life_seconds == 30 * DAY
+    assert record.lifecycle.decay.half_life_seconds == DAY
     [source] = record.provenance.sources
     assert (source.kind, source.ref) == (ProvenanceKind.TOOL_CALL, node.id)
     assert audit_trail(record) == [
