@@ -3,7 +3,8 @@
 ``retrieve(..., explain=True)`` and ``retrieve_graph(..., explain=True)`` return, beside the
 records, one :class:`~membrane_es.schema.results.Explanation` per ranked record (per root for
 a graph): the cosine similarity with the query vector and the vector evidence it gave, the
-lexical evidence (BM25 as the fraction of a full match), the relevance they combine to, the
+lexical evidence (BM25 as the fraction of a full match), the time evidence (whether it
+happened in a period the descriptor names), the relevance they combine to, the
 salience at the moment the read answered for, a graph root's boost, the score it was ordered
 by, and whether the caller's trust returned it in full or redacted. A read ``as_of`` T
 explains itself as of T: every figure is the one that read used.
@@ -27,13 +28,15 @@ Array = npt.NDArray[Any]
 class Evidence:
     """What a ranking knew of each candidate it kept, aligned with its ranked rows: cosine
     similarity (NaN: none), vector evidence, lexical evidence, relevance (None: the read had
-    no evidence and ordered by salience) and the score it was ordered by."""
+    no evidence and ordered by salience), the score it was ordered by, and time evidence
+    (None: the descriptor named no period)."""
 
     similarity: Array | None
     vector: Array | None
     lexical: Array | None
     relevance: Array | None
     score: Array
+    timing: Array | None = None
 
 
 @dataclass(frozen=True)
@@ -62,13 +65,14 @@ def explain_rows(
         boost = (boosts or {}).get(item.row, 0.0)
         at = positions.get(item.row)
         score = boost
-        similarity = vector = lexical = relevance = None
+        similarity = vector = lexical = relevance = timing = None
         if evidence is not None and at is not None:
             score += float(evidence.score[at])
             similarity = _value(evidence.similarity, at)
             vector = _value(evidence.vector, at)
             lexical = _value(evidence.lexical, at)
             relevance = _value(evidence.relevance, at)
+            timing = _value(evidence.timing, at)
         out.append(
             Explanation(
                 record_id=ids[item.row],
@@ -77,6 +81,7 @@ def explain_rows(
                 vector_similarity=similarity,
                 vector_score=vector,
                 lexical_score=lexical,
+                time_score=timing,
                 relevance=relevance,
                 salience=item.salience,
                 boost=boost,

@@ -28,10 +28,15 @@ widened from vector rank alone to every kind of evidence the engine holds for th
   match, and a turn whose own words match would tie one that merely holds them among the
   longer text of its conversational context.
 
+* **time**: when the descriptor names a period ("on 1 February, 2023", "in October 2023",
+  "last week": :mod:`membrane_es.queries.periods`), 1 for a record whose event time is
+  within it and 0 otherwise: a question that says when is answered by what happened then.
+
 The signals present are averaged with the shares below (a signal is present when at least
 one candidate has some of that evidence). So without an embedder relevance is the lexical
-evidence alone, and a task that matches nothing falls back to salience order. The weights
-are fixed by construction — the reference's split, and equal shares for two kinds of
+evidence alone, a descriptor that names no period (or a period nothing happened in) gets no
+time evidence, and a task that matches nothing falls back to salience order. The weights
+are fixed by construction — the reference's split, and equal shares for each kind of
 evidence — not fitted to any dataset.
 
 Ties, wherever an order is produced, are broken by salience (higher first), then creation
@@ -52,6 +57,7 @@ EVIDENCE_WEIGHT = 0.7  # spec §3.3 hybrid: the share of "how well it matches th
 SALIENCE_WEIGHT = 0.3  # ... and of "how important it still is": the most fading takes away
 VECTOR_SHARE = 0.5  # within relevance: semantic similarity
 LEXICAL_SHARE = 0.5  # ... and shared words
+TIME_SHARE = 0.5  # ... and happening when the task says
 
 
 def relative(scores: Array) -> Array:
@@ -68,13 +74,17 @@ def lexical_evidence(coverage: Array) -> Array:
     return coverage / max(1.0, float(coverage.max(initial=0.0)))
 
 
-def relevance(similarity: Array | None, lexical: Array | None) -> Array | None:
+def relevance(
+    similarity: Array | None, lexical: Array | None, timing: Array | None = None
+) -> Array | None:
     """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
-    no vector) and lexical coverage; None when there is no evidence at all."""
+    no vector), lexical coverage and time evidence (1: it happened in a period the task
+    names); None when there is no evidence at all."""
     signals = []
     for share, scores in (
         (VECTOR_SHARE, None if similarity is None else relative(similarity)),
         (LEXICAL_SHARE, None if lexical is None else lexical_evidence(lexical)),
+        (TIME_SHARE, timing),
     ):
         if scores is not None and scores.any():
             signals.append((share, scores))

@@ -39,7 +39,14 @@ from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
 from membrane_es.queries.explain import Evidence, Placed, explain_rows
 from membrane_es.queries.lexical import coverage, matches
-from membrane_es.queries.ranking import blend, lexical_evidence, order, relative, relevance
+from membrane_es.queries.periods import named_periods
+from membrane_es.queries.ranking import (
+    blend,
+    lexical_evidence,
+    order,
+    relative,
+    relevance,
+)
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
     Selection,
@@ -333,11 +340,11 @@ def _rank_by_evidence(
     """The same ranking as :func:`_rank_every_candidate` for a read that shortlists its
     vectors, from the rows with evidence alone; None when it cannot be sure of that.
 
-    Only shortlisted rows, rows sharing a word with the descriptor and selectable rows have
-    any relevance; every other candidate scores 0. So when the last of the top ``limit``
-    among the rows with evidence scores more than that, no other candidate could have
-    displaced it, and the rest — often almost the whole store — need not be admitted or
-    given a salience at all."""
+    Only shortlisted rows, rows sharing a word with the descriptor, rows that happened in a
+    period it names and selectable rows have any relevance; every other candidate scores 0.
+    So when the last of the top ``limit`` among the rows with evidence scores more than
+    that, no other candidate could have displaced it, and the rest — often almost the whole
+    store — need not be admitted or given a salience at all."""
     assert plan.query_vector is not None
     index, size, table = snapshot.views.embeddings, snapshot.size, snapshot.table
     within = universe(snapshot, plan.trust)
@@ -352,6 +359,13 @@ def _rank_by_evidence(
     rows = np.union1d(shortlisted.scan.rows[shortlisted.picks], selectable_rows)
     if matched is not None:
         rows = np.union1d(rows, matched[0])
+    periods = named_periods(plan.descriptor, snapshot.moment)
+    if periods:
+        created = table.content["created_at"]
+        if within is None:
+            rows = np.union1d(rows, np.flatnonzero(periods.contain(created[:size])))
+        else:
+            rows = np.union1d(rows, within[periods.contain(created[within])])
     found = admit(snapshot, rows, plan.trust, plan.filters)
     lexical = None
     if matched is not None:
@@ -390,7 +404,9 @@ def _ranked(
         # A record returned redacted shows the caller none of its words: words it cannot
         # see are no evidence that it answers the task (and ranking by them would leak them).
         lexical = np.where(found.redacted, 0.0, lexical)
-    evidence = relevance(similarity, lexical)
+    periods = named_periods(plan.descriptor, snapshot.moment)
+    timing = periods.contain(created).astype(np.float64) if periods else None
+    evidence = relevance(similarity, lexical, timing)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
@@ -402,6 +418,7 @@ def _ranked(
             lexical=None if lexical is None else lexical_evidence(lexical)[picks],
             relevance=None if evidence is None else evidence[picks],
             score=primary[picks],
+            timing=None if timing is None else timing[picks],
         )
     return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
 

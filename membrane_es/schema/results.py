@@ -66,7 +66,9 @@ class Explanation(_Result):
     ``vector_score``: that similarity as evidence (relative to the best candidate, in
     [0, 1]); ``lexical_score``: BM25 of the descriptor's words as the fraction of a full
     match, in [0, 1] (0 for a record returned redacted: words the caller cannot see are no
-    evidence); ``relevance``: the evidence combined (None: the read had none and ordered by
+    evidence); ``time_score``: 1 when its event time is within a period the descriptor
+    names ("in October 2023", "last week"), else 0 (None: it names none); ``relevance``:
+    the evidence combined (None: the read had none and ordered by
     salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
     or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
     ``score``: what it was ordered by; ``trust``: ``full`` or ``redacted``.
@@ -83,6 +85,7 @@ class Explanation(_Result):
     boost: float
     trust: str
     moment: datetime
+    time_score: float | None = None
 
 
 class ExplainedRetrieveResult(RetrieveResult):

@@ -2,8 +2,9 @@
 
 A captured memory is dated by when it happened (``timestamp``; a created record by its given
 ``created_at``): that is its event time, which reads filter on (``created_after`` /
-``created_before``) and from which it fades. The log keeps when the store learned of it:
-``as_of`` reads by that transaction time.
+``created_before``), which a descriptor naming a period ("in January 2024", "yesterday")
+gives evidence by, and from which it fades. The log keeps when the store learned of it:
+``as_of`` reads by that transaction time (and a relative period counts back from it).
 """
 
 from __future__ import annotations
@@ -80,3 +81,52 @@ def test_a_window_bound_must_be_an_aware_datetime(memory: Membrane) -> None:
         memory.retrieve("x", created_after=LAST_WEEK.replace(tzinfo=None))
 
     assert raised.value.field == "created_after"
+
+
+def test_a_question_that_names_a_period_prefers_what_happened_then(memory: Membrane) -> None:
+    old, new = backfill(memory)  # the same evidence otherwise; the newer is less faded
+
+    then = memory.retrieve("where did we move things in January 2024?", explain=True)
+    lately = memory.retrieve("where did we move things in December 2024?", explain=True)
+    unnamed = memory.retrieve("where did we move things?", explain=True)
+
+    assert [r.id for r in then.records] == [old, new]
+    assert [e.time_score for e in then.explanations] == [1.0, 0.0]
+    assert [r.id for r in lately.records] == [new, old]
+    assert [r.id for r in unnamed.records] == [new, old]
+    assert [e.time_score for e in unnamed.explanations] == [None, None]
+
+
+def test_a_period_nothing_happened_in_gives_no_evidence(memory: Membrane) -> None:
+    backfill(memory)
+
+    named = memory.retrieve("where did we move things in 1999?", explain=True)
+    unnamed = memory.retrieve("where did we move things?", explain=True)
+
+    assert [r.id for r in named.records] == [r.id for r in unnamed.records]
+    # (up to rounding: "1999" is a word of the descriptor too, matched by nothing)
+    assert [e.score for e in named.explanations] == pytest.approx(
+        [e.score for e in unnamed.explanations]
+    )
+    assert {e.time_score for e in named.explanations} == {0.0}
+
+
+def test_a_relative_period_counts_back_from_the_moment_answered_for(
+    memory: Membrane, time: ManualTime
+) -> None:
+    early = memory.capture_memory(
+        {"text": "we moved the office"}, timestamp=START - timedelta(days=40)
+    ).primary_record.id
+    late = memory.capture_memory(
+        {"text": "we moved the desks"}, timestamp=START - timedelta(days=1)
+    ).primary_record.id
+    written = time.advance(seconds=1)
+    time.advance(days=60)
+    question = "what did we move yesterday?"
+
+    back_then = memory.retrieve(question, as_of=written, explain=True)
+    today = memory.retrieve(question, explain=True)
+
+    assert [r.id for r in back_then.records] == [late, early]
+    assert [e.time_score for e in back_then.explanations] == [1.0, 0.0]
+    assert {e.time_score for e in today.explanations} == {0.0}  # yesterday is empty now

@@ -33,7 +33,21 @@ def create(memory: Membrane, record: dict[str, Any], vector: Sequence[float] | N
 
 def test_weights_are_the_reference_hybrid_and_equal_shares() -> None:
     assert (ranking.EVIDENCE_WEIGHT, ranking.SALIENCE_WEIGHT) == (0.7, 0.3)
-    assert ranking.VECTOR_SHARE == ranking.LEXICAL_SHARE == 0.5
+    assert ranking.VECTOR_SHARE == ranking.LEXICAL_SHARE == ranking.TIME_SHARE == 0.5
+
+
+def test_time_evidence_is_a_third_share_when_a_candidate_has_it() -> None:
+    similarity = np.array([1.0, 1.0, 0.5])
+    coverage = np.array([0.0, 0.6, 0.6])
+
+    with_time = ranking.relevance(similarity, coverage, np.array([1.0, 0.0, 0.0]))
+    nobody_then = ranking.relevance(similarity, coverage, np.zeros(3))
+    unnamed = ranking.relevance(similarity, coverage)
+
+    assert with_time is not None and unnamed is not None and nobody_then is not None
+    np.testing.assert_allclose(with_time, [(0.5 + 0.5) / 1.5, (0.5 + 0.3) / 1.5, 0.55 / 1.5])
+    np.testing.assert_allclose(nobody_then, unnamed)
+    np.testing.assert_allclose(unnamed, [0.5, 0.8, 0.55])
 
 
 def test_vector_evidence_is_relative_to_the_best_candidate() -> None:

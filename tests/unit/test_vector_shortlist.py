@@ -253,7 +253,8 @@ def test_as_of_gives_the_answers_given_then_with_shortlists(
 
 @pytest.mark.parametrize("seed", range(3))
 def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed: int) -> None:
-    """Whenever the evidence-first ranking answers, it is the ranking of every candidate."""
+    """Whenever the evidence-first ranking answers, it is the ranking of every candidate,
+    also when the descriptor names a period."""
     rng = random.Random(seed)
     time = ManualTime()
     embedder = HashingEmbedder(32)
@@ -279,7 +280,7 @@ def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed
                 ):
                     plan = retrieve.make_plan(
                         sources,
-                        descriptor=" ".join(rng.sample(WORDS, 2)),
+                        descriptor=" ".join(rng.sample(WORDS, 2)) + rng.choice(_PERIODS),
                         trust=trust,
                         memory_types=types,
                         min_salience=rng.choice([0.0, 0.2]),
@@ -300,6 +301,9 @@ def test_ranking_from_the_rows_with_evidence_equals_ranking_every_candidate(seed
                     _assert_same_ranking(quick, full)
     assert answered >= 10
 
+
+# Named periods give time evidence to rows with no vector or word evidence at all.
+_PERIODS = ["", "", " yesterday", " this week", " last month", " this year"]
 
 _TRUSTS = [
     TrustContext(),

@@ -430,7 +430,14 @@ def test_explain_metadata_returns_explanations_in_trailing_metadata(stub: Stub) 
     assert [e["record_id"] for e in explained] == list(asked.root_ids)
     assert fact.id in asked.root_ids
     for item in explained:
-        assert {"vector_similarity", "lexical_score", "salience", "boost", "score"} <= set(item)
+        assert {
+            "vector_similarity",
+            "lexical_score",
+            "time_score",
+            "salience",
+            "boost",
+            "score",
+        } <= set(item)
         assert item["trust"] == "full"
     bad = (*AUTH, ("x-membrane-explain", "please"))
     code, message = code_of(lambda: stub.RetrieveGraph(request, metadata=bad))
