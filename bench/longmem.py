@@ -1,6 +1,8 @@
 """Long-conversation memory: the LoCoMo retrieval procedure, with its baselines in the same run.
 
-Run: ``python -m bench.longmem PATH [--conversations 0,2] [--embedder minilm|hashing|none]``
+Run: ``python -m bench.longmem PATH [--conversations 0,2] [--embedder E]``, E one of
+``minilm`` (the default embedder: MiniLM on ONNX Runtime when installed), ``minilm-torch``
+(the same model on torch), ``hashing``, ``none``;
 where PATH is a LoCoMo-format JSON file (a list of conversations with ``conversation`` —
 ``speaker_a``, ``session_N``, ``session_N_date_time`` — and ``qa``); the development split
 lives in ``../shared/data/locomo_dev.json`` beside the repository, not in it.
@@ -368,9 +370,13 @@ def make_embedder(name: str) -> Embedder | None:
         return None
     if name == "hashing":
         return HashingEmbedder(384)
-    from membrane_es.embedding import SentenceTransformerEmbedder
+    if name == "minilm-torch":
+        from membrane_es.embedding import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder()
+        return SentenceTransformerEmbedder()
+    from membrane_es.embedding.default import load_minilm
+
+    return load_minilm()  # the default: on ONNX Runtime when it is installed
 
 
 def report(results: Results, embedder: str) -> str:
@@ -405,7 +411,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("path", type=Path, nargs="?", default=DEFAULT_DATA)
     parser.add_argument("--conversations", default="", help="indexes, e.g. 0,2 (default all)")
-    parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
+    parser.add_argument(
+        "--embedder", choices=["minilm", "minilm-torch", "hashing", "none"], default="minilm"
+    )
     parser.add_argument("--cache", type=Path, help="keep vectors in this .npz between runs")
     args = parser.parse_args()
     conversations = load(args.path)

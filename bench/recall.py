@@ -180,9 +180,9 @@ def score(returned: Sequence[str], expected: Sequence[str], k: int) -> Scores:
 def make_embedder(name: str) -> Embedder:
     if name == "hashing":
         return HashingEmbedder(384)
-    from membrane_es.embedding import SentenceTransformerEmbedder
+    from membrane_es.embedding.default import load_minilm
 
-    return SentenceTransformerEmbedder()
+    return load_minilm()  # the default: on ONNX Runtime when it is installed
 
 
 def evaluate(data: Dataset, embedder: Embedder, *, verbose: bool = False) -> dict[str, Scores]:

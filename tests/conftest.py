@@ -4,9 +4,14 @@ A store opened without naming an embedder uses all-MiniLM-L6-v2 when the ``embed
 is installed. The suite's expectations are written for the engine without one (CI installs only
 the ``dev`` extra), so the default is switched off here whatever is installed; a test that is
 about the default itself opts back in with ``@pytest.mark.default_embedder``.
+
+The ONNX graph of the default model is exported into a directory of the test session, not the
+user's cache (``MEMBRANE_ES_CACHE``, unless the caller set one).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -17,3 +22,8 @@ from membrane_es.embedding import default
 def _no_default_embedder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("default_embedder") is None:
         monkeypatch.setattr(default, "extra_installed", lambda: False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _graph_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    os.environ.setdefault("MEMBRANE_ES_CACHE", str(tmp_path_factory.mktemp("graph-cache")))

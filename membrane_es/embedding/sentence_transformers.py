@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from membrane_es.embedding.batches import length_runs
 from membrane_es.embedding.protocol import Matrix, check_texts, normalise
 from membrane_es.errors import MembraneError
 
@@ -65,7 +66,7 @@ def _default_name(source: Path) -> str:
 
 
 @contextlib.contextmanager
-def _offline_and_quiet() -> Iterator[None]:
+def offline_and_quiet() -> Iterator[None]:
     """Hugging Face Hub offline mode and no progress bars for the duration of a model load.
 
     ``local_files_only`` alone is not enough: huggingface_hub still builds request headers, and
@@ -137,7 +138,7 @@ class SentenceTransformerEmbedder:
             source = str(model_name_or_path)
             default_name = _default_name(Path(source))
         try:
-            with _offline_and_quiet():
+            with offline_and_quiet():
                 model: Any = SentenceTransformer(
                     source, device=device, local_files_only=True, trust_remote_code=False
                 )
@@ -189,26 +190,11 @@ class SentenceTransformerEmbedder:
         return normalise(result)
 
     def _runs(self, texts: list[str]) -> list[list[int]]:
-        """Positions of ``texts`` in runs of similar length, each one forward pass.
-
-        A forward pass pads every text to the longest in it, so a pass mixing a one-line
-        turn with a paragraph costs the paragraph's work for each: what made a batch of a
-        few dozen mixed texts run at half the model's speed on long sorted lists. Sorted by
-        token count, a run ends at ``batch_size`` texts or before a text more than twice as
-        long as its first: padding then at most doubles any text's work, as it does in the
-        sorted batches of a long list."""
+        """Positions of ``texts`` in runs of similar length, each one forward pass
+        (:func:`~membrane_es.embedding.batches.length_runs`)."""
         if not texts:
             return []
         tokenizer = self._model.tokenizer
         limit = int(getattr(self._model, "max_seq_length", 0) or 512)
         encoded = tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)
-        counts = [len(ids) for ids in encoded["input_ids"]]
-        order = sorted(range(len(texts)), key=lambda i: (counts[i], i))
-        runs: list[list[int]] = []
-        for i in order:
-            run = runs[-1] if runs else None
-            if run is None or len(run) == self._batch_size or counts[i] > 2 * counts[run[0]]:
-                runs.append([i])
-            else:
-                run.append(i)
-        return runs
+        return length_runs([len(ids) for ids in encoded["input_ids"]], self._batch_size)
