@@ -1,5 +1,6 @@
 """``--embedder`` (and ``MEMBRANE_EMBEDDER``): which model the commands that embed use, and a
-status line on standard error while it loads (seconds: torch and the weights).
+status line on standard error while it loads (seconds the first time, when the model's graph
+is exported; under a second after).
 
 Only commands that embed take the option: writes that make records (their vectors) and
 queries (the task's vector). The others open the store with no embedder, so they never load a

@@ -2,7 +2,7 @@
 ``embeddings`` extra is installed, else none (ranking by words and salience only).
 
 The model is loaded on its first use, not at open: opening a store stays quick, and a store
-that only reads ids never pays for torch. Its name and width are known without loading it, so
+that only reads ids never pays for the model. Its name and width are known without loading it, so
 the store can still check that its vectors came from the same model.
 """
 
@@ -45,9 +45,10 @@ class BundledMiniLM:
         self._lock = threading.Lock()
         self._loaded: Embedder | None = None
         self.loading: Callable[[str], AbstractContextManager[object]] = nullcontext
-        """Entered, with the model's name, around the load (seconds: torch and the weights),
-        so a caller can show that it is waiting; the load happens on first use, deep inside
-        a write or a query, where the caller has no other hook."""
+        """Entered, with the model's name, around the load (seconds the first time, when the
+        graph is exported with torch), so a caller can show that it is waiting; the load
+        happens on first use, deep inside a write or a query, where the caller has no other
+        hook."""
 
     @property
     def dimensions(self) -> int:
