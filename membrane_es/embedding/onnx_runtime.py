@@ -198,8 +198,14 @@ def exported_graph(source: Path, cache: Path, stem: str) -> Path:
     target = cache / f"{stem}-{_digest(source)}.onnx"
     if target.is_file():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=cache, prefix=".export-", suffix=".onnx")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=cache, prefix=".export-", suffix=".onnx")
+    except OSError as error:
+        raise EmbedderUnavailableError(
+            f"cannot write the model's graph into {cache} ({error}); set MEMBRANE_ES_CACHE to a "
+            "writable directory"
+        ) from error
     os.close(handle)
     try:
         _export(source, Path(temporary))

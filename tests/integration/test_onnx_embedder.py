@@ -140,6 +140,14 @@ def test_a_damaged_graph_names_its_file(cache: Path, tmp_path: Path) -> None:
         OnnxEmbedder(cache_dir=damaged)
 
 
+def test_a_cache_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+
+    with pytest.raises(EmbedderUnavailableError, match="MEMBRANE_ES_CACHE"):
+        OnnxEmbedder(cache_dir=blocker / "graphs")
+
+
 def test_the_cache_directory_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from membrane_es.embedding.onnx_runtime import cache_directory
 
