@@ -12,11 +12,17 @@ UTC:
   and "march" stay verbs; ``May`` alone only after a word such as *in*, *since* or *last*,
   so that "May I …" is not a month);
 * a year: ``2023`` (1900–2099);
+* a range: ``between``/``from`` one of those ``and``/``to``/``until``/``through``/``-``
+  another, from the first to the end of the second (a year given once serves both:
+  ``between August 11 and August 15 2023``, ``from December to February 2024``); without any
+  year, the months between, of any year;
+* an open period: ``since`` one (from its start) or ``after`` one (from its end), up to the
+  moment the read answers for;
 * relative to the moment the read answers for (now, or its ``as_of``): ``today``,
   ``yesterday``, ``this``/``last`` ``week`` (weeks start on Monday), ``month`` or ``year``,
   and ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a year ago`` (the day, week,
-  month or year that many before) — unless the descriptor also names a day or a month of a
-  year, which such a phrase then most likely counts from (left unread).
+  month or year that many before) — unless the descriptor also names a date, which such a
+  phrase then most likely counts from (left unread).
 
 Nothing else is guessed: no seasons (the hemisphere is unknown), no bare weekdays, no
 "recently" (an episode's fading salience already prefers the last day's). A descriptor that
@@ -55,7 +61,17 @@ _DAY_FORMS = (
 )
 _MONTH_FORM = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)
 _YEAR_FORM = re.compile(rf"(?<![\w.,$€£-]){_YEAR}(?!\w|[.,-]\d|%)")
-_MONTH_ALONE = re.compile(rf"\b(?P<month>{_FULL_MONTH.title()})\b")
+_CAPITAL_MONTH = rf"(?P<month>{_FULL_MONTH.title()})"
+_MONTH_ALONE = re.compile(rf"\b{_CAPITAL_MONTH}\b")
+# A day of a month with no year names that day of any year; read as its month (of any year).
+# Only capitalised month names: "may 5" could be a verb and a number.
+_DAYS_OF_ANY_YEAR = (
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_CAPITAL_MONTH}\b"),
+    re.compile(rf"\b{_CAPITAL_MONTH}\s+{_DAY}\b(?![:.]\d)"),
+)
+_RANGE_OPENS = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
+_RANGE_JOINS = re.compile(r"\s*(?:and|to|until|till|through|-|–)\s*", re.IGNORECASE)
+_OPEN_ENDED = re.compile(r"\b(?P<word>since|after)\s+$", re.IGNORECASE)
 _MAY_CUES = frozenset(
     "in on of since until till by during through before after from last this next early late "
     "mid".split()
@@ -100,28 +116,71 @@ class Periods:
         return inside
 
 
+@dataclass(frozen=True)
+class _Mention:
+    """A date the text names, at ``[start, end)`` in it: a year, a month, or a day of one;
+    ``year`` None when it names none (``in June``, ``August 11``)."""
+
+    start: int
+    end: int
+    year: int | None
+    month: int | None = None
+    day: int | None = None
+
+    def span(self) -> tuple[datetime, datetime]:
+        """The day, month or year it names (its year known)."""
+        assert self.year is not None
+        if self.month is None:
+            return datetime(self.year, 1, 1, tzinfo=UTC), datetime(self.year + 1, 1, 1, tzinfo=UTC)
+        if self.day is None:
+            return _month_of(self.year, self.month)
+        day = datetime(self.year, self.month, self.day, tzinfo=UTC)
+        return day, day + timedelta(days=1)
+
+    def key(self) -> tuple[int, int]:
+        """Its place within a year, to tell which of two comes first."""
+        return self.month or 1, self.day or 1
+
+
 def named_periods(text: str, now: datetime) -> Periods:
     """The periods ``text`` names; relative ones counted back from ``now`` (aware)."""
-    spans: list[tuple[datetime, datetime]] = []
+    mentions: list[_Mention] = []
     remaining = text
-    for form in _DAY_FORMS:
-        remaining = _take(form, remaining, spans, _day_span)
-    remaining = _take(_MONTH_FORM, remaining, spans, _month_span)
+    for form in (*_DAY_FORMS, _MONTH_FORM, *_DAYS_OF_ANY_YEAR):
+        remaining = _note(form, remaining, mentions)
     relative: list[tuple[datetime, datetime]] = []
     remaining = _take(_AGO, remaining, relative, lambda m: _ago_span(m, now))
     remaining = _take(_THIS_OR_LAST, remaining, relative, lambda m: _this_or_last_span(m, now))
     remaining = _take(_DAY_WORD, remaining, relative, lambda m: _day_word_span(m, now))
-    if not spans:
+    remaining = _note(_YEAR_FORM, remaining, mentions)
+    for match in _MONTH_ALONE.finditer(remaining):
+        if match["month"] != "May" or _follows_cue(remaining, match.start()):
+            mentions.append(
+                _Mention(match.start(), match.end(), None, _month_number(match["month"]))
+            )
+    spans, months = _combine(text, sorted(mentions, key=lambda m: m.start), now)
+    if not mentions:
         # Beside a date ("last week, as mentioned on 6 November"), a relative phrase counts
         # from that date, not from now: it is left unread rather than read wrong.
         spans = relative
-    remaining = _take(_YEAR_FORM, remaining, spans, _year_span)
-    months = frozenset(
-        _MONTHS[match["month"].lower()]
-        for match in _MONTH_ALONE.finditer(remaining)
-        if match["month"] != "May" or _follows_cue(remaining, match.start())
-    )
-    return Periods(tuple((micros(a), micros(b)) for a, b in spans), months)
+    return Periods(tuple((micros(a), micros(b)) for a, b in spans), frozenset(months))
+
+
+def _note(form: re.Pattern[str], text: str, mentions: list[_Mention]) -> str:
+    """Note every match of ``form`` that is a real date; the text with every match blanked
+    (same length, so positions still point into the original)."""
+    for match in form.finditer(text):
+        fields = match.groupdict()
+        year = int(fields["year"]) if fields.get("year") else None
+        month = _month_number(fields["month"]) if fields.get("month") else None
+        day = int(fields["day"]) if fields.get("day") else None
+        if day is not None:
+            try:  # a leap year, so 29 February of a year not given stands
+                datetime(year or 2000, month or 1, day)
+            except ValueError:  # 31 February, month 13: not a date
+                continue
+        mentions.append(_Mention(match.start(), match.end(), year, month, day))
+    return form.sub(lambda m: " " * len(m[0]), text)
 
 
 def _take(
@@ -130,8 +189,8 @@ def _take(
     spans: list[tuple[datetime, datetime]],
     span_of: Any,
 ) -> str:
-    """Note the span of every match of ``form`` that is a real date; the text with every
-    match blanked (so a shorter form does not read a part of it again)."""
+    """Note the span of every match of ``form`` (relative phrases); the text with every match
+    blanked."""
     for match in form.finditer(text):
         span = span_of(match)
         if span is not None:
@@ -139,30 +198,68 @@ def _take(
     return form.sub(lambda m: " " * len(m[0]), text)
 
 
+def _combine(
+    text: str, mentions: list[_Mention], now: datetime
+) -> tuple[list[tuple[datetime, datetime]], set[int]]:
+    """The spans and months of the year the mentions name, in order: ``between``/``from`` one
+    ``and``/``to`` another is the period from the first to the end of the second (a year
+    given once serves both); ``since`` (from its start) or ``after`` (from its end) one is the
+    period up to ``now``; any other stands alone."""
+    spans: list[tuple[datetime, datetime]] = []
+    months: set[int] = set()
+    at = 0
+    while at < len(mentions):
+        first = mentions[at]
+        before = text[: first.start]
+        if at + 1 < len(mentions) and _RANGE_OPENS.search(before):
+            second = mentions[at + 1]
+            if _RANGE_JOINS.fullmatch(text[first.end : second.start]):
+                spans_, months_ = _range(first, second)
+                spans += spans_
+                months |= months_
+                at += 2
+                continue
+        opening = _OPEN_ENDED.search(before)
+        if opening and first.year is not None:
+            start = first.span()[0 if opening["word"].lower() == "since" else 1]
+            if start < now:
+                spans.append((start, now))
+            at += 1
+            continue
+        if first.year is not None:
+            spans.append(first.span())
+        elif first.month is not None:
+            months.add(first.month)
+        at += 1
+    return spans, months
+
+
+def _range(first: _Mention, second: _Mention) -> tuple[list[tuple[datetime, datetime]], set[int]]:
+    """From ``first`` to the end of ``second``; a year given once serves both (the earlier
+    one's year is the one before when its month comes later: ``from December to February
+    2024``). Without any year, the months from one to the other, of any year."""
+    if first.year is None and second.year is not None:
+        year = second.year - (first.key() > second.key())
+        first = _Mention(first.start, first.end, year, first.month, first.day)
+    elif second.year is None and first.year is not None:
+        year = first.year + (second.key() < first.key())
+        second = _Mention(second.start, second.end, year, second.month, second.day)
+    if first.year is None or second.year is None:
+        if first.month is None or second.month is None:
+            return [], set()
+        count = (second.month - first.month) % 12 + 1
+        return [], {(first.month - 1 + step) % 12 + 1 for step in range(count)}
+    start, end = first.span()[0], second.span()[1]
+    if end <= start:
+        return [first.span(), second.span()], set()
+    return [(start, end)], set()
+
+
 def _month_number(word: str) -> int:
     if word.isdigit():
         return int(word)
     word = word.lower().rstrip(".")
     return _MONTHS.get(word) or _ABBREVIATIONS[word]
-
-
-def _day_span(match: re.Match[str]) -> tuple[datetime, datetime] | None:
-    try:
-        day = datetime(
-            int(match["year"]), _month_number(match["month"]), int(match["day"]), tzinfo=UTC
-        )
-    except ValueError:  # 31 February, month 13: not a date
-        return None
-    return day, day + timedelta(days=1)
-
-
-def _month_span(match: re.Match[str]) -> tuple[datetime, datetime]:
-    return _month_of(int(match["year"]), _month_number(match["month"]))
-
-
-def _year_span(match: re.Match[str]) -> tuple[datetime, datetime]:
-    year = int(match["year"])
-    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
 def _month_of(year: int, month: int) -> tuple[datetime, datetime]:

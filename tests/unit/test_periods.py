@@ -121,6 +121,51 @@ def test_several_periods() -> None:
     assert periods.months == {6}
 
 
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        (
+            "where was John between August 11 and August 15 2023?",
+            day(2023, 8, 11),
+            day(2023, 8, 16),
+        ),
+        ("from 3 March to 10 March 2024", day(2024, 3, 3), day(2024, 3, 11)),
+        ("from December to February 2024", day(2023, 12, 1), day(2024, 3, 1)),
+        ("from October 2022 until January", day(2022, 10, 1), day(2023, 2, 1)),
+        ("between 2019 and 2021", day(2019, 1, 1), day(2022, 1, 1)),
+        ("from 2023-01-30 - 2023-02-02", day(2023, 1, 30), day(2023, 2, 3)),
+        ("what changed since 1 March 2024?", day(2024, 3, 1), NOW),
+        ("what changed after 1 March 2024?", day(2024, 3, 2), NOW),
+        ("anything after February 2024", day(2024, 3, 1), NOW),
+    ],
+)
+def test_ranges_and_open_periods(text: str, start: datetime, end: datetime) -> None:
+    assert spans(text) == [(start, end)]
+
+
+def test_a_range_without_years_is_months_of_any_year() -> None:
+    periods = named_periods("what did we plan from November to February?", NOW)
+
+    assert periods.spans == () and periods.months == {11, 12, 1, 2}
+
+
+def test_a_range_backwards_is_its_two_ends() -> None:
+    assert spans("between 2024 and 2021") == [
+        (day(2024, 1, 1), day(2025, 1, 1)),
+        (day(2021, 1, 1), day(2022, 1, 1)),
+    ]
+
+
+def test_since_a_moment_still_to_come_names_nothing() -> None:
+    assert not named_periods("since 2030", NOW)
+
+
+def test_a_day_of_any_year_is_read_as_its_month() -> None:
+    assert named_periods("the party on August 11", NOW).months == {8}
+    assert named_periods("on the 3rd of March", NOW).months == {3}
+    assert not named_periods("at 11:30 on may 5", NOW)
+
+
 @pytest.mark.parametrize("text", ["", "deploy the api", "the 90s", "in summer", "on Friday"])
 def test_no_period(text: str) -> None:
     periods = named_periods(text, NOW)
