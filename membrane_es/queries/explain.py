@@ -4,7 +4,8 @@
 records, one :class:`~membrane_es.schema.results.Explanation` per ranked record (per root for
 a graph): the cosine similarity with the query vector and the vector evidence it gave, the
 lexical evidence (BM25 as the fraction of a full match), the time evidence (whether it
-happened in a period the descriptor names), the relevance they combine to, the
+happened in a period the descriptor names), the conversation turns whose words its lexical
+score counted beside its own, the relevance they combine to, the
 salience at the moment the read answered for, a graph root's boost, the score it was ordered
 by, and whether the caller's trust returned it in full or redacted. A read ``as_of`` T
 explains itself as of T: every figure is the one that read used.
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.text_index import TextIndex
 from membrane_es.schema.results import Explanation
 
 Array = npt.NDArray[Any]
@@ -55,11 +57,13 @@ def explain_rows(
     ids: list[str],
     moment: datetime,
     boosts: dict[int, float] | None = None,
+    searched_with: dict[int, list[str]] | None = None,
 ) -> list[Explanation]:
     """An explanation per placed record, in their order; ``positions`` maps a row to its
     index in ``evidence`` (a row without one — an entity a graph root joined by name — had
     no evidence of its own); ``boosts`` maps a graph root's row to its boost, already added
-    to its score."""
+    to its score; ``searched_with`` maps a row to the ids of the turns whose words its
+    lexical score counted."""
     out = []
     for rank, item in enumerate(placed, start=1):
         boost = (boosts or {}).get(item.row, 0.0)
@@ -82,6 +86,7 @@ def explain_rows(
                 vector_score=vector,
                 lexical_score=lexical,
                 time_score=timing,
+                searched_with=(searched_with or {}).get(item.row, []),
                 relevance=relevance,
                 salience=item.salience,
                 boost=boost,
@@ -97,3 +102,21 @@ def _value(values: Array | None, at: int) -> float | None:
         return None
     value = float(values[at])
     return None if np.isnan(value) else value
+
+
+def turns_searched_with(
+    text: TextIndex, placed: list[Placed], size: int, ids: list[str]
+) -> dict[int, list[str]]:
+    """For each placed record returned in full, the ids of the turns it was said after that
+    existed at the moment answered for (rows below ``size``) and were not erased: the words
+    its lexical score counted beside its own. A record returned redacted had no lexical
+    evidence, so none."""
+    rows = np.array([item.row for item in placed if not item.redacted], dtype=np.int64)
+    if not len(rows):
+        return {}
+    places, earlier = text.said_after.earlier_of(rows)
+    kept = (earlier < size) & (text.own_lengths(earlier) >= 0)
+    found: dict[int, list[str]] = {}
+    for place, row in zip(places[kept].tolist(), earlier[kept].tolist(), strict=True):
+        found.setdefault(int(rows[place]), []).append(ids[row])
+    return found

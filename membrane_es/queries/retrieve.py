@@ -37,7 +37,7 @@ from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
-from membrane_es.queries.explain import Evidence, Placed, explain_rows
+from membrane_es.queries.explain import Evidence, Placed, explain_rows, turns_searched_with
 from membrane_es.queries.lexical import coverage, matches
 from membrane_es.queries.periods import named_periods
 from membrane_es.queries.ranking import (
@@ -186,8 +186,18 @@ def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
     selection = selection_result(ranking, hydrator)
     if not plan.explain:
         return RetrieveResult(records=records, selection=selection)
+    ranked_places = placed(ranked)
+    ids = snapshot.table.ids
+    searched_with = None
+    if ranking.evidence is not None and ranking.evidence.lexical is not None:
+        searched_with = turns_searched_with(snapshot.views.text, ranked_places, snapshot.size, ids)
     explanations = explain_rows(
-        placed(ranked), ranking.evidence, positions(ranked), snapshot.table.ids, snapshot.moment
+        ranked_places,
+        ranking.evidence,
+        positions(ranked),
+        ids,
+        snapshot.moment,
+        searched_with=searched_with,
     )
     return ExplainedRetrieveResult(records=records, selection=selection, explanations=explanations)
 

@@ -37,7 +37,7 @@ import msgspec
 import numpy as np
 
 from membrane_es.queries.candidates import Filters, active, visibility
-from membrane_es.queries.explain import Placed, explain_rows
+from membrane_es.queries.explain import Placed, explain_rows, turns_searched_with
 from membrane_es.queries.retrieve import (
     LAYERS,
     Plan,
@@ -179,8 +179,17 @@ def _answer(
             nodes=graph_nodes, edges=edges, root_ids=root_ids, selection=selection
         )
     roots = [Placed(row, nodes[row].redacted, hydrator.full(row).salience) for row in root_rows]
+    searched_with = None
+    if ranking.evidence is not None and ranking.evidence.lexical is not None:
+        searched_with = turns_searched_with(snapshot.views.text, roots, snapshot.size, ids)
     explanations = explain_rows(
-        roots, ranking.evidence, positions(ranking.ranked), ids, snapshot.moment, boosts
+        roots,
+        ranking.evidence,
+        positions(ranking.ranked),
+        ids,
+        snapshot.moment,
+        boosts,
+        searched_with=searched_with,
     )
     return ExplainedRetrieveGraphResult(
         nodes=graph_nodes,

@@ -67,7 +67,9 @@ class Explanation(_Result):
     [0, 1]); ``lexical_score``: BM25 of the descriptor's words as the fraction of a full
     match, in [0, 1] (0 for a record returned redacted: words the caller cannot see are no
     evidence); ``time_score``: 1 when its event time is within a period the descriptor
-    names ("in October 2023", "last week"), else 0 (None: it names none); ``relevance``:
+    names ("in October 2023", "last week"), else 0 (None: it names none); ``searched_with``:
+    the conversation turns it was said after, whose words its lexical score counts at half
+    weight (:mod:`membrane_es.projections.said_after`); ``relevance``:
     the evidence combined (None: the read had none and ordered by
     salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
     or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
@@ -86,6 +88,7 @@ class Explanation(_Result):
     trust: str
     moment: datetime
     time_score: float | None = None
+    searched_with: list[str] = msgspec.field(default_factory=list)
 
 
 class ExplainedRetrieveResult(RetrieveResult):

@@ -147,6 +147,32 @@ def test_forgetting_a_turn_takes_its_words_out_of_the_replies_search(memory: Mem
     assert len(memory.views.text.said_after) == 0
 
 
+def test_an_explanation_names_the_turns_a_reply_was_searched_with(memory: Membrane) -> None:
+    question = turn(memory, "Ann", "Did you go to the pottery class?", minutes=0)
+    reply = turn(memory, "Ben", "Yes, last week", minutes=1)
+
+    def searched_with() -> dict[str, list[str]]:
+        result = memory.retrieve("pottery class", trust=FULL_TRUST, explain=True)
+        return {e.record_id: e.searched_with for e in result.explanations}
+
+    assert searched_with() == {question.id: [], reply.id: [question.id]}
+    memory.forget(question.id, "dpo", "erasure request")
+    assert searched_with() == {reply.id: []}  # the question's words are gone with it
+
+
+def test_a_reply_returned_redacted_names_no_turns(memory: Membrane) -> None:
+    from membrane_es import TrustContext
+
+    turn(memory, "Ann", "Did you go to the pottery class?", minutes=0, sensitivity="medium")
+    reply = turn(memory, "Ben", "Yes, pottery last week", minutes=1, sensitivity="medium")
+
+    result = memory.retrieve("pottery", trust=TrustContext(max_sensitivity="low"), explain=True)
+
+    explained = {e.record_id: e for e in result.explanations}
+    assert explained[reply.id].trust == "redacted"
+    assert explained[reply.id].searched_with == []
+
+
 def test_a_read_as_of_before_the_reply_counts_the_words_once(
     memory: Membrane, clock: MonotonicClock, time: ManualTime
 ) -> None:
