@@ -106,6 +106,14 @@ TrustScopes = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="also say why each record placed where it did: vector, lexical and time evidence, "
+        "salience, score, trust",
+    ),
+]
 Actor = Annotated[str, typer.Option("--actor", metavar="ACTOR", help="who makes the change")]
 Rationale = Annotated[
     str,

@@ -16,6 +16,7 @@ from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
     OWNER_TRUST,
     AsOf,
+    Explain,
     Json,
     RecordId,
     Store,
@@ -31,6 +32,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.queries import retrieve_graph as graph_defaults
 from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.results import ExplainedRetrieveGraphResult, ExplainedRetrieveResult
 from membrane_es.schema.rfc3339 import parse_moment
 
 Types = Annotated[
@@ -136,6 +138,7 @@ def _retrieve(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    explain: Explain = False,
     embedder: EmbedderName = "default",
 ) -> None:
     """Layered, ranked retrieval for a task: the records it needs, best first."""
@@ -149,11 +152,14 @@ def _retrieve(
             as_of=parse_moment(as_of),
             valid_at=parse_moment(valid_at, "valid_at"),
             include_retracted=include_retracted,
+            explain=explain,
         )
     if json:
         render.print_json(result)
         return
     render.records_table(result.records)
+    if isinstance(result, ExplainedRetrieveResult):
+        render.explanations_table(result.explanations)
     if result.selection is not None and result.selection.selected:
         best = result.selection.selected[0]
         render.console.print(
@@ -193,6 +199,7 @@ def graph(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    explain: Explain = False,
     embedder: EmbedderName = "default",
 ) -> None:
     """Ranked roots for a task and the records related to them."""
@@ -207,11 +214,14 @@ def graph(
             edge_limit=edge_limit,
             max_hops=max_hops,
             as_of=parse_moment(as_of),
+            explain=explain,
         )
     if json:
         render.print_json(result)
         return
     render.graph_tables(result)
+    if isinstance(result, ExplainedRetrieveGraphResult):
+        render.explanations_table(result.explanations, title="why these roots")
 
 
 def _get(

@@ -19,7 +19,7 @@ from membrane_es.schema.payloads import (
     WorkingPayload,
 )
 from membrane_es.schema.records import MemoryRecord
-from membrane_es.schema.results import RetrieveGraphResult
+from membrane_es.schema.results import Explanation, RetrieveGraphResult
 
 # Wide enough that ids and moments are never cut when output goes to a file or a pipe.
 console = Console() if Console().is_terminal else Console(width=200, soft_wrap=True)
@@ -142,3 +142,33 @@ def graph_tables(result: RetrieveGraphResult) -> None:
     for edge in result.edges:
         edges.add_row(edge.source_id, edge.predicate, edge.target_id, f"{edge.weight:g}")
     console.print(edges)
+
+
+def explanations_table(explanations: Sequence[Explanation], title: str = "why") -> None:
+    """Per ranked record, the evidence it was ordered by (a dash: none of that kind)."""
+    table = Table(title=title)
+    columns = ("rank", "id", "score", "vector", "lexical", "time", "salience", "boost", "trust")
+    for column in columns:
+        table.add_column(column, no_wrap=column == "id")
+    for item in explanations:
+        table.add_row(
+            str(item.rank),
+            item.record_id,
+            f"{item.score:.3f}",
+            _figure(item.vector_score),
+            _figure(item.lexical_score) + _turns(len(item.searched_with)),
+            _figure(item.time_score),
+            f"{item.salience:.3f}",
+            f"{item.boost:.3f}" if item.boost else "",
+            item.trust,
+        )
+    console.print(table)
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _turns(count: int) -> str:
+    """The turns a lexical score counted beside the record's own words, when any."""
+    return f" (+{count} turn{'s' if count != 1 else ''})" if count else ""

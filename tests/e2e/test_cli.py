@@ -192,6 +192,13 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
         == (first["id"])
     )
     assert "Orchid" in ok("retrieve", store, "Orchid")
+    explained = as_json("retrieve", store, "Orchid", "--limit", "2", "--explain")
+    assert [e["record_id"] for e in explained["explanations"]] == [
+        r["id"] for r in explained["records"]
+    ]
+    assert explained["explanations"][0]["lexical_score"] > 0
+    assert "why" in ok("retrieve", store, "Orchid", "--explain")
+    assert "why these roots" in ok("graph", store, "Orchid", "--explain")
     graph = as_json("graph", store, "Orchid", "--max-hops", "1")
     assert graph["root_ids"] and graph["nodes"]
     assert "edges" in ok("graph", store, "Orchid")
