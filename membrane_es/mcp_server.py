@@ -211,9 +211,11 @@ class _Tools:
         as_of: str | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
+        explain: bool = False,
     ) -> Json:
         """The records a task needs, best first (layered: working, entity, semantic,
-        competence, plan_graph, episodic), as memory stood at as_of if given."""
+        competence, plan_graph, episodic), as memory stood at as_of if given; explain: also
+        why each placed where it did (vector, lexical and time evidence, salience, score)."""
         return _answer(
             lambda: self._memory.retrieve(
                 task,
@@ -222,6 +224,7 @@ class _Tools:
                 min_salience=min_salience,
                 limit=limit,
                 as_of=parse_moment(as_of),
+                explain=explain,
             )
         )
 
@@ -236,8 +239,10 @@ class _Tools:
         as_of: str | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
+        explain: bool = False,
     ) -> Json:
-        """Ranked roots for a task and the records related to them (max_hops 0: roots)."""
+        """Ranked roots for a task and the records related to them (max_hops 0: roots);
+        explain: also why each root placed where it did."""
         return _answer(
             lambda: self._memory.retrieve_graph(
                 task,
@@ -248,6 +253,7 @@ class _Tools:
                 edge_limit=edge_limit,
                 max_hops=max_hops,
                 as_of=parse_moment(as_of),
+                explain=explain,
             )
         )
 

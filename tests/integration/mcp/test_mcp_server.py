@@ -123,6 +123,12 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         assert [record["id"] for record in past["records"]] == [first["id"]]
         graph = await call(client, "retrieve_graph", task="Orchid", max_hops=1)
         assert graph["root_ids"] and graph["nodes"]
+        explained = await call(client, "retrieve", task="Orchid", limit=2, explain=True)
+        assert [e["record_id"] for e in explained["explanations"]] == [
+            record["id"] for record in explained["records"]
+        ]
+        roots = await call(client, "retrieve_graph", task="Orchid", max_hops=0, explain=True)
+        assert [e["record_id"] for e in roots["explanations"]] == roots["root_ids"]
 
         assert "record not found" in await error(client, "get", record_id="nope")
         assert "RFC 3339" in await error(client, "get", record_id=first["id"], as_of="2026-W47")
