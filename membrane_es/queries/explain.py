@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.text_index import TextIndex
+from membrane_es.queries.snapshot import Snapshot
 from membrane_es.schema.results import Explanation
 
 Array = npt.NDArray[Any]
@@ -105,17 +105,20 @@ def _value(values: Array | None, at: int) -> float | None:
 
 
 def turns_searched_with(
-    text: TextIndex, placed: list[Placed], size: int, ids: list[str]
+    snapshot: Snapshot, evidence: Evidence | None, placed: list[Placed]
 ) -> dict[int, list[str]]:
     """For each placed record returned in full, the ids of the turns it was said after that
-    existed at the moment answered for (rows below ``size``) and were not erased: the words
-    its lexical score counted beside its own. A record returned redacted had no lexical
-    evidence, so none."""
+    existed at the snapshot's moment and were not erased: the words its lexical score
+    counted beside its own (none when the read had no lexical evidence; a record returned
+    redacted had none either)."""
+    if evidence is None or evidence.lexical is None:
+        return {}
     rows = np.array([item.row for item in placed if not item.redacted], dtype=np.int64)
     if not len(rows):
         return {}
+    text, ids = snapshot.views.text, snapshot.table.ids
     places, earlier = text.said_after.earlier_of(rows)
-    kept = (earlier < size) & (text.own_lengths(earlier) >= 0)
+    kept = (earlier < snapshot.size) & (text.own_lengths(earlier) >= 0)
     found: dict[int, list[str]] = {}
     for place, row in zip(places[kept].tolist(), earlier[kept].tolist(), strict=True):
         found.setdefault(int(rows[place]), []).append(ids[row])

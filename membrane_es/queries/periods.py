@@ -35,6 +35,7 @@ import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,7 @@ class _Mention:
         return self.month or 1, self.day or 1
 
 
+@lru_cache(maxsize=256)  # a read asks twice (shortlist, then ranking); agents repeat tasks
 def named_periods(text: str, now: datetime) -> Periods:
     """The periods ``text`` names; relative ones counted back from ``now`` (aware)."""
     mentions: list[_Mention] = []

@@ -40,13 +40,7 @@ from membrane_es.queries.candidates import Candidates, Filters, admit, find, typ
 from membrane_es.queries.explain import Evidence, Placed, explain_rows, turns_searched_with
 from membrane_es.queries.lexical import coverage, matches
 from membrane_es.queries.periods import named_periods
-from membrane_es.queries.ranking import (
-    blend,
-    lexical_evidence,
-    order,
-    relative,
-    relevance,
-)
+from membrane_es.queries.ranking import blend, lexical_evidence, order, relative, relevance
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
     Selection,
@@ -186,18 +180,14 @@ def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
     selection = selection_result(ranking, hydrator)
     if not plan.explain:
         return RetrieveResult(records=records, selection=selection)
-    ranked_places = placed(ranked)
-    ids = snapshot.table.ids
-    searched_with = None
-    if ranking.evidence is not None and ranking.evidence.lexical is not None:
-        searched_with = turns_searched_with(snapshot.views.text, ranked_places, snapshot.size, ids)
+    ranked_places, ids = placed(ranked), snapshot.table.ids
     explanations = explain_rows(
         ranked_places,
         ranking.evidence,
         positions(ranked),
         ids,
         snapshot.moment,
-        searched_with=searched_with,
+        searched_with=turns_searched_with(snapshot, ranking.evidence, ranked_places),
     )
     return ExplainedRetrieveResult(records=records, selection=selection, explanations=explanations)
 

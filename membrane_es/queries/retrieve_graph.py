@@ -179,9 +179,6 @@ def _answer(
             nodes=graph_nodes, edges=edges, root_ids=root_ids, selection=selection
         )
     roots = [Placed(row, nodes[row].redacted, hydrator.full(row).salience) for row in root_rows]
-    searched_with = None
-    if ranking.evidence is not None and ranking.evidence.lexical is not None:
-        searched_with = turns_searched_with(snapshot.views.text, roots, snapshot.size, ids)
     explanations = explain_rows(
         roots,
         ranking.evidence,
@@ -189,7 +186,7 @@ def _answer(
         ids,
         snapshot.moment,
         boosts,
-        searched_with=searched_with,
+        searched_with=turns_searched_with(snapshot, ranking.evidence, roots),
     )
     return ExplainedRetrieveGraphResult(
         nodes=graph_nodes,
