@@ -18,6 +18,7 @@ Cache directory: ``MEMBRANE_ES_CACHE`` when set, else ``$XDG_CACHE_HOME/membrane
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -60,8 +61,6 @@ def cache_directory() -> Path:
 
 def runtime_installed() -> bool:
     """Whether ONNX Runtime and the tokenizers library can be imported (nothing imported)."""
-    import importlib.util
-
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "tokenizers"))
 
 
