@@ -208,6 +208,7 @@ def exported_graph(source: Path, cache: Path, stem: str) -> Path:
     os.close(handle)
     try:
         _export(source, Path(temporary))
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide public weights from other users
         os.replace(temporary, target)
     finally:
         if os.path.exists(temporary):
