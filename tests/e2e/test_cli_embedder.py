@@ -40,6 +40,7 @@ class StandIn(HashingEmbedder):
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> type[StandIn]:
     """The default model present, as this stand-in."""
     monkeypatch.setattr(default, "extra_installed", lambda: True)
+    monkeypatch.setattr(default, "load_minilm", StandIn)  # on ONNX Runtime or torch alike
     monkeypatch.setattr(models, "SentenceTransformerEmbedder", StandIn)
     StandIn.loads = 0
     return StandIn
