@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from membrane_es.embedding.protocol import Matrix, check_texts, normalise
+
+Forward = Callable[[list[int]], npt.ArrayLike]
+"""One forward pass over some of the prepared texts (positions among them): a row each."""
+
 
 def length_runs(counts: list[int], batch_size: int) -> list[list[int]]:
     """Positions of texts with these token ``counts`` in runs of similar length, each one
@@ -22,3 +32,24 @@ def length_runs(counts: list[int], batch_size: int) -> list[list[int]]:
         else:
             run.append(i)
     return runs
+
+
+def embed_in_runs(
+    texts: Sequence[str],
+    dimensions: int,
+    batch_size: int,
+    prepare: Callable[[list[str]], tuple[list[int], Forward]],
+) -> Matrix:
+    """One unit-length float32 row per text, in order; zeros for a blank text.
+
+    ``prepare`` reads the non-blank texts once and gives their token counts and the forward
+    pass over positions among them; the passes run over :func:`length_runs`."""
+    batch = check_texts(texts)
+    result = np.zeros((len(batch), dimensions), dtype=np.float32)
+    filled = [i for i, text in enumerate(batch) if text.strip()]
+    if not filled:
+        return result
+    counts, forward = prepare([batch[i] for i in filled])
+    for run in length_runs(counts, batch_size):
+        result[[filled[i] for i in run]] = np.asarray(forward(run), dtype=np.float32)
+    return normalise(result)

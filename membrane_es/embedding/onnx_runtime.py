@@ -5,7 +5,8 @@ A sentence-transformers model of the BERT family that mean-pools its tokens and 
 model's own ``tokenizer.json``), run the transformer, average the token states under the
 attention mask. ONNX Runtime runs the transformer here; its graph is exported once from the
 model's own weights by ``torch.onnx`` (seconds) into a cache directory, named by a digest of
-the weights, and read from there afterwards without importing torch.
+the model's configuration and weights file, and read from there afterwards without importing
+torch.
 
 Measured here (``docs/benchmarks.md``, embedder section): the vectors equal the torch
 model's (cosine ≥ 0.99999 on every text tried), about 1.2× its throughput on batches, a
@@ -29,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from membrane_es.embedding.batches import length_runs
-from membrane_es.embedding.protocol import Matrix, check_texts, normalise
+from membrane_es.embedding.batches import Forward, embed_in_runs
+from membrane_es.embedding.protocol import Matrix
 from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
     INSTALL_HINT,
@@ -142,26 +143,28 @@ class OnnxEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length float32 row per text, in order; zeros for a blank text."""
-        batch = check_texts(texts)
-        result = np.zeros((len(batch), self._dimensions), dtype=np.float32)
-        filled = [i for i, text in enumerate(batch) if text.strip()]
-        if not filled:
-            return result
-        encoded = self._tokenizer.encode_batch([batch[i] for i in filled])
-        counts = [len(item.ids) for item in encoded]
-        for run in length_runs(counts, self._batch_size):
+        return embed_in_runs(texts, self._dimensions, self._batch_size, self._prepare)
+
+    def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
+        """Tokenize once; a pass pads its run to its longest text and mean-pools the token
+        states under the attention mask."""
+        encoded = [item.ids for item in self._tokenizer.encode_batch(texts)]
+        counts = [len(ids) for ids in encoded]
+
+        def forward(run: list[int]) -> Matrix:
             width = max(counts[i] for i in run)
             ids = np.zeros((len(run), width), dtype=np.int64)
             mask = np.zeros((len(run), width), dtype=np.int64)
             for row, i in enumerate(run):
-                ids[row, : counts[i]] = encoded[i].ids
+                ids[row, : counts[i]] = encoded[i]
                 mask[row, : counts[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             states = self._session.run(None, feeds)[0]
             weights = mask[..., None].astype(np.float32)
-            pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            result[[filled[i] for i in run]] = pooled
-        return normalise(result)
+            pooled: Matrix = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            return pooled
+
+        return counts, forward
 
 
 def _read_settings(source: Path) -> dict[str, int]:
@@ -217,13 +220,17 @@ def exported_graph(source: Path, cache: Path, stem: str) -> Path:
 
 
 def _digest(source: Path) -> str:
-    """A digest of what the graph is made from: the weights, the configuration, the export."""
+    """A digest of what the graph is made from: the configuration, the weights file (its
+    resolved path, size and modification time: reading 90 MB at every start would cost more
+    than loading the graph; a reinstall changes the time, and the graph is exported again)
+    and the export's own version."""
     digest = hashlib.sha256(f"export-v{EXPORT_VERSION}-opset{OPSET}".encode())
-    weights = [source / "model.safetensors", source / "pytorch_model.bin"]
-    for path in [source / "config.json", *[w for w in weights if w.is_file()][:1]]:
-        with path.open("rb") as stream:
-            for chunk in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(chunk)
+    digest.update((source / "config.json").read_bytes())
+    for weights in (source / "model.safetensors", source / "pytorch_model.bin"):
+        if weights.is_file():
+            facts = weights.stat()
+            digest.update(f"{weights.resolve()}:{facts.st_size}:{facts.st_mtime_ns}".encode())
+            break
     return digest.hexdigest()[:16]
 
 

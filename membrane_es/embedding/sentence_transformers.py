@@ -15,10 +15,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from membrane_es.embedding.batches import length_runs
-from membrane_es.embedding.protocol import Matrix, check_texts, normalise
+from membrane_es.embedding.batches import Forward, embed_in_runs
+from membrane_es.embedding.protocol import Matrix
 from membrane_es.errors import MembraneError
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -175,26 +173,24 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length float32 row per text, in order; zeros for a blank text."""
-        batch = check_texts(texts)
-        result = np.zeros((len(batch), self._dimensions), dtype=np.float32)
-        filled = [i for i, text in enumerate(batch) if text.strip()]
-        for run in self._runs([batch[i] for i in filled]):
-            vectors = self._model.encode(
-                [batch[filled[i]] for i in run],
+        return embed_in_runs(texts, self._dimensions, self._batch_size, self._prepare)
+
+    def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
+        """Token counts from the model's tokenizer (truncated as the model truncates); a pass
+        is the library's encode of its run."""
+        limit = int(getattr(self._model, "max_seq_length", 0) or 512)
+        encoded = self._model.tokenizer(
+            texts, add_special_tokens=True, truncation=True, max_length=limit
+        )
+
+        def forward(run: list[int]) -> Matrix:
+            vectors: Matrix = self._model.encode(
+                [texts[i] for i in run],
                 batch_size=len(run),
                 show_progress_bar=False,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
-            result[[filled[i] for i in run]] = np.asarray(vectors, dtype=np.float32)
-        return normalise(result)
+            return vectors
 
-    def _runs(self, texts: list[str]) -> list[list[int]]:
-        """Positions of ``texts`` in runs of similar length, each one forward pass
-        (:func:`~membrane_es.embedding.batches.length_runs`)."""
-        if not texts:
-            return []
-        tokenizer = self._model.tokenizer
-        limit = int(getattr(self._model, "max_seq_length", 0) or 512)
-        encoded = tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)
-        return length_runs([len(ids) for ids in encoded["input_ids"]], self._batch_size)
+        return [len(ids) for ids in encoded["input_ids"]], forward

@@ -26,6 +26,7 @@ pytest.importorskip(
 )
 
 from membrane_es.embedding import Embedder, SentenceTransformerEmbedder  # noqa: E402
+from membrane_es.embedding.batches import length_runs  # noqa: E402
 from membrane_es.embedding.sentence_transformers import (  # noqa: E402
     DEFAULT_MODEL,
     EmbedderUnavailableError,
@@ -65,11 +66,11 @@ def test_mixed_lengths_run_in_passes_of_similar_length(
 ) -> None:
     texts = ["ok", DEPLOY, "yes " * 60, CAKE, "fine thanks", RELEASE + " " + CAKE * 3]
 
-    runs = minilm._runs(texts)
+    counts, _ = minilm._prepare(texts)
+    runs = length_runs(counts, 64)
     vectors = minilm.embed(texts)
 
-    assert sorted(i for run in runs for i in run) == list(range(len(texts)))
-    counts = [len(ids) for ids in minilm._model.tokenizer(texts)["input_ids"]]
+    assert counts == [len(ids) for ids in minilm._model.tokenizer(texts)["input_ids"]]
     for run in runs:  # in length order, none more than twice as long as the run's first
         assert [counts[i] for i in run] == sorted(counts[i] for i in run)
         assert max(counts[i] for i in run) <= 2 * counts[run[0]]

@@ -148,6 +148,25 @@ def test_a_cache_that_cannot_be_written_is_named(tmp_path: Path) -> None:
         OnnxEmbedder(cache_dir=blocker / "graphs")
 
 
+def test_the_graph_name_follows_the_configuration_and_the_weights(tmp_path: Path) -> None:
+    from membrane_es.embedding.onnx_runtime import _digest
+
+    (tmp_path / "config.json").write_text('{"hidden_size": 4}')
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights")
+    first = _digest(tmp_path)
+
+    assert _digest(tmp_path) == first  # read twice: the same name
+    os.utime(weights, ns=(1, 1))  # reinstalled (or replaced): another graph
+    touched = _digest(tmp_path)
+    weights.write_bytes(b"other weights")
+    os.utime(weights, ns=(1, 1))
+    resized = _digest(tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 8}')
+
+    assert len({first, touched, resized, _digest(tmp_path)}) == 4
+
+
 def test_the_cache_directory_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from membrane_es.embedding.onnx_runtime import cache_directory
 
