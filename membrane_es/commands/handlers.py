@@ -55,6 +55,7 @@ from membrane_es.schema.payloads import RevisionState, SemanticPayload
 from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.records import ProvenanceSource, Relation, copy_record
 from membrane_es.schema.validation import (
+    VectorInput,
     check_amount,
     check_id,
     check_ids,
@@ -107,7 +108,8 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
         revision = replace(revision, supersedes=cmd.old_id, status="active")
         new = replace(new, payload=replace(payload, revision=revision))
     new = _with_relation(new, GraphPredicate.SUPERSEDES, cmd.old_id, at)
-    return _create_revision(new, f"supersedes {cmd.old_id}: {cmd.rationale}", cmd, at, uow, [old])
+    rationale = f"supersedes {cmd.old_id}: {cmd.rationale}"
+    return _create_revision(new, rationale, cmd, at, uow, [old], embedding=cmd.embedding)
 
 
 def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
@@ -175,10 +177,17 @@ def _create_revision(
     at: datetime,
     uow: UnitOfWork,
     sources: list[RecordAggregate],
+    *,
+    embedding: VectorInput | None = None,
 ) -> RecordData:
-    """Create the revision's new record and save it with its sources in one write."""
+    """Create the revision's new record and save it with its sources in one write
+    (``embedding``: the caller's vector for it, else the embedder's)."""
     created = RecordAggregate.create(
-        _stamped(new, at), actor=cmd.actor, rationale=rationale, at=at, embedding=uow.embed(new)
+        _stamped(new, at),
+        actor=cmd.actor,
+        rationale=rationale,
+        at=at,
+        embedding=uow.embed(new, embedding),
     )
     uow.save(*sources, created)
     return copy_record(created.view(at))

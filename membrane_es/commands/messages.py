@@ -37,6 +37,8 @@ class CreateRecord(Command, frozen=True, kw_only=True):
 class Supersede(Command, frozen=True, kw_only=True):
     old_id: str
     new_record: RecordInput
+    # The new record's own vector, if the caller has one (as for CreateRecord).
+    embedding: VectorInput | None = None
 
 
 class Fork(Command, frozen=True, kw_only=True):

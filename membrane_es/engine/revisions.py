@@ -41,12 +41,25 @@ class Revisions(EngineCore):
         return result
 
     def supersede(
-        self, old_id: str, new_record: RecordInput, actor: str, rationale: str
+        self,
+        old_id: str,
+        new_record: RecordInput,
+        actor: str,
+        rationale: str,
+        *,
+        embedding: VectorInput | None = None,
     ) -> MemoryRecord:
-        """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted."""
+        """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted.
+
+        :param embedding: the new record's own vector (else the engine's embedder makes one).
+        """
         result: MemoryRecord = self.handle(
             messages.Supersede(
-                old_id=old_id, new_record=new_record, actor=actor, rationale=rationale
+                old_id=old_id,
+                new_record=new_record,
+                actor=actor,
+                rationale=rationale,
+                embedding=None if embedding is None else check_vector("embedding", embedding),
             )
         )
         return result

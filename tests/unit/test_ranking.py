@@ -311,6 +311,18 @@ def test_a_query_vector_of_the_wrong_width_is_refused(memory: Membrane) -> None:
         memory.retrieve_graph(query_embedding=[1.0, 0.0])
 
 
+def test_a_revision_keeps_the_vector_its_writer_gives(memory: Membrane) -> None:
+    old = create(memory, semantic("a", salience=1.0), at_cosine(0.2))
+    other = create(memory, semantic("b", salience=1.0), at_cosine(0.5))
+    revised = semantic("a", evidence=True, salience=1.0)
+    new = memory.supersede(old, revised, "agent", "moved", embedding=at_cosine(0.9))
+
+    result = memory.retrieve(query_embedding=QUERY, explain=True)
+
+    assert ids(result.records) == [new.id, other]
+    assert result.explanations[0].vector_similarity == pytest.approx(0.9, abs=1e-6)
+
+
 def test_words_and_vectors_are_evidence_of_equal_weight(memory: Membrane) -> None:
     """A record matched only by its vector and one matched only by every word of the task
     (at average length) have equal relevance; salience decides between them."""
