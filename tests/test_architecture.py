@@ -3,6 +3,7 @@
     storage and vocabulary (schema, codec, the stores)  ←  aggregates  ←  application
     aggregates  ←  commands          projections  ←  queries
     the engine composes them all; the edges (servers, CLI, MCP) sit on top; nothing imports them.
+    the framework adapters (integrations) use the public API only: what ``membrane_es`` exports.
 
 Each floor below the engine may import only what is listed for it: anything else is a
 dependency pointing up or sideways."""
@@ -57,6 +58,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
     "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
+# The framework adapters hold what a user holds: the names ``membrane_es`` itself exports.
+INTEGRATIONS = "membrane_es.integrations"
+PUBLIC_API = "membrane_es"
 EDGES = (
     "membrane_es.cli",
     "membrane_es.grpc_server",
@@ -110,3 +114,15 @@ def test_nothing_imports_the_edges(module: str) -> None:
     ):
         return  # an edge (or a module inside an edge package) may use the edges
     assert not {i for i in MODULES[module] if i in EDGES}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, (INTEGRATIONS,))))
+def test_integrations_use_the_public_api_only(module: str) -> None:
+    bad = {i for i in MODULES[module] if i != PUBLIC_API and not _within(i, (INTEGRATIONS,))}
+    assert not bad, f"{module} imports {sorted(bad)}: adapters use what membrane_es exports"
+
+
+def test_the_integrations_package_imports_no_framework() -> None:
+    package = PACKAGE / "integrations" / "__init__.py"
+    tree = ast.parse(package.read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
