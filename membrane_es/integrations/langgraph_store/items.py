@@ -234,7 +234,9 @@ def check_filter(condition: object, where: str = "filter") -> dict[str, Any] | N
 
 def _check_expected(expected: object, where: str) -> None:
     if isinstance(expected, Mapping):
-        if any(str(name).startswith("$") for name in expected):
+        if not all(isinstance(name, str) for name in expected):
+            raise ValidationError(where, "field names must be strings")
+        if any(name.startswith("$") for name in expected):
             for operator, operand in expected.items():
                 if operator not in _COMPARISONS:
                     raise ValidationError(where, f"unsupported operator {operator!r}")
