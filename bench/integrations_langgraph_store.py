@@ -149,10 +149,10 @@ def measure(items: int = 10_000, embedder: str = "hashing") -> list[dict[str, An
         for _ in range(GETS):
             namespace, key, _ = _item(rng.randrange(items), rng)
             gets.append(lambda s, ns=namespace, k=key: s.get(ns, k))
-        searches = [
-            lambda s, q=f"who {_text(rng, next(fresh))}?": s.search(("users",), query=q, limit=10)
-            for _ in range(SEARCHES)
-        ]
+        searches = []
+        for _ in range(SEARCHES):
+            query = f"who {_text(rng, next(fresh))}?"
+            searches.append(lambda s, q=query: s.search(("users",), query=q, limit=10))
         rows = []
         for operation, calls in (("put", puts), ("get", gets), ("search", searches)):
             mine, other = _side_by_side(ours, theirs, calls)
