@@ -616,3 +616,28 @@ def test_an_embedder_of_the_wrong_width_is_refused_before_writing() -> None:
             store.put(("docs",), "a", {"text": "x"})
         assert info.value.field == "index.embed"
         assert store.list_namespaces() == []
+
+
+# --- several writers ---------------------------------------------------------------------
+
+
+def test_stores_sharing_an_engine_see_each_others_writes() -> None:
+    with Membrane.in_memory(embedder=None) as memory:
+        first, second = MembraneStore(memory), MembraneStore(memory)
+        first.put(("users", "1"), "k", {"v": 1})
+        assert second.get(("users", "1"), "k").value == {"v": 1}  # type: ignore[union-attr]
+        second.put(("users", "1"), "k", {"v": 2})
+        second.put(("users", "2"), "k", {"v": 3})
+        memory.capture_memory({"text": "not an item"}, source_kind="event", scope="users.1")
+
+        assert first.get(("users", "1"), "k").value == {"v": 2}  # type: ignore[union-attr]
+        assert first.list_namespaces() == [("users", "1"), ("users", "2")]
+        first.put(("users", "1"), "k", {"v": 4})  # revises the record second wrote
+        second.delete(("users", "2"), "k")
+
+        assert [i.value for i in first.search(("users",))] == [{"v": 4}]
+        assert [c.value for c in second.history(("users", "1"), "k")] == [
+            {"v": 1},
+            {"v": 2},
+            {"v": 4},
+        ]

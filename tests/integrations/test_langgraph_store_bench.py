@@ -22,4 +22,4 @@ def test_measure_gives_a_row_per_operation_with_both_stores_timed(
     for row in rows:
         assert row["adapter"] == "langgraph store"
         assert row["ours_p50_ms"] > 0 and row["theirs_p50_ms"] > 0
-        assert row["ratio"] == pytest.approx(row["ours_p50_ms"] / row["theirs_p50_ms"], rel=0.05)
+        assert row["ratio"] == pytest.approx(row["ours_p50_ms"] / row["theirs_p50_ms"], rel=1e-9)

@@ -1,9 +1,11 @@
 """``MembraneStore``: LangGraph's ``BaseStore`` over a membrane_es engine (public API only).
 
 Reads go through the engine under the store's trust context, so the engine decides what the
-caller sees. The store keeps one thing of its own, rebuilt from the engine when it is made:
+caller sees. The store keeps one thing of its own, read from the engine when it is made:
 which record holds each item now, in the order the items were last written (what a search
-without a query is ordered by, newest first, as LangGraph's PostgreSQL store orders it).
+without a query is ordered by, newest first, as LangGraph's PostgreSQL store orders it). It
+follows its own writes; when the engine's log has moved by anything else (another store,
+another process, any other write), it reads that again before answering.
 Within one batch, reads answer for the store as it was before the batch's writes, and the
 writes are one atomic engine write (the last put of a key wins), as in ``InMemoryStore``.
 """
@@ -140,6 +142,7 @@ class MembraneStore(BaseStore):
         self._as_of: datetime | None = None
         self._lock = threading.RLock()
         self._current: dict[Key, _Current] = {}  # oldest write first
+        self._position: int | None = None  # the log position _current reflects
         self._load()
 
     # --- the extras: time and history ----------------------------------------------------
@@ -158,6 +161,7 @@ class MembraneStore(BaseStore):
         past._as_of = moment
         past._lock = threading.RLock()
         past._current = {}
+        past._position = None
         past._load()
         return past
 
@@ -207,6 +211,7 @@ class MembraneStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         with self._lock:
+            self._sync()
             plan = self._plan(ops)
             queries = self._queries(plan)
             vectors = self._vectors(plan)
@@ -219,6 +224,7 @@ class MembraneStore(BaseStore):
 
         def run() -> list[Result]:
             with self._lock:
+                self._sync()
                 return self._run(self._plan(plan.ops), queries, vectors)
 
         return await asyncio.to_thread(run)
@@ -464,6 +470,7 @@ class MembraneStore(BaseStore):
     def _write(self, writes: dict[Key, _Write], vectors: dict[Key, list[float]]) -> None:
         made: dict[Key, _Current | None] = {}
         memory = self._memory
+        before, events = memory.position, 0
         with memory.batch() if len(writes) > 1 else nullcontext():
             for key, write in writes.items():
                 current = self._current.get(key)
@@ -471,6 +478,7 @@ class MembraneStore(BaseStore):
                     if current is not None:
                         memory.retract(current.record_id, self._actor, "delete")
                         made[key] = None
+                        events += 1
                     continue
                 record = item_record(
                     write.namespace,
@@ -484,20 +492,31 @@ class MembraneStore(BaseStore):
                     new = memory.create_record(
                         record, actor=self._actor, rationale="put", embedding=vector
                     )
+                    events += 1
                 else:
                     new = memory.supersede(
                         current.record_id, record, self._actor, "put", embedding=vector
                     )
+                    events += 2  # the old record superseded, the new one created
                 made[key] = _Current(new.id, first_put(new))
         for key, now in made.items():  # written: the bookkeeping follows
             self._current.pop(key, None)
             if now is not None:
                 self._current[key] = now
+        # Still the whole story only if nothing else reached the log meanwhile.
+        in_step = before == self._position and memory.position == before + events
+        self._position = memory.position if in_step else None
 
     # --- bookkeeping --------------------------------------------------------------------
 
+    def _sync(self) -> None:
+        """Read the items again if the log has moved by writes not this store's own."""
+        if self._as_of is None and self._memory.position != self._position:
+            self._load()
+
     def _load(self) -> None:
         """Which record holds each item (as of :attr:`moment`), oldest write first."""
+        self._position = self._memory.position
         found = self._memory.retrieve(
             trust=_OWNER, memory_types=_SEMANTIC, as_of=self._as_of
         ).records
