@@ -5,6 +5,8 @@ revisions and retractions, history, ``as_of``, durability, bad input)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -641,3 +643,13 @@ def test_stores_sharing_an_engine_see_each_others_writes() -> None:
             {"v": 2},
             {"v": 4},
         ]
+
+
+def test_without_langgraph_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "langgraph.store.base", None)  # as if not installed
+    for name in [m for m in sys.modules if m.startswith("membrane_es.integrations.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+    with pytest.raises(ImportError, match=r"pip install 'membrane-es\[langgraph\]'"):
+        importlib.import_module("membrane_es.integrations.langgraph_store")
+    importlib.import_module("membrane_es.integrations")  # the package itself needs none

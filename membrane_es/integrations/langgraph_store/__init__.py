@@ -10,7 +10,7 @@ from __future__ import annotations
 
 try:
     import langgraph.store.base  # noqa: F401
-except ImportError as missing:  # pragma: no cover - exercised without the extra
+except ImportError as missing:
     raise ImportError(
         "the LangGraph store adapter needs LangGraph: pip install 'membrane-es[langgraph]'"
     ) from missing
