@@ -16,7 +16,8 @@ model, when the ``embeddings`` extra is installed: what an agent pays per write)
 is not timed (its vectors are remembered so the second store does not embed them again);
 every timed put and query embeds a text not seen before.
 
-Run: ``python -m bench.integrations_langgraph_store [--items N] [--embedder NAME]``.
+Run: ``python -m bench.integrations_langgraph_store [--items N] [--embedder NAME]
+[--no-sync]`` (``--no-sync``: what the store costs besides syncing each write to disk).
 """
 
 from __future__ import annotations
@@ -120,11 +121,11 @@ def _side_by_side(
 
 
 @contextmanager
-def _stores(items: int, embedder: str) -> Iterator[tuple[MembraneStore, InMemoryStore]]:
+def _stores(items: int, embedder: str, sync: bool) -> Iterator[tuple[MembraneStore, InMemoryStore]]:
     embeddings = _SharedEmbeddings(_embedder(embedder))
     index = {"dims": embeddings._embedder.dimensions, "embed": embeddings, "fields": ["text"]}
     with tempfile.TemporaryDirectory(prefix="bench-langgraph-store-") as directory:
-        with Membrane.open(directory, embedder=None) as memory:  # durable: fsync per write
+        with Membrane.open(directory, embedder=None, sync=sync) as memory:
             ours = MembraneStore(memory, index=index)  # type: ignore[arg-type]
             theirs = InMemoryStore(index=index)  # type: ignore[arg-type]
             _fill(ours, items)
@@ -133,10 +134,15 @@ def _stores(items: int, embedder: str) -> Iterator[tuple[MembraneStore, InMemory
             yield ours, theirs
 
 
-def measure(items: int = 10_000, embedder: str = "hashing") -> list[dict[str, Any]]:
-    """One row per operation: {adapter, operation, ours_p50_ms, theirs_p50_ms, ratio}."""
+def measure(
+    items: int = 10_000, embedder: str = "hashing", *, sync: bool = True
+) -> list[dict[str, Any]]:
+    """One row per operation: {adapter, operation, ours_p50_ms, theirs_p50_ms, ratio}.
+
+    ``sync``: every write of ours is synced to disk (durable, the default); False shows
+    what the store costs besides that sync (LMDB still commits each write)."""
     rng = random.Random(11)
-    with _stores(items, embedder) as (ours, theirs):
+    with _stores(items, embedder, sync) as (ours, theirs):
         fresh = iter(range(items, items * 10))
 
         puts = []
@@ -174,11 +180,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--embedder", choices=("hashing", "default"), default="hashing", help="see above"
     )
+    parser.add_argument(
+        "--no-sync", action="store_true", help="do not sync each write of ours to disk"
+    )
     args = parser.parse_args(argv)
     print(
         f"{'adapter':<16} {'operation':<10} {'ours p50 ms':>12} {'theirs p50 ms':>14} {'ratio':>7}"
     )
-    for row in measure(args.items, args.embedder):
+    for row in measure(args.items, args.embedder, sync=not args.no_sync):
         print(
             f"{row['adapter']:<16} {row['operation']:<10} {row['ours_p50_ms']:>12.4f} "
             f"{row['theirs_p50_ms']:>14.4f} {row['ratio']:>7.2f}"
