@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -116,7 +117,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             trust = TrustContext(max_sensitivity=Sensitivity(sensitivity))
         if not isinstance(trust, TrustContext):
             raise ValidationError("trust", f"must be a TrustContext, not {type(trust).__name__}")
-        if _LEVELS.get(trust.max_sensitivity, -1) < _LEVELS[sensitivity]:
+        if _LEVELS.get(trust.max_sensitivity, -1) < _LEVELS[Sensitivity(sensitivity)]:
             raise ValidationError(
                 "sensitivity",
                 f"{sensitivity} is above the trust ceiling {trust.max_sensitivity}: "
@@ -234,7 +235,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
 
     def _pending_writes(
         self, record_ids: Sequence[str], cache: dict[str, dict[str, Any]]
-    ) -> list[PendingWrite]:
+    ) -> builtins.list[PendingWrite]:
         """The writes of one checkpoint: a regular write stored twice counts once (the
         first), a special one (error, interrupt…) stored again replaces the earlier one,
         as LangGraph's own savers do; in the order a super-step applies them."""
@@ -292,7 +293,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             "ns": ns,
             "checkpoint_id": checkpoint_id,
             "parent": parent_id,
-            "checkpoint": self._dumps({k: v for k, v in checkpoint.items() if k != "channel_values"}),
+            "checkpoint": self._dumps(
+                {k: v for k, v in checkpoint.items() if k != "channel_values"}
+            ),
             "metadata": self._dumps(merged_metadata),
             "run_id": _run_id(merged_metadata),
             "versions": dict(versions),
@@ -335,17 +338,17 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         owner = target or f"{_checkpoint_base(thread_id, ns, checkpoint_id)}:1"
         existing = thread.writes.get(owner, [])
         cache: dict[str, dict[str, Any]] = {}
-        known = {
+        known: set[tuple[str, int]] = {
             (data["task_id"], idx)
             for data in (self._data(record_id, cache) for record_id in existing)
             for idx, _, _ in data["writes"]
         }
-        entries = []
+        entries: builtins.list[tuple[int, str, Serialized]] = []
         for position, (channel, value) in enumerate(pairs):
             idx = WRITES_IDX_MAP.get(channel, position)
             if idx >= 0 and (task_id, idx) in known:
                 continue  # stored already: the same task's same write, sent again
-            entries.append([idx, channel, self._dumps(value)])
+            entries.append((idx, channel, self._dumps(value)))
         if not entries:
             return
         number = len(existing) + 1
@@ -429,9 +432,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                     write = dict(self._data(write_id, cache), thread_id=target)
                     write_record_id = f"{_WRITES}{new_id.removeprefix(_CHECKPOINT)}:{number}"
                     summary = f"LangGraph writes of task {write['task_id']}, copied"
-                    records.append(
-                        self._record(write_record_id, target, summary, "writes", write)
-                    )
+                    records.append(self._record(write_record_id, target, summary, "writes", write))
         self._save(records, retract=replaced, why=f"replaced by a copy of thread {source}")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -469,7 +470,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        def listed() -> list[CheckpointTuple]:
+        def listed() -> builtins.list[CheckpointTuple]:
             return list(self.list(config, filter=filter, before=before, limit=limit))
 
         for item in await asyncio.to_thread(listed):
@@ -568,9 +569,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             cache[record_id] = _held(record)
         return cache[record_id]
 
-    def _parent_data(
-        self, thread_id: str, ns: str, parent_id: str | None
-    ) -> dict[str, Any] | None:
+    def _parent_data(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, Any] | None:
         if parent_id is None:
             return None
         base = _checkpoint_base(thread_id, ns, parent_id)
