@@ -57,6 +57,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
     "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
+# framework adapters see the engine as their users do: the names the package exports
+INTEGRATIONS = "membrane_es.integrations"
 EDGES = (
     "membrane_es.cli",
     "membrane_es.grpc_server",
@@ -110,3 +112,9 @@ def test_nothing_imports_the_edges(module: str) -> None:
     ):
         return  # an edge (or a module inside an edge package) may use the edges
     assert not {i for i in MODULES[module] if i in EDGES}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, (INTEGRATIONS,))))
+def test_integrations_use_only_the_public_surface(module: str) -> None:
+    bad = {i for i in MODULES[module] if i != "membrane_es" and not _within(i, (INTEGRATIONS,))}
+    assert not bad, f"{module} imports {sorted(bad)}"
