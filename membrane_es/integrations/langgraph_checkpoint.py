@@ -85,6 +85,17 @@ class _Thread:
     checkpoints: dict[str, dict[str, str]] = field(default_factory=dict)
     writes: dict[str, list[str]] = field(default_factory=dict)
 
+    def joined(self, other: _Thread) -> _Thread:
+        """This thread with the records of ``other`` (created after them) added: a copy,
+        so a reader holding this one never sees it change."""
+        checkpoints = {ns: dict(by_id) for ns, by_id in self.checkpoints.items()}
+        for ns, by_id in other.checkpoints.items():
+            checkpoints.setdefault(ns, {}).update(by_id)
+        writes = dict(self.writes)
+        for owner, record_ids in other.writes.items():
+            writes[owner] = [*writes.get(owner, []), *record_ids]
+        return _Thread(checkpoints, writes)
+
 
 class MembraneSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer whose checkpoints are events in a :class:`~membrane_es.Membrane`.
@@ -130,6 +141,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         self.sensitivity = sensitivity
         self.actor = actor
         self.moment: datetime | None = None
+        # thread id → (views position, its records then): a thread listed again only when
+        # the store moved, or by more than this saver's own writes to that thread
+        self._listed: dict[str, tuple[int, _Thread]] = {}
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -308,7 +322,12 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             f"{f' namespace {ns}' if ns else ''}: step {step}, source {source}"
         )
         record = self._record(record_id, thread_id, summary, "checkpoint", data)
-        self._save([record], retract=[replaced] if replaced else [], why="stored again")
+        self._save(
+            [record],
+            retract=[replaced] if replaced else [],
+            why="stored again",
+            thread_id=thread_id,
+        )
         return _config(thread_id, ns, checkpoint_id)
 
     def put_writes(
@@ -365,7 +384,8 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         }
         channels = ", ".join(dict.fromkeys(entry[1] for entry in entries))
         summary = f"LangGraph writes of task {task_id} at checkpoint {checkpoint_id}: {channels}"
-        self._save([self._record(f"{writes_base}:{number}", thread_id, summary, "writes", data)])
+        record = self._record(f"{writes_base}:{number}", thread_id, summary, "writes", data)
+        self._save([record], thread_id=thread_id)
 
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint and pending write of the thread (all in one write)."""
@@ -531,10 +551,19 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             raise ReadOnlyError("a saver reading as of a past moment cannot write")
 
     def _thread(self, thread_id: str) -> _Thread:
+        live = self.moment is None
+        position = self.memory.position
+        if live:
+            known = self._listed.get(thread_id)
+            if known is not None and known[0] == position:
+                return known[1]
         ids = self.memory.record_ids(
             trust=self._scope_trust(thread_id), memory_types=["working"], as_of=self.moment
         )
-        return self._threads_of(ids).get(thread_id, _Thread())
+        thread = self._threads_of(ids).get(thread_id, _Thread())
+        if live:
+            self._listed[thread_id] = (position, thread)
+        return thread
 
     def _threads(self) -> dict[str, _Thread]:
         """Every thread the trust may read (a listing of the store, or of its scopes)."""
@@ -543,26 +572,32 @@ class MembraneSaver(BaseCheckpointSaver[int]):
 
     @staticmethod
     def _threads_of(record_ids: Iterable[str]) -> dict[str, _Thread]:
+        """Threads by (encoded) id from a listing; parsed on every read, so kept lean."""
         threads: dict[str, _Thread] = {}
+        checkpoint_prefix, writes_prefix = len(_CHECKPOINT), len(_WRITES)
         for record_id in record_ids:
             if record_id.startswith(_CHECKPOINT):
-                parts = record_id[len(_CHECKPOINT) :].split(":")
+                parts = record_id[checkpoint_prefix:].split(":")
                 if len(parts) == 4:
-                    thread_id, ns, checkpoint_id = (unquote(part) for part in parts[:3])
-                    thread = threads.setdefault(thread_id, _Thread())
-                    thread.checkpoints.setdefault(ns, {})[checkpoint_id] = record_id
+                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], _Thread())
+                    by_id = thread.checkpoints.get(parts[1])
+                    if by_id is None:
+                        by_id = thread.checkpoints[parts[1]] = {}
+                    by_id[_decoded(parts[2])] = record_id
             elif record_id.startswith(_WRITES):
-                parts = record_id[len(_WRITES) :].split(":")
+                parts = record_id[writes_prefix:].split(":")
                 if len(parts) == 5:
                     owner = _CHECKPOINT + ":".join(parts[:4])
-                    thread = threads.setdefault(unquote(parts[0]), _Thread())
+                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], _Thread())
                     thread.writes.setdefault(owner, []).append(record_id)
-        return threads
+        for thread in threads.values():
+            thread.checkpoints = {_decoded(ns): ids for ns, ids in thread.checkpoints.items()}
+        return {_decoded(thread_id): thread for thread_id, thread in threads.items()}
 
     def _data(self, record_id: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """What a checkpoint or writes record holds (read once per operation)."""
         if record_id not in cache:
-            thread_id = unquote(record_id.split(":")[2])
+            thread_id = _decoded(record_id.split(":")[2])
             record = self.memory.retrieve_by_id(
                 record_id, trust=self._scope_trust(thread_id), as_of=self.moment
             )
@@ -623,19 +658,35 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         }
 
     def _save(
-        self, records: Sequence[dict[str, Any]], *, retract: Sequence[str] = (), why: str = ""
+        self,
+        records: Sequence[dict[str, Any]],
+        *,
+        retract: Sequence[str] = (),
+        why: str = "",
+        thread_id: str | None = None,
     ) -> None:
-        """Create and retract records: one durable write, all of it or none."""
+        """Create and retract records: one durable write, all of it or none. A write that
+        only adds records to ``thread_id`` keeps that thread's listing current, when the
+        store moved by exactly its events (nobody else wrote meanwhile)."""
         if not records and not retract:
             return
+        before = self.memory.position
         if len(records) == 1 and not retract:
             self.memory.create_record(records[0], actor=self.actor, rationale="LangGraph")
+        else:
+            with self.memory.batch():
+                for record_id in dict.fromkeys(retract):
+                    self.memory.retract(record_id, self.actor, why)
+                for record in records:
+                    self.memory.create_record(record, actor=self.actor, rationale="LangGraph")
+        known = self._listed.get(thread_id or "")
+        after = self.memory.position
+        if thread_id is None or known is None or retract:
             return
-        with self.memory.batch():
-            for record_id in dict.fromkeys(retract):
-                self.memory.retract(record_id, self.actor, why)
-            for record in records:
-                self.memory.create_record(record, actor=self.actor, rationale="LangGraph")
+        if known[0] == before and after - before == len(records):
+            added = self._threads_of(record["id"] for record in records).get(thread_id)
+            if added is not None:
+                self._listed[thread_id] = (after, known[1].joined(added))
 
     def _dumps(self, value: Any) -> Serialized:
         kind, raw = self.serde.dumps_typed(value)
@@ -732,6 +783,10 @@ def _strings(field: str, values: object) -> list[str]:
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise ValidationError(field, "must be a list of strings")
     return [_thread_id(value, f"{field}[{i}]") for i, value in enumerate(values)]
+
+
+def _decoded(part: str) -> str:
+    return unquote(part) if "%" in part else part
 
 
 def _run_id(metadata: Mapping[str, Any]) -> str | None:

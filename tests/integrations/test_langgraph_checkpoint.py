@@ -168,6 +168,19 @@ def test_pending_writes_survive_an_interrupted_step(memory: Membrane) -> None:
     assert tuple_.pending_writes == [("task-1", "seen", ["x"]), ("task-1", "other", 1)]
 
 
+def test_two_savers_on_one_store_see_each_others_checkpoints(memory: Membrane) -> None:
+    first, second = MembraneSaver(memory), MembraneSaver(memory)
+    graph_one, graph_two = _graph(first), _graph(second)
+    graph_one.invoke({"seen": ["a"]}, THREAD)
+    graph_two.invoke({"seen": ["b"]}, THREAD)  # reads what the first wrote
+    graph_one.invoke({"seen": ["c"]}, THREAD)  # and the first what the second wrote
+    expected = ["a", "step 1", "b", "step 3", "c", "step 5"]
+    assert graph_two.get_state(THREAD).values["seen"] == expected
+    assert [t.checkpoint["id"] for t in first.list(THREAD)] == [
+        t.checkpoint["id"] for t in second.list(THREAD)
+    ]
+
+
 # --- trust ------------------------------------------------------------------------------------
 
 
