@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,6 +73,7 @@ _CHECKPOINT = "langgraph:checkpoint:"
 _WRITES = "langgraph:writes:"
 _LEVELS = {level: rank for rank, level in enumerate(Sensitivity)}
 _STRATEGIES = ("keep_latest", "delete")
+LISTINGS_KEPT = 1024  # threads whose listing a saver keeps between calls
 
 Serialized = list[str]  # [serde type, base64 bytes]
 
@@ -144,6 +146,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         # thread id → (views position, its records then): a thread listed again only when
         # the store moved, or by more than this saver's own writes to that thread
         self._listed: dict[str, tuple[int, _Thread]] = {}
+        self._listing_lock = threading.Lock()
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -562,8 +565,15 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         )
         thread = self._threads_of(ids).get(thread_id, _Thread())
         if live:
-            self._listed[thread_id] = (position, thread)
+            self._remember(thread_id, position, thread)
         return thread
+
+    def _remember(self, thread_id: str, position: int, thread: _Thread) -> None:
+        with self._listing_lock:  # the async methods run on worker threads
+            self._listed.pop(thread_id, None)  # re-inserted last: the oldest goes first
+            self._listed[thread_id] = (position, thread)
+            while len(self._listed) > LISTINGS_KEPT:
+                self._listed.pop(next(iter(self._listed)))
 
     def _threads(self) -> dict[str, _Thread]:
         """Every thread the trust may read (a listing of the store, or of its scopes)."""
@@ -686,7 +696,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if known[0] == before and after - before == len(records):
             added = self._threads_of(record["id"] for record in records).get(thread_id)
             if added is not None:
-                self._listed[thread_id] = (after, known[1].joined(added))
+                self._remember(thread_id, after, known[1].joined(added))
 
     def _dumps(self, value: Any) -> Serialized:
         kind, raw = self.serde.dumps_typed(value)
