@@ -12,8 +12,11 @@ in ``new_versions``), then reads of random threads. Operations timed, one call e
 Ours is :class:`~membrane_es.integrations.langgraph_checkpoint.MembraneSaver` on a durable
 LMDB store, no embedder (the checkpointer is measured, not a model); theirs are
 ``InMemorySaver`` (nothing durable) and, when ``langgraph-checkpoint-sqlite`` is installed
-(the ``bench`` extra), ``SqliteSaver`` on a file. Each row: the p50 latency of one operation,
-ours and theirs, and ours ÷ theirs.
+(the ``bench`` extra), ``SqliteSaver`` on a file. The savers take turns call by call, so a
+busy machine weighs on all alike. Each row: the p50 latency of one operation, ours and
+theirs, and ours ÷ theirs. Reads come after the writes, on a store at rest: ours then reads
+a thread's listing kept from the last read (a saver keeps it while only its own writes move
+the store).
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -36,6 +40,7 @@ from membrane_es import Membrane
 from membrane_es.integrations.langgraph_checkpoint import MembraneSaver
 
 ADAPTER = "langgraph checkpointer"
+OURS = "MembraneSaver"
 PER_THREAD = 100
 READS = 500
 SEED = 7
@@ -68,38 +73,49 @@ def workload(items: int) -> list[Put]:
     return puts
 
 
-def _p50_ms(call: Callable[[], object], times: int) -> float:
-    samples = []
-    for _ in range(times):
-        start = time.perf_counter_ns()
-        call()
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1e6
-
-
-def timings(saver: BaseCheckpointSaver[Any], puts: list[Put]) -> dict[str, float]:
-    """p50 milliseconds of each operation on one saver."""
-    samples = []
-    for config, checkpoint, metadata, new_versions in puts:
-        start = time.perf_counter_ns()
-        saver.put(config, checkpoint, metadata, new_versions)
-        samples.append(time.perf_counter_ns() - start)
-    threads = sorted({put[0]["configurable"]["thread_id"] for put in puts})
-    picks = iter(random.Random(SEED).choices(threads, k=2 * READS))
-
-    def latest() -> object:
-        found = saver.get_tuple({"configurable": {"thread_id": next(picks)}})
-        assert found is not None
-        return found
-
-    def page() -> object:
-        return list(saver.list({"configurable": {"thread_id": next(picks)}}, limit=10))
-
-    return {
-        "put": statistics.median(samples) / 1e6,
-        "get_tuple": _p50_ms(latest, READS),
-        "list": _p50_ms(page, READS),
+def timings(
+    savers: dict[str, BaseCheckpointSaver[Any]], puts: list[Put]
+) -> dict[str, dict[str, float]]:
+    """p50 milliseconds of each operation on each saver. The savers take turns, call by
+    call (who goes first rotating), so a machine that gets slower or faster during the run
+    weighs on all of them alike."""
+    names = list(savers)
+    samples: dict[str, dict[str, list[int]]] = {
+        name: {"put": [], "get_tuple": [], "list": []} for name in names
     }
+
+    def timed(name: str, operation: str, call: Callable[..., object], *args: Any) -> None:
+        start = time.perf_counter_ns()
+        call(*args)
+        samples[name][operation].append(time.perf_counter_ns() - start)
+
+    def in_turn(i: int) -> list[str]:
+        return names[i % len(names) :] + names[: i % len(names)]
+
+    for i, (config, checkpoint, metadata, new_versions) in enumerate(puts):
+        for name in in_turn(i):
+            timed(name, "put", savers[name].put, config, checkpoint, metadata, new_versions)
+    threads = sorted({put[0]["configurable"]["thread_id"] for put in puts})
+    picks = random.Random(SEED).choices(threads, k=READS)
+    for i, thread_id in enumerate(picks):
+        config = {"configurable": {"thread_id": thread_id}}
+        for name in in_turn(i):
+            timed(name, "get_tuple", _latest, savers[name], config)
+            timed(name, "list", _page, savers[name], config)
+    return {
+        name: {op: statistics.median(values) / 1e6 for op, values in by_op.items()}
+        for name, by_op in samples.items()
+    }
+
+
+def _latest(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> object:
+    found = saver.get_tuple(config)
+    assert found is not None
+    return found
+
+
+def _page(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> object:
+    return list(saver.list(config, limit=10))
 
 
 @contextmanager
@@ -138,25 +154,31 @@ def baselines() -> dict[str, Callable[[Path], Any]]:
 def measure(items: int) -> list[dict[str, Any]]:
     """Rows ``{adapter, operation, baseline, items, ours_p50_ms, theirs_p50_ms, ratio}``."""
     puts = workload(items)
-    with tempfile.TemporaryDirectory(prefix="bench-lg-checkpoint-") as directory:
-        with _ours(Path(directory)) as saver:
-            ours = timings(saver, puts)
-        rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-lg-checkpoint-") as directory,
+        ExitStack() as stack,
+    ):
+        savers: dict[str, BaseCheckpointSaver[Any]] = {
+            OURS: stack.enter_context(_ours(Path(directory)))
+        }
         for name, opener in baselines().items():
-            with opener(Path(directory)) as saver:
-                theirs = timings(saver, puts)
-            for operation in ("put", "get_tuple", "list"):
-                rows.append(
-                    {
-                        "adapter": ADAPTER,
-                        "operation": operation,
-                        "baseline": name,
-                        "items": items,
-                        "ours_p50_ms": round(ours[operation], 4),
-                        "theirs_p50_ms": round(theirs[operation], 4),
-                        "ratio": round(ours[operation] / theirs[operation], 2),
-                    }
-                )
+            savers[name] = stack.enter_context(opener(Path(directory)))
+        p50 = timings(savers, puts)
+    rows = []
+    for name in (name for name in p50 if name != OURS):
+        for operation in ("put", "get_tuple", "list"):
+            ours, theirs = p50[OURS][operation], p50[name][operation]
+            rows.append(
+                {
+                    "adapter": ADAPTER,
+                    "operation": operation,
+                    "baseline": name,
+                    "items": items,
+                    "ours_p50_ms": round(ours, 4),
+                    "theirs_p50_ms": round(theirs, 4),
+                    "ratio": round(ours / theirs, 2),
+                }
+            )
     return rows
 
 
