@@ -14,10 +14,10 @@ How a checkpoint is filed:
   loading a record (``Membrane.record_ids``), give its checkpoints in order; a checkpoint
   stored again under the same id is a new generation, the old one retracted;
 * its pending writes: ``langgraph:writes:<same>:<n>``, one record per ``put_writes``;
-* the payload's ``context_summary`` is a readable line (what the record is searched by);
-  the bytes of LangGraph's own serializer (``serde``) travel base64-encoded in the one
-  free-form field of a working payload, ``active_constraints[0].value``, out of the text
-  index and the embedding;
+* the payload's ``context_summary`` is a readable line, what the record is searched by
+  (by its words: no vector is made, whatever the store's embedder); the bytes of
+  LangGraph's own serializer (``serde``) travel base64-encoded in the one free-form field
+  of a working payload, ``active_constraints[0].value``, out of the text index;
 * a channel's value is stored once, in the checkpoint whose ``new_versions`` name it; later
   checkpoints point at that record (``located``), as LangGraph's own savers keep one blob a
   channel version.
@@ -682,13 +682,13 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             return
         before = self.memory.position
         if len(records) == 1 and not retract:
-            self.memory.create_record(records[0], actor=self.actor, rationale="LangGraph")
+            self._create(records[0])
         else:
             with self.memory.batch():
                 for record_id in dict.fromkeys(retract):
                     self.memory.retract(record_id, self.actor, why)
                 for record in records:
-                    self.memory.create_record(record, actor=self.actor, rationale="LangGraph")
+                    self._create(record)
         known = self._listed.get(thread_id or "")
         after = self.memory.position
         if thread_id is None or known is None or retract:
@@ -697,6 +697,11 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             added = self._threads_of(record["id"] for record in records).get(thread_id)
             if added is not None:
                 self._remember(thread_id, after, known[1].joined(added))
+
+    def _create(self, record: dict[str, Any]) -> None:
+        # No vector: a checkpoint is read by id, never by similarity, and a model call per
+        # step would cost more than the rest of the write.
+        self.memory.create_record(record, actor=self.actor, rationale="LangGraph", embed=False)
 
     def _dumps(self, value: Any) -> Serialized:
         kind, raw = self.serde.dumps_typed(value)
