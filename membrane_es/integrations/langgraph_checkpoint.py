@@ -56,6 +56,7 @@ from langgraph.checkpoint.base import (
 
 from membrane_es import (
     AccessDeniedError,
+    AlreadyExistsError,
     Membrane,
     MemoryRecord,
     NotFoundError,
@@ -73,6 +74,7 @@ _CHECKPOINT = "langgraph:checkpoint:"
 _WRITES = "langgraph:writes:"
 _LEVELS = {level: rank for rank, level in enumerate(Sensitivity)}
 _STRATEGIES = ("keep_latest", "delete")
+HERE = ""  # a channel value held by the checkpoint's own record
 LISTINGS_KEPT = 1024  # threads whose listing a saver keeps between calls
 
 Serialized = list[str]  # [serde type, base64 bytes]
@@ -238,7 +240,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         checkpoint: Checkpoint = self._loads(data["checkpoint"])
         values: dict[str, Any] = {}
         for channel, holder in data["located"].items():
-            held = data if holder == record_id else self._data(holder, cache)
+            held = data if holder == HERE else self._data(holder, cache)
             if channel in held["values"]:
                 values[channel] = self._loads(held["values"][channel])
         ns, checkpoint_id, parent = data["ns"], data["checkpoint_id"], data["parent"]
@@ -289,9 +291,6 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             )
         self._check_may_write(thread_id)
         merged_metadata = get_checkpoint_metadata(config, metadata)
-        base = _checkpoint_base(thread_id, ns, checkpoint_id)
-        generation, replaced = self._next_generation(thread_id, ns, checkpoint_id, base)
-        record_id = f"{base}:{generation}"
         parent = self._parent_data(thread_id, ns, parent_id)
         stored: dict[str, Serialized] = {}
         located: dict[str, str] = {}
@@ -299,12 +298,13 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             if channel in new_versions or parent is None:
                 if channel in values:  # a new version without a value is an empty channel
                     stored[channel] = self._dumps(values[channel])
-                    located[channel] = record_id
+                    located[channel] = HERE
             elif parent["versions"].get(channel) == version and channel in parent["located"]:
-                located[channel] = parent["located"][channel]
+                held_by = parent["located"][channel]
+                located[channel] = parent["record_id"] if held_by == HERE else held_by
             elif channel in values:
                 stored[channel] = self._dumps(values[channel])
-                located[channel] = record_id
+                located[channel] = HERE
         data = {
             "thread_id": thread_id,
             "ns": ns,
@@ -324,13 +324,20 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             f"LangGraph checkpoint {checkpoint_id} of thread {thread_id}"
             f"{f' namespace {ns}' if ns else ''}: step {step}, source {source}"
         )
-        record = self._record(record_id, thread_id, summary, "checkpoint", data)
-        self._save(
-            [record],
-            retract=[replaced] if replaced else [],
-            why="stored again",
-            thread_id=thread_id,
-        )
+        base = _checkpoint_base(thread_id, ns, checkpoint_id)
+        while True:
+            generation, replaced = self._next_generation(thread_id, ns, checkpoint_id, base)
+            record = self._record(f"{base}:{generation}", thread_id, summary, "checkpoint", data)
+            try:
+                self._save(
+                    [record],
+                    retract=[replaced] if replaced else [],
+                    why="stored again",
+                    thread_id=thread_id,
+                )
+            except AlreadyExistsError:  # the same checkpoint stored at the same moment
+                continue
+            break
         return _config(thread_id, ns, checkpoint_id)
 
     def put_writes(
@@ -387,8 +394,14 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         }
         channels = ", ".join(dict.fromkeys(entry[1] for entry in entries))
         summary = f"LangGraph writes of task {task_id} at checkpoint {checkpoint_id}: {channels}"
-        record = self._record(f"{writes_base}:{number}", thread_id, summary, "writes", data)
-        self._save([record], thread_id=thread_id)
+        while True:
+            record = self._record(f"{writes_base}:{number}", thread_id, summary, "writes", data)
+            try:
+                self._save([record], thread_id=thread_id)
+            except AlreadyExistsError:  # a concurrent task's writes took this number
+                number += 1
+                continue
+            break
 
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint and pending write of the thread (all in one write)."""
@@ -441,7 +454,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                 data = dict(self._data(old_id, cache), thread_id=target)
                 located, values = {}, dict(data["values"])
                 for channel, holder in data["located"].items():
-                    if holder in renamed:
+                    if holder == HERE:
+                        located[channel] = HERE
+                    elif holder in renamed:
                         located[channel] = renamed[holder]
                     else:  # held by a record that is not copied (pruned): copy the value
                         held = self._data(holder, cache)["values"]
@@ -621,8 +636,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         latest: dict[str, Any] | None = None
         generation = 1
         while True:
+            record_id = f"{base}:{generation}"
             try:
-                latest = self._data(f"{base}:{generation}", {})
+                latest = {**self._data(record_id, {}), "record_id": record_id}
             except NotFoundError:
                 return latest
             generation += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -179,6 +180,17 @@ def test_two_savers_on_one_store_see_each_others_checkpoints(memory: Membrane) -
     assert [t.checkpoint["id"] for t in first.list(THREAD)] == [
         t.checkpoint["id"] for t in second.list(THREAD)
     ]
+
+
+def test_tasks_saving_their_writes_at_once_lose_none(memory: Membrane) -> None:
+    saver = MembraneSaver(memory)
+    stored = saver.put(generate_config("t"), generate_checkpoint(), {"step": 0}, {})
+    tasks = [f"task-{n}" for n in range(8)]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # as LangGraph's parallel tasks do
+        list(pool.map(lambda task: saver.put_writes(stored, [("seen", [task])], task), tasks))
+    found = saver.get_tuple(stored)
+    assert found is not None
+    assert sorted(write[0] for write in found.pending_writes or []) == tasks
 
 
 # --- trust ------------------------------------------------------------------------------------
