@@ -462,7 +462,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                         held = self._data(holder, cache)["values"]
                         if channel in held:
                             values[channel] = held[channel]
-                            located[channel] = new_id
+                            located[channel] = HERE
                 data.update(located=located, values=values)
                 summary = f"LangGraph checkpoint {checkpoint_id} of thread {target}, copied"
                 records.append(self._record(new_id, target, summary, "checkpoint", data))

@@ -255,3 +255,25 @@ def test_a_saver_that_could_not_read_back_its_writes_is_refused(memory: Membrane
 
 def _at(checkpoint_id: str) -> dict[str, Any]:
     return generate_config("chat-1", checkpoint_id=checkpoint_id)
+
+
+def test_a_copy_of_a_pruned_thread_keeps_the_values_it_pointed_at(memory: Membrane) -> None:
+    saver = MembraneSaver(memory)
+    first = saver.put(
+        generate_config("chat-1"),
+        generate_checkpoint(channel_values={"a": 1, "b": 2}, channel_versions={"a": 1, "b": 1}),
+        {"step": 0},
+        {"a": 1, "b": 1},
+    )
+    latest = saver.put(  # only "a" is new: "b" stays in the first checkpoint's record
+        first,
+        generate_checkpoint(channel_values={"a": 3, "b": 2}, channel_versions={"a": 2, "b": 1}),
+        {"step": 1},
+        {"a": 2},
+    )
+    saver.prune(["chat-1"])  # retracts the first checkpoint
+    saver.copy_thread("chat-1", "chat-2")
+    saver.delete_thread("chat-1")
+    copied = saver.get_tuple(generate_config("chat-2"))
+    assert copied is not None and copied.checkpoint["channel_values"] == {"a": 3, "b": 2}
+    assert copied.checkpoint["id"] == latest["configurable"]["checkpoint_id"]
