@@ -57,6 +57,7 @@ from membrane_es.schema.records import ProvenanceSource, Relation, copy_record
 from membrane_es.schema.validation import (
     VectorInput,
     check_amount,
+    check_flag,
     check_id,
     check_ids,
     check_moment,
@@ -75,6 +76,9 @@ replace = msgspec.structs.replace
 def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
     """Store a record as given; ids, times and relation stamps are filled in when absent."""
     _check_reason(cmd)
+    embed = check_flag("embed", cmd.embed)
+    if not embed and cmd.embedding is not None:
+        raise ValidationError("embedding", "a record stored without a vector takes none")
     record = coerce_record(cmd.record, "record")
     record = replace(record, id=record.id or new_record_id())
     _check_relation_targets(record, "record", uow)
@@ -85,7 +89,7 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
         actor=cmd.actor,
         rationale=cmd.rationale,
         at=at,
-        embedding=uow.embed(record, cmd.embedding),
+        embedding=uow.embed(record, cmd.embedding) if embed else None,
     )
     uow.save(aggregate)
     return copy_record(aggregate.view(at))

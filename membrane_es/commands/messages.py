@@ -32,6 +32,9 @@ class CreateRecord(Command, frozen=True, kw_only=True):
     rationale: str = "Initial creation"
     # The record's own vector, if the caller has one (checked against the store's dimensions).
     embedding: VectorInput | None = None
+    # False: no vector at all, whatever the engine's embedder (the record is found by its
+    # words, scope and salience, never by similarity).
+    embed: bool = True
 
 
 class Supersede(Command, frozen=True, kw_only=True):

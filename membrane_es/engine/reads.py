@@ -23,6 +23,7 @@ from membrane_es.postgres_store import (
 )
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
+from membrane_es.queries import record_ids as listing
 from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries import retrieve_graph as graph_queries
 from membrane_es.queries.by_id import HistoryEntry
@@ -187,6 +188,34 @@ class Reads(EngineCore):
             exact=exact,
         )
         return graph_queries.retrieve_graph(query, self._sources())
+
+    def record_ids(
+        self,
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        memory_types: Iterable[str] | None = None,
+        as_of: datetime | None = None,
+        include_retracted: bool = False,
+        min_position: int | None = None,
+    ) -> list[str]:
+        """The ids of the records ``trust`` may read in full, oldest first, loading none.
+
+        For callers that file their own structure under record ids and scopes (list a
+        scope's ids, then read the few they need with :meth:`retrieve_by_id`). Active
+        records only unless ``include_retracted``; ``as_of``: the ids as the store stood
+        then; records the trust would see only redacted are left out. ``trust``'s scopes
+        narrow the listing to those scopes (and unscoped records), at the cost of the
+        records in them, not of the store. ``min_position``: as for :meth:`retrieve`.
+        """
+        self.wait_for_position(min_position)
+        return listing.record_ids(
+            self.views,
+            self._clock.now(),
+            trust=trust,
+            memory_types=memory_types,
+            as_of=as_of,
+            include_retracted=include_retracted,
+        )
 
     def _sources(self) -> retrieve_queries.Sources:
         return retrieve_queries.Sources(

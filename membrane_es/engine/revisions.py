@@ -25,10 +25,14 @@ class Revisions(EngineCore):
         actor: str = "system",
         rationale: str = "Initial creation",
         embedding: VectorInput | None = None,
+        embed: bool = True,
     ) -> MemoryRecord:
         """Store a record as given (the reference's direct create); returns it as stored.
 
         :param embedding: the record's own vector (else the engine's embedder makes one).
+        :param embed: False stores the record without a vector, whatever the embedder: for
+            records only ever read by id or listed (an adapter's bookkeeping), which would
+            otherwise pay a model call each. They are still found by their words.
         """
         result: MemoryRecord = self.handle(
             messages.CreateRecord(
@@ -36,6 +40,7 @@ class Revisions(EngineCore):
                 actor=actor,
                 rationale=rationale,
                 embedding=None if embedding is None else check_vector("embedding", embedding),
+                embed=embed,
             )
         )
         return result
