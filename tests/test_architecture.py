@@ -57,11 +57,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the HTTP edge shares keys and tenants with the gRPC daemon through neutral modules
     "membrane_es.http_api": ("membrane_es.grpc_server", "membrane_es.cli"),
 }
+# The framework adapters are written as a user would write them: the public surface only
+# (what ``membrane_es`` exports, the ``Membrane`` facade among it), never the floors below.
+INTEGRATIONS = "membrane_es.integrations"
+PUBLIC_SURFACE = ("membrane_es",)
 EDGES = (
     "membrane_es.cli",
     "membrane_es.grpc_server",
     "membrane_es.http_api",
     "membrane_es.mcp_server",
+    INTEGRATIONS,
 )
 
 
@@ -110,3 +115,11 @@ def test_nothing_imports_the_edges(module: str) -> None:
     ):
         return  # an edge (or a module inside an edge package) may use the edges
     assert not {i for i in MODULES[module] if i in EDGES}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, (INTEGRATIONS,))))
+def test_integrations_use_the_public_surface_only(module: str) -> None:
+    bad = {
+        i for i in MODULES[module] if i not in PUBLIC_SURFACE and not _within(i, (INTEGRATIONS,))
+    }
+    assert not bad, f"{module} imports {sorted(bad)}"

@@ -537,10 +537,15 @@ def _checked_document(
         raise ValidationError(f"ids[{i}]", f"must be a string, not {type(doc_id).__name__}")
     if not isinstance(metadata, dict) or not all(isinstance(key, str) for key in metadata):
         raise ValidationError(f"metadatas[{i}]", "must be a dict with string keys")
+    stored = {"page_content": text, "metadata": metadata}
     try:
-        body = msgspec.json.encode({"page_content": text, "metadata": metadata})
+        body = msgspec.json.encode(stored)
     except (TypeError, msgspec.EncodeError) as error:
-        raise ValidationError(f"metadatas[{i}]", f"must be JSON: {error}") from None
+        raise ValidationError(f"metadatas[{i}]", f"must be JSON values: {error}") from None
+    if msgspec.json.decode(body) != stored:  # a datetime, a tuple: would read back changed
+        raise ValidationError(
+            f"metadatas[{i}]", "must be JSON values (str, number, bool, None, list, dict)"
+        )
     return doc_id, text, body
 
 

@@ -23,7 +23,6 @@ class TestStandardSuite(VectorStoreIntegrationTests):
             yield store
 
 
-
 # The suite's async tests carry no marker: LangChain runs them in pytest-asyncio's auto mode.
 # This suite keeps strict mode, so they are marked where they are defined (the suite refuses
 # overrides of its tests, so they cannot be marked on a subclass).
