@@ -1,11 +1,15 @@
 """OpenAI Agents SDK: a ``Session`` whose conversation items are captured turns.
 
-Each item an agent run adds is captured (``Membrane.capture_memory``) as a conversation turn
-in the session's scope (``session:<id>`` unless told), its speaker the item's role: the
-session's history is then ordinary memory, searched, ranked and linked like any other turn
+Each item an agent run adds is captured (``Membrane.capture_memory``, content
+``{"item": item}``) as an agent turn in the session's scope (``session:<id>`` unless told):
+the session's history is then ordinary memory, searched and ranked like any other
 (``Membrane.retrieve`` with the session's scope finds what was said), and an agent built on
 another framework reads it too. The item itself is kept exactly as given, so
 :meth:`MembraneSession.get_items` answers as the SDK's own ``SQLiteSession`` does.
+
+The content names no ``speaker``: capture would then note, for each turn, the turns it was
+said after, by reading every turn of the sitting, which makes each write slower as a session
+grows (a thousand items: fifty times slower). The role is in the item, and in its words.
 
 A turn cannot be rewritten (episodic memory is immutable): ``pop_item`` and
 ``clear_session`` penalise the turns they remove to nothing, which takes them out of the
@@ -19,11 +23,10 @@ Only :mod:`membrane_es`'s public API is used. Needs the ``openai-agents`` extra.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 from agents.memory import SessionSettings
@@ -86,7 +89,7 @@ class MembraneSession:
         if not isinstance(memory, Membrane):
             raise ValidationError("memory", f"must be a Membrane, not {type(memory).__name__}")
         self.session_id = session_id
-        self.session_settings = session_settings or SessionSettings()
+        self.session_settings: SessionSettings | None = session_settings or SessionSettings()
         self._memory = memory
         self._trust = checked_trust(TrustContext() if trust is None else trust)
         self._scope = checked_scope(
@@ -136,7 +139,7 @@ class MembraneSession:
         limit, as the SDK's SQLite session; none for 0)."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValidationError("limit", f"must be a whole number or None, not {limit!r}")
-        if limit is None:
+        if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
         return await _in_thread(lambda: self._items(limit))
 
@@ -165,16 +168,16 @@ class MembraneSession:
             if limit is not None and limit >= 0:
                 turns = turns[len(turns) - limit :] if limit else []
             chosen = list(turns)
-        return [json.loads(turn.item) for turn in chosen]
+        return [msgspec.json.decode(turn.item) for turn in chosen]
 
-    def _add(self, encoded: list[tuple[str, bytes]]) -> None:
+    def _add(self, encoded: list[bytes]) -> None:
         with self._lock:
             turns = self._sync()
             added: list[_Turn] = []
             with self._memory.batch():
-                for speaker, item in encoded:
+                for item in encoded:
                     captured = self._memory.capture_memory(
-                        {"speaker": speaker, "item": msgspec.json.decode(item)},
+                        {"item": msgspec.json.decode(item)},
                         source_kind="agent_turn",
                         context={"session_id": self.session_id},
                         sensitivity=self._sensitivity,
@@ -195,7 +198,7 @@ class MembraneSession:
             self._memory.penalize(last.record_id, 1.0, ACTOR, "taken out of the session")
             turns.pop()
             self._seen = self._memory.position
-        item: TResponseInputItem = json.loads(last.item)
+        item: TResponseInputItem = msgspec.json.decode(last.item)
         return item
 
     def _clear(self) -> None:
@@ -243,7 +246,7 @@ class MembraneSession:
             isinstance(content, dict) and "item" in content
         ):
             return None
-        return json.dumps(content["item"]).encode()
+        return msgspec.json.encode(content["item"])
 
     def _check_writable(self) -> None:
         if self._as_of is not None:
@@ -259,8 +262,8 @@ def _creation(record: MemoryRecord) -> tuple[datetime, str]:
     return (record.created_at or datetime.min.replace(tzinfo=UTC), record.id)
 
 
-def _checked_items(items: object) -> list[tuple[str, bytes]]:
-    """(speaker, item as JSON) for each item; anything else names the item at fault."""
+def _checked_items(items: object) -> list[bytes]:
+    """Each item as JSON; anything else names the item at fault."""
     if not isinstance(items, list):
         raise ValidationError("items", f"must be a list of items, not {type(items).__name__}")
     checked = []
@@ -273,14 +276,5 @@ def _checked_items(items: object) -> list[tuple[str, bytes]]:
             raise ValidationError(f"items[{i}]", f"must be JSON values: {error}") from None
         if msgspec.json.decode(encoded) != item:  # a tuple, a datetime: would read back changed
             raise ValidationError(f"items[{i}]", "must be JSON values (it would read back changed)")
-        checked.append((_speaker(item), encoded))
+        checked.append(encoded)
     return checked
-
-
-def _speaker(item: dict[str, Any]) -> str:
-    """Who said it: a message's role, else the item's type (a tool call, its output)."""
-    for key in ("role", "type"):
-        value = item.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return "agent"
