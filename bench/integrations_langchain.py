@@ -11,7 +11,9 @@ theirs lives in the process.
 * ``revise``: one document re-added under its id with new text (ours: a revision, the old
   record retracted and kept; theirs: overwritten);
 * ``get_by_ids``: one document by id;
-* ``similarity_search k=4``: the four nearest documents to a query.
+* ``similarity_search k=4``: the four nearest documents to a query;
+* ``add (ours unsynced)``: ``add`` again, on a store opened with ``sync=False`` (commits not
+  waiting for the disk): what a durable write costs beyond the engine's own work.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from typing import Any
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from membrane_es.integrations.langchain_vectorstore import MembraneVectorStore
+from membrane_es import Membrane
+from membrane_es.integrations.langchain_vectorstore import LangChainEmbedder, MembraneVectorStore
 
 ADAPTER = "LangChain VectorStore"
 DIMENSIONS = 384
@@ -34,6 +37,7 @@ LOAD_BATCH = 1000
 REPEATS = 60
 SEARCH_REPEATS = 15  # theirs scans every document in Python: slow at 10,000
 TOPICS = 97
+UNSYNCED = "add (ours unsynced: sync=False)"
 
 
 def text(i: int) -> str:
@@ -90,9 +94,18 @@ def measure(items: int) -> list[dict[str, Any]]:
         with MembraneVectorStore.open(Path(directory) / "memory", embedding) as ours:
             load(ours, items)
             our_figures = operations(ours, items)
+        # Where a single add's time goes: the same store with commits left unsynced.
+        with Membrane.open(
+            Path(directory) / "unsynced", embedder=LangChainEmbedder(embedding), sync=False
+        ) as memory:
+            unsynced = MembraneVectorStore(memory, embedding)
+            load(unsynced, items)
+            adds = [lambda i: unsynced.add_texts([f"new {i}"], ids=[f"n{i}"])]
+            our_figures[UNSYNCED] = (p50_ms(timed(adds[0], REPEATS)), REPEATS)
     theirs = InMemoryVectorStore(embedding)
     load(theirs, items)
     their_figures = operations(theirs, items)
+    their_figures[UNSYNCED] = their_figures["add"]
     return [
         {
             "adapter": ADAPTER,

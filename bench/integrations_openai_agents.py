@@ -10,7 +10,10 @@ defaults).
 * ``add_items, 1 item`` and ``add_items, 10 per call`` (per item);
 * ``get_items limit=20``: the latest twenty, what a run with a limit reads;
 * ``get_items (all)``: every item, what a run without one reads;
-* ``pop_item``.
+* ``pop_item``;
+* ``add_items, 1 item (ours unsynced)``: on a session whose store was opened with
+  ``sync=False`` (commits not waiting for the disk): what a durable write costs beyond the
+  engine's own work.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from membrane_es.integrations.openai_agents_session import MembraneSession
 ADAPTER = "OpenAI Agents Session"
 LOAD_BATCH = 1000
 REPEATS = 40
+UNSYNCED = "add_items, 1 item (ours unsynced: sync=False)"
 
 
 def item(i: int) -> Any:
@@ -67,6 +71,10 @@ async def _measure(items: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as directory:
         with Membrane.open(Path(directory) / "memory", embedder=None) as memory:
             ours = await operations(MembraneSession("bench", memory), items)
+        # Where a single add's time goes: the same session with commits left unsynced.
+        with Membrane.open(Path(directory) / "unsynced", embedder=None, sync=False) as memory:
+            unsynced = await operations(MembraneSession("bench", memory), items)
+        ours[UNSYNCED] = unsynced["add_items, 1 item"]
         in_memory = SQLiteSession("bench")
         try:
             theirs = {"SQLiteSession (in memory)": await operations(in_memory, items)}
@@ -77,6 +85,8 @@ async def _measure(items: int) -> list[dict[str, Any]]:
             theirs["SQLiteSession (file)"] = await operations(in_file, items)
         finally:
             in_file.close()
+    for figures in theirs.values():
+        figures[UNSYNCED] = figures["add_items, 1 item"]
     return [
         {
             "adapter": ADAPTER,
