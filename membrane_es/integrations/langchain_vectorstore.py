@@ -265,6 +265,8 @@ class MembraneVectorStore(VectorStore):
                 for doc_id, (text, body) in latest.items()
                 if doc_id not in held or held[doc_id].body != body
             ]
+            if not changed:
+                return [doc_id for doc_id, _, _ in documents]
             vectors = self._embedding.embed_documents([text for _, text, _ in changed])
             written: dict[str, _Held] = {}
             with self._memory.batch():
@@ -485,7 +487,11 @@ class MembraneVectorStore(VectorStore):
 
     def _sync(self) -> dict[str, _Held]:
         """The document ids held now (and their records): read again from the store when
-        anything was written since they were last read, except by this store itself."""
+        anything was written since they were last read, except by this store itself.
+
+        Only writes and ``get_by_ids`` need them (a search reads the engine directly), so a
+        store that other code writes to meanwhile pays one read of its documents at its next
+        write, not at every search."""
         position = self._memory.position
         if self._held is None or position != self._seen:
             held: dict[str, _Held] = {}
