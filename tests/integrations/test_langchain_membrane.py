@@ -148,3 +148,19 @@ def test_an_engine_with_another_embedder_is_refused() -> None:
     ):
         MembraneVectorStore(engine, EMBEDDING)
     assert error.value.field == "embedding"
+
+
+def test_a_search_fills_k_past_records_shown_only_redacted(memory: Membrane) -> None:
+    # one level above the reader's ceiling the engine returns redacted copies: never shown
+    store(memory, trust=EVERYTHING, sensitivity="medium").add_texts(["same words"] * 6)
+    store(memory).add_texts(["other words", "more words"], ids=["x", "y"])
+    found = store(memory).similarity_search("same words", k=2)
+    assert sorted(d.id or "" for d in found) == ["x", "y"]
+
+
+def test_from_texts_and_delete_everything(memory: Membrane) -> None:
+    docs = MembraneVectorStore.from_texts(["a", "b"], EMBEDDING, ids=["1", "2"], memory=memory)
+    assert len(docs.similarity_search("a", k=5)) == 2
+    docs.delete()
+    assert docs.similarity_search("a", k=5) == []
+    assert len(docs.as_of(datetime.now(UTC)).history("1")) == 2  # created, then retracted
