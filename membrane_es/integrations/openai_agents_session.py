@@ -132,6 +132,15 @@ class MembraneSession:
             as_of=moment,
         )
 
+    async def search(self, query: str, limit: int = 5) -> list[TResponseInputItem]:
+        """The session's items that best match ``query``, best first: by its words, and by
+        meaning when the engine has an embedder (the engine's ranked retrieval)."""
+        if not isinstance(query, str):
+            raise ValidationError("query", f"must be a string, not {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError("limit", f"must be a whole number >= 1, not {limit!r}")
+        return await _in_thread(lambda: self._search(query, limit))
+
     # --- the Session protocol -------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -166,7 +175,7 @@ class MembraneSession:
         with self._lock:
             turns = self._sync()
             if limit is not None and limit >= 0:
-                turns = turns[len(turns) - limit :] if limit else []
+                turns = turns[max(len(turns) - limit, 0) :] if limit else []
             chosen = list(turns)
         return [msgspec.json.decode(turn.item) for turn in chosen]
 
@@ -210,6 +219,18 @@ class MembraneSession:
                         self._memory.penalize(turn.record_id, 1.0, ACTOR, "session cleared")
             turns.clear()
             self._seen = self._memory.position
+
+    def _search(self, query: str, limit: int) -> list[TResponseInputItem]:
+        trust = msgspec.structs.replace(self._trust, scopes=[self._scope])
+        result = self._memory.retrieve(
+            query,
+            trust=trust,
+            memory_types=[MemoryType.EPISODIC.value],
+            limit=limit,
+            as_of=self._as_of,
+        )
+        found = (self._item_of(record) for record in result.records)
+        return [msgspec.json.decode(item) for item in found if item is not None]
 
     def _sync(self) -> list[_Turn]:
         """The session's turns, oldest first: read again from the store when anything was

@@ -93,6 +93,8 @@ def test_sessions_are_apart_and_settings_limit_applies(memory: Membrane) -> None
         assert await b.pop_item() == {"role": "user", "content": "other"}
         assert await b.pop_item() is None
         assert len(await a.get_items(-1)) == 2
+        await a.add_items([{"role": "user", "content": "three"}])
+        assert len(await a.get_items(5)) == 3  # a limit above the count: every item
 
     asyncio.run(run())
 
@@ -103,8 +105,11 @@ def test_turns_are_searchable_memory_and_readable_as_of(memory: Membrane) -> Non
         await session.add_items([{"role": "user", "content": "book a flight to Lisbon"}])
         before = datetime.now(UTC)
         await session.add_items([{"role": "assistant", "content": "done: TP 1234 on Friday"}])
+        (best, *_) = await session.search("which flight on Friday?")
+        assert best == {"role": "assistant", "content": "done: TP 1234 on Friday"}
         await session.clear_session()
         assert await session.get_items() == []
+        assert await session.search("flight") == []
         assert await session.as_of(before).get_items() == [
             {"role": "user", "content": "book a flight to Lisbon"}
         ]
