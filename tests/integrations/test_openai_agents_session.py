@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from agents.memory import SessionSettings, SQLiteSession
+from agents.memory import Session, SessionSettings, SQLiteSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -83,6 +83,7 @@ def test_sessions_are_apart_and_settings_limit_applies(memory: Membrane) -> None
     async def run() -> None:
         a = MembraneSession("a", memory, session_settings=SessionSettings(limit=1))
         b = MembraneSession("b", memory)
+        assert isinstance(b, Session)  # the SDK's protocol, checked at run time
         await a.add_items([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])
         await b.add_items([{"role": "user", "content": "other"}])
         assert await a.get_items() == [{"role": "user", "content": "two"}]
