@@ -492,6 +492,9 @@ class MembraneVectorStore(VectorStore):
         Only writes and ``get_by_ids`` need them (a search reads the engine directly), so a
         store that other code writes to meanwhile pays one read of its documents at its next
         write, not at every search."""
+        # Waiting for position 0 returns at once, once the views have caught up with the
+        # log: writes other processes made to the same store count as well.
+        self._memory.wait_for_position(0)
         position = self._memory.position
         if self._held is None or position != self._seen:
             held: dict[str, _Held] = {}

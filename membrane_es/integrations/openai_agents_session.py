@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
-from agents.memory import SessionSettings
 
 from membrane_es import (
     EpisodicPayload,
@@ -42,8 +41,9 @@ from membrane_es import (
 )
 from membrane_es.integrations._reach import checked_scope, checked_sensitivity, checked_trust
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the SDK is only needed to run an agent: this module works without it
     from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
 
 SOURCE = "openai-agents"
 ACTOR = "openai-agents"
@@ -69,7 +69,7 @@ class MembraneSession:
     :param sensitivity: the sensitivity turns are captured with (at most the ceiling).
     :param tags: tags every captured turn gets.
     :param session_settings: the SDK's settings (``limit``: how many items ``get_items``
-        returns by default).
+        returns by default; None: every item).
     """
 
     def __init__(
@@ -89,7 +89,7 @@ class MembraneSession:
         if not isinstance(memory, Membrane):
             raise ValidationError("memory", f"must be a Membrane, not {type(memory).__name__}")
         self.session_id = session_id
-        self.session_settings: SessionSettings | None = session_settings or SessionSettings()
+        self.session_settings: SessionSettings | None = session_settings
         self._memory = memory
         self._trust = checked_trust(TrustContext() if trust is None else trust)
         self._scope = checked_scope(
@@ -235,6 +235,9 @@ class MembraneSession:
     def _sync(self) -> list[_Turn]:
         """The session's turns, oldest first: read again from the store when anything was
         written since they were last read, except by this session itself."""
+        # Waiting for position 0 returns at once, once the views have caught up with the
+        # log: writes other processes made to the same store count as well.
+        self._memory.wait_for_position(0)
         position = self._memory.position
         if self._turns is None or position != self._seen:
             self._turns = self._read_turns()

@@ -4,8 +4,11 @@ sequence of operations; and what it adds: turns as searchable memory, ``as_of``,
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,3 +171,28 @@ def test_a_session_the_caller_could_not_read_back_is_refused(memory: Membrane) -
     with pytest.raises(ValidationError) as error:
         MembraneSession(" ", memory)
     assert error.value.field == "session_id"
+
+
+WRITER = """
+import asyncio, sys
+from membrane_es import Membrane
+from membrane_es.integrations.openai_agents_session import MembraneSession
+
+async def write() -> None:
+    with Membrane.open(sys.argv[1], embedder=None) as memory:
+        await MembraneSession("shared", memory).add_items([{"role": "user", "content": "two"}])
+
+asyncio.run(write())
+"""
+
+
+def test_items_another_process_adds_are_read(tmp_path: Path) -> None:
+    async def run() -> None:
+        with Membrane.open(tmp_path, embedder=None) as memory:
+            session = MembraneSession("shared", memory)
+            await session.add_items([{"role": "user", "content": "one"}])
+            assert len(await session.get_items()) == 1
+            subprocess.run([sys.executable, "-c", WRITER, str(tmp_path)], check=True)
+            assert [item["content"] for item in await session.get_items()] == ["one", "two"]
+
+    asyncio.run(run())
