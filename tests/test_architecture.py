@@ -66,6 +66,7 @@ EDGES = (
     "membrane_es.grpc_server",
     "membrane_es.http_api",
     "membrane_es.mcp_server",
+    INTEGRATIONS,
 )
 
 
