@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.cli import render
 from membrane_es.cli.app import command
 from membrane_es.cli.embedder import EmbedderName
@@ -34,6 +35,8 @@ from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.results import ExplainedRetrieveGraphResult, ExplainedRetrieveResult
 from membrane_es.schema.rfc3339 import parse_moment
+
+FORGOTTEN = RecordAggregate.Forgotten.__name__  # the event that erases a record's content
 
 Types = Annotated[
     list[MemoryType] | None,
@@ -232,15 +235,26 @@ def _get(
     trust_scope: TrustScopes = None,
     json: Json = False,
 ) -> None:
-    """One record in full, now or as it stood at a moment."""
+    """One record in full, now or as it stood at a moment (a forgotten one says when it was
+    forgotten, by whom and why: its content is gone)."""
+    moment = parse_moment(as_of)
+    reader = trust_context(trust, trust_scope)
     with existing_store(store) as memory:
-        record = memory.retrieve_by_id(
-            record_id, trust=trust_context(trust, trust_scope), as_of=parse_moment(as_of)
-        )
+        record = memory.retrieve_by_id(record_id, trust=reader, as_of=moment)
+        erasures = [
+            entry
+            for entry in memory.history(record_id, trust=reader)
+            if entry.event == FORGOTTEN and (moment is None or entry.timestamp <= moment)
+        ]
     if json:
         render.print_json(record)
-    else:
-        render.record_panel(record)
+        return
+    render.record_panel(record)
+    for erasure in erasures:
+        render.console.print(
+            f"{erasure.rationale or 'forgotten'} (at {erasure.timestamp.isoformat()}, by "
+            f"{erasure.actor}): its content is erased"
+        )
 
 
 command("get", "membrane-es get ./memory 0b5c… --as-of 2026-11-22T10:00:00Z --json")(_get)
