@@ -22,6 +22,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.postgres_store import DEFAULT_SCHEMA
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.store_places import announced_if_new
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -156,7 +157,11 @@ def open_store(
     ``--embedder`` named; None for a command that never embeds (it then loads no model)."""
     choice: EmbedderChoice = None if embedder is None else embedder_for(embedder)
     if store.path is not None:
-        memory = Membrane.open(store.path, create=create, embedder=choice)
+        if create:  # a new store only inside an existing directory, and said aloud
+            with announced_if_new(store.path, "store"):
+                memory = Membrane.open(store.path, create=True, embedder=choice)
+        else:
+            memory = Membrane.open(store.path, create=False, embedder=choice)
     else:
         assert store.dsn is not None
         memory = Membrane.open_postgres(

@@ -146,8 +146,10 @@ def capture(
     _written(result.primary_record, "captured", False)
     for record in result.created_records:
         _written(record, "  created", False)
+    named = render.entity_names([result.primary_record, *result.created_records])
     for edge in result.edges:
-        render.console.print(f"  edge {edge.source_id} {edge.predicate} {edge.target_id}")
+        source, target = (named.get(i, i) for i in (edge.source_id, edge.target_id))
+        render.console.print(f"  edge {source} {edge.predicate} {target}")
 
 
 @command(

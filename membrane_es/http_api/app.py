@@ -31,13 +31,13 @@ from litestar.exceptions import HTTPException, NotAuthorizedException, Validatio
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import Components, Example, SecurityScheme
 from litestar.params import Parameter
 
 from membrane_es import __version__
 from membrane_es.access import Caller, KeyRing
 from membrane_es.engine import Membrane
-from membrane_es.engine.entries import ENTRY_ACTOR
+from membrane_es.engine.entries import ENTRY_ACTOR, moment_of
 from membrane_es.errors import (
     DuplicateRelationError,
     EntryNotFoundError,
@@ -198,7 +198,9 @@ async def provide_access(request: Request[Any, Any, Any]) -> Access:
     if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
         raise ValidationError(MIN_POSITION_HEADER, "a log position (a whole number >= 0)")
     min_position = None if wanted is None else int(wanted)
-    engine = tenants.get(caller.tenant)
+    # A read never creates a tenant's store: one that has none reads as empty.
+    reads = request.method in ("GET", "HEAD")
+    engine = tenants.reader(caller.tenant) if reads else tenants.get(caller.tenant)
     return Access(engine, trust, tenant_id(caller.tenant), caller, min_position)
 
 
@@ -227,6 +229,16 @@ def _types(value: str | None) -> tuple[str, ...]:
     return types
 
 
+def _epoch(name: str, value: str | None) -> int | None:
+    """A moment parameter in epoch seconds: given so, or as RFC 3339 text with its offset
+    (as the body's ``when`` and every other surface take it)."""
+    if value is None:
+        return None
+    text = value.strip()
+    given: int | str = int(text) if text.isascii() and text.isdigit() else text
+    return int(moment_of(name, given).timestamp())
+
+
 def _intent(value: str | None) -> bool:
     text = (value or "auto").strip().lower()
     if text not in ("auto", "off"):
@@ -238,7 +250,14 @@ Limit = Annotated[
     int | None,
     Parameter(ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}"),
 ]
-Epoch = Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)]
+Moment = Annotated[
+    str | None,
+    Parameter(
+        description="a moment: epoch seconds (1767225600) or RFC 3339 with its offset "
+        "(2026-01-01T00:00:00Z)",
+        examples=[Example(value="2026-01-01T00:00:00Z"), Example(value="1767225600")],
+    ),
+]
 QueryId = Annotated[int | None, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 PathId = Annotated[int, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 
@@ -264,9 +283,9 @@ class MemoryController(Controller):
         expand: str | None = None,
         rerank: str | None = None,
         rerank_fine: str | None = None,
-        as_of: Epoch = None,
-        since: Epoch = None,
-        before_updated_at: Epoch = None,
+        as_of: Moment = None,
+        since: Moment = None,
+        before_updated_at: Moment = None,
         limit: Limit = None,
         decay: str | None = None,
         explain: Annotated[
@@ -286,9 +305,9 @@ class MemoryController(Controller):
             conversation_id=conversation_id or None,
             graduated=_bool("graduated", graduated),
             intent=_intent(intent),
-            as_of=as_of or 0,
-            since=since,
-            before_updated_at=before_updated_at,
+            as_of=_epoch("as_of", as_of) or 0,
+            since=_epoch("since", since),
+            before_updated_at=_epoch("before_updated_at", before_updated_at),
             limit=min(limit or DEFAULT_LIMIT, MAX_LIMIT),
             decay=_bool("decay", decay),
             expand=expand or "",

@@ -423,7 +423,36 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
             f"{field}.payload", f"exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
         )
     validate_record(record, field)
+    check_fact_stated(record, field)
     return record
+
+
+def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
+    """A semantic record given by a caller states a fact: a subject, a predicate and an
+    object, none of them blank (an empty fact would be stored, found and trusted as one)."""
+    payload = record.payload
+    if not isinstance(payload, SemanticPayload):
+        return
+    where = f"{field}.payload"
+    if not payload.subject.strip():
+        raise ValidationError(f"{where}.subject", "required: the fact's subject, not blank")
+    if not payload.predicate.strip():
+        raise ValidationError(f"{where}.predicate", "required: the fact's predicate, not blank")
+    value = payload.object
+    if value is None or (isinstance(value, str | list | dict) and not has_content(value)):
+        raise ValidationError(f"{where}.object", "required: the fact's object, not blank")
+
+
+def has_content(value: Any) -> bool:
+    """Whether a JSON value says anything: a non-blank string, a number or flag, or a list or
+    object holding one."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list):
+        return any(has_content(item) for item in value)
+    if isinstance(value, dict):
+        return any(has_content(item) for item in value.values())
+    return value is not None
 
 
 def validate_record(record: MemoryRecord, field: str = "record") -> None:

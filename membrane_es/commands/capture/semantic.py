@@ -16,6 +16,7 @@ from membrane_es.commands.capture.common import (
 from membrane_es.commands.capture.resolution import (
     _Capture,
 )
+from membrane_es.embedding.record_text import object_text
 from membrane_es.schema.enums import (
     GraphPredicate,
     InterpretationStatus,
@@ -31,6 +32,7 @@ from membrane_es.schema.records import (
     Interpretation,
     Mention,
 )
+from membrane_es.schema.validation import has_content
 
 DERIVED_EXTRACTION_CONFIDENCE = 0.7  # a derived fact's confidence floor when none was given
 DERIVED_MIN_SALIENCE = 0.9
@@ -91,7 +93,8 @@ def derive_semantic(capture: _Capture) -> None:
         tags=_fitting_tags([*request.tags, *interpretation.topical_labels]),
         interpretation=Interpretation(
             status=InterpretationStatus.RESOLVED.value,
-            summary=interpretation.summary,
+            # the fact in the content's words: its subject is an entity id, its summary not
+            summary=" ".join((subject_text, predicate, object_text(fact[2]))).strip(),
             proposed_type=MemoryType.SEMANTIC.value,
             topical_labels=list(interpretation.topical_labels),
             mentions=mentions,
@@ -128,13 +131,13 @@ def mention_kind(capture: _Capture, entity_id: str) -> str:
 
 def semantic_fact(content: Any) -> tuple[str, str, Any] | None:
     """(subject, predicate, object) of content (or its non-empty ``fact`` object) that has a
-    non-blank subject and predicate and an ``object`` key; None otherwise."""
+    non-blank subject, predicate and object; None otherwise (a blank part states no fact)."""
     if not isinstance(content, dict):
         return None
     nested = content.get("fact")
     fact = nested if isinstance(nested, dict) and nested else content
     subject = text_of(fact.get("subject")).strip()
     predicate = text_of(fact.get("predicate")).strip()
-    if not subject or not predicate or "object" not in fact:
+    if not subject or not predicate or not has_content(fact.get("object")):
         return None
     return subject, predicate, fact["object"]
