@@ -1,4 +1,4 @@
-"""The HTTP entries API (seed 003) as an ASGI application on Litestar.
+"""The HTTP entries API as an ASGI application on Litestar.
 
 Routes, shapes, status codes and error bodies follow Arbiter's memory API: ``/v1/memory/
 entries`` (browse, search, create), ``/v1/memory/entries/{id}`` (read, revise, delete),
@@ -47,6 +47,7 @@ from membrane_es.errors import (
 )
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
+from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
 from membrane_es.queries.entries import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -128,19 +129,25 @@ class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     existing_id: int | None = None
 
 
-def _error(description: str) -> ResponseSpec:
-    return ResponseSpec(data_container=ErrorBody, description=description)
+def _error(status: int, description: str) -> ResponseSpec:
+    summary, example = ERROR_EXAMPLES[status]
+    return ResponseSpec(
+        data_container=ErrorBody,
+        description=description,
+        generate_examples=False,
+        examples=[Example(summary=summary, value=example)],
+    )
 
 
 # Every route answers errors as {"error": "..."} (409 on a duplicate relation adds existing_id).
 ERRORS: dict[int, ResponseSpec] = {
-    400: _error("A bad parameter or body; the message names the field (or body)"),
-    401: _error("Missing or invalid bearer token"),
-    403: _error("The entry, or the scope asked for, is outside what the key may write"),
-    404: _error("No such entry (or route)"),
-    409: _error("A duplicate relation (with existing_id), or a conflicting revision"),
-    413: _error("The body is over the size limit"),
-    504: _error("The views did not reach x-membrane-min-position in time"),
+    400: _error(400, "A bad parameter or body; the message names the field (or body)"),
+    401: _error(401, "Missing or invalid bearer token"),
+    403: _error(403, "The entry, or the scope asked for, is outside what the key may write"),
+    404: _error(404, "No such entry (or route)"),
+    409: _error(409, "A duplicate relation (with existing_id), or a conflicting revision"),
+    413: _error(413, "The body is over the size limit"),
+    504: _error(504, "The views did not reach x-membrane-min-position in time"),
 }
 
 
@@ -554,9 +561,10 @@ def create_app(
     openapi = OpenAPIConfig(
         title="membrane_es memory entries API",
         version=__version__,
-        description=__doc__,
+        description=DESCRIPTION,  # for the API's users; this module's docstring is for its code
         path="/",
-        render_plugins=[JsonRenderPlugin(path="/openapi.json"), swagger_ui("/docs")],
+        # The first plugin also answers at the root: GET / opens the docs page.
+        render_plugins=[swagger_ui("/docs"), JsonRenderPlugin(path="/openapi.json")],
         components=Components(
             security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
         ),

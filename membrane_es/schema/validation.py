@@ -428,8 +428,10 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
 
 
 def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
-    """A semantic record given by a caller states a fact: a subject, a predicate and an
-    object, none of them blank (an empty fact would be stored, found and trusted as one)."""
+    """A semantic record given by a caller states a fact: a subject and a predicate that are
+    not blank, and an object (an empty fact would be stored, found and trusted as one). The
+    object may be empty text: an entry of the entries API with a title and no content is one
+    (its title is the subject)."""
     payload = record.payload
     if not isinstance(payload, SemanticPayload):
         return
@@ -438,9 +440,8 @@ def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
         raise ValidationError(f"{where}.subject", "required: the fact's subject, not blank")
     if not payload.predicate.strip():
         raise ValidationError(f"{where}.predicate", "required: the fact's predicate, not blank")
-    value = payload.object
-    if value is None or (isinstance(value, str | list | dict) and not has_content(value)):
-        raise ValidationError(f"{where}.object", "required: the fact's object, not blank")
+    if payload.object is None:
+        raise ValidationError(f"{where}.object", "required: the fact's object")
 
 
 def has_content(value: Any) -> bool:

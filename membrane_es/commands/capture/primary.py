@@ -46,7 +46,7 @@ from membrane_es.schema.payloads import (
 )
 from membrane_es.schema.records import DecayProfile
 from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.validation import check_decay, check_flag, has_content
+from membrane_es.schema.validation import check_decay, check_flag
 
 CAPTURE_SENSITIVITY = Sensitivity.LOW.value  # capture's own default (spec Appendix A.4)
 
@@ -71,7 +71,7 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
     if proposed_type and proposed_type not in MemoryType.__members__.values():
         raise ValidationError("proposed_type", f"proposed_type must be one of: {_MEMORY_TYPES}")
     content = json_value("content", cmd.content)
-    if not has_content(content) and not summary.strip() and not reason.strip():
+    if _blank(content) and not summary.strip() and not reason.strip():
         raise ValidationError(
             "content", "nothing to remember: the content is empty (and no summary is given)"
         )
@@ -95,6 +95,13 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
         decay=decay,
         pinned=pinned,
     )
+
+
+def _blank(content: Any) -> bool:
+    """Content that holds nothing at all: none, blank text, an empty list or object."""
+    if isinstance(content, str):
+        return not content.strip()
+    return content is None or content == [] or content == {}
 
 
 def _decay_profile(value: Any) -> DecayProfile | None:
