@@ -1,8 +1,8 @@
 """Memories that last: decay ranks captured memories, it never takes them out of retrieval.
 
 Captured turns are read back after a day, two months and two years of simulated clock: they
-are all still returned (each shares a word with the task), the one it is about first, and their salience follows the
-engine's long-lived profile (or the one given at capture).
+are all still returned (each shares a word with the task), the one it is about first, and
+their salience follows the engine's long-lived profile (or the one given at capture).
 """
 
 from __future__ import annotations

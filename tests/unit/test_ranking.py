@@ -292,7 +292,8 @@ def test_the_engine_embedder_ranks_by_meaning_words(clock: MonotonicClock) -> No
             semantic("orchid", "deploy_target", "staging cluster", salience=0.2)
         ).id
 
-        assert ids(memory.retrieve("orchid staging cluster").records)[0] == match
+        found = ids(memory.retrieve("orchid staging cluster").records)
+        assert found[0] == match and found[1:] in ([], [loud])
 
 
 def test_without_vectors_a_query_vector_changes_nothing(memory: Membrane) -> None:
