@@ -151,7 +151,8 @@ def import_(
     """Load an export file into an empty store (created if missing); a tampered file is
     refused, naming its first bad line, and nothing is written."""
     with _readable(file) as source, _removed_on_failure(store):
-        with store_for_writing(store) as memory, _bar("importing") as bar:
+        # no announcement of a new store: the import says where it went, or removes it
+        with store_for_writing(store, announce=False) as memory, _bar("importing") as bar:
             count = memory.import_log(source, bar)
             report = memory.verify()
     if json:

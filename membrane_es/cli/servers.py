@@ -12,7 +12,6 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from membrane_es.access import KeyRing
 from membrane_es.cli.app import Command, MissingExtraError, UsageProblem, app, command
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import Store, TrustScopes, choices, open_store, trust_context
@@ -113,6 +112,7 @@ def mcp(
         if not host or not port.isdigit() or int(port) > MAX_PORT:
             raise UsageProblem(f"--http: expected HOST:PORT (a port from 0 to {MAX_PORT})")
     try:
+        from membrane_es.access import KeyRing
         from membrane_es.mcp_server import serve_http, serve_stdio
     except ImportError as error:
         raise MissingExtraError("mcp", error.name or "mcp") from None

@@ -122,8 +122,10 @@ class Daemon:
 
 
 def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
-    """Every tenant's store as the configuration says (the default tenant's and those the
-    keys name are opened now, so a bad path fails at startup), and the keys."""
+    """Every tenant's store as the configuration says, and the keys. The default tenant's
+    store is opened now (made, and announced, if new; a path whose directory is missing
+    fails here), and so are the stores the keys' tenants already have; a tenant's store is
+    made by its first write, never by a read."""
     config.validate()
     keys = KeyRing.load(config.api_key, config.api_keys_file or None)
     embedder = _embedder(config)

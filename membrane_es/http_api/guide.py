@@ -6,7 +6,8 @@ from __future__ import annotations
 DESCRIPTION = """\
 Memory entries for agents, over HTTP: notes of six types (`user`, `feedback`, `project`,
 `reference`, `learning`, `context`) that you create, search, revise, relate and read as they
-stood at any past moment. The routes and JSON shapes are those of Arbiter's memory API.
+stood at any past moment. The routes and JSON shapes are those of Arbiter's memory API. This
+page is also at `/`; the OpenAPI document it shows is `/openapi.json`.
 
 **Authentication.** Send `Authorization: Bearer <your API key>` with every request (the key
 the server was started with, in `MEMBRANE_API_KEY`, or one from its keys file). A key may be

