@@ -407,3 +407,14 @@ def test_a_task_on_the_library_keeps_the_same_rule() -> None:
     assert len(memory.retrieve("Orchid", trust=reader).records) == 1
     assert memory.retrieve("quasar", trust=reader).records == []
     assert len(memory.retrieve("", trust=reader).records) == 2
+
+
+def test_a_captured_fact_is_titled_in_words_over_http() -> None:
+    memory = Membrane.in_memory(embedder=None)
+    memory.capture_memory(json.loads(REX), source_kind="observation")
+    with TestClient(create_app(Tenants(":memory:", lambda _t, _p: memory), KeyRing())) as http:
+        found = http.get("/v1/memory/entries", params={"q": "Rex dog"}).json()["entries"]
+    fact = next(
+        entry for entry in found if entry["type"] == "reference" and "dog" in entry["content"]
+    )
+    assert fact["title"] == "Rex"  # the entity's name, not its id
