@@ -230,7 +230,8 @@ class _Tools:
         explain: bool = False,
     ) -> Json:
         """The records a task needs, best first (layered: working, entity, semantic,
-        competence, plan_graph, episodic), as memory stood at as_of if given; explain: also
+        competence, plan_graph, episodic), only those it gives evidence for (an empty task
+        lists all by salience), as memory stood at as_of if given; explain: also
         why each placed where it did (vector, lexical and time evidence, salience, score)."""
         return _answer(
             lambda: self._memory.retrieve(
