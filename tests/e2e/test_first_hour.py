@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import grpc
+import pytest
 import yaml
 from litestar.testing import TestClient
 from mcp.client import Client
@@ -33,7 +35,9 @@ from membrane_es.access import KeyRing
 from membrane_es.ceiling import Caller
 from membrane_es.cli import main
 from membrane_es.grpc_server.config import DaemonConfig
-from membrane_es.grpc_server.server import open_stores
+from membrane_es.grpc_server.server import Daemon, open_stores
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.http_api import create_app
 from membrane_es.listening import is_loopback, warn_if_open
 from membrane_es.mcp_server import build_server
@@ -170,6 +174,33 @@ def test_a_read_never_creates_a_tenants_store(tmp_path: Path) -> None:
             assert client.get("/v1/memory/entries", headers=headers).json()["count"] == 1
     finally:
         tenants.close()
+
+
+def test_a_grpc_read_never_creates_a_tenants_store(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(yaml.safe_dump({"keys": [{"key": "acme-key", "tenant": "acme"}]}))
+    config = DaemonConfig(
+        db_path=str(tmp_path / "memory"),
+        listen_addr="127.0.0.1:0",
+        api_keys_file=str(keys),
+        embedding_model="none",
+        consolidation_interval="0",
+    )
+    acme = tmp_path / "memory" / "tenants" / "acme"
+    with contextlib.redirect_stderr(io.StringIO()), Daemon(config) as daemon:
+        with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+            stub = pb_grpc.MembraneServiceStub(channel)
+            key = (("authorization", "Bearer acme-key"),)
+            trust = pb.TrustContext(max_sensitivity="hyper", authenticated=True)
+            graph = stub.RetrieveGraph(
+                pb.RetrieveGraphRequest(task_descriptor="anything", trust=trust), metadata=key
+            )
+            assert list(graph.nodes) == []
+            with pytest.raises(grpc.RpcError) as missing:
+                stub.RetrieveByID(pb.RetrieveByIDRequest(id="r-1", trust=trust), metadata=key)
+            assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+            stub.GetMetrics(pb.GetMetricsRequest(), metadata=key)
+            assert not acme.exists()
 
 
 # --- empty and meaningless writes are refused, naming the field ---------------------------
