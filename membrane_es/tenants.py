@@ -83,10 +83,6 @@ class Tenants:
             self._engines[tenant] = engine
             return engine
 
-    def opened(self) -> set[str]:
-        """The tenants whose stores are open."""
-        return set(self._engines)
-
     def open_existing(self, tenant: str) -> None:
         """Open ``tenant``'s store if it has one (so a damaged one fails now); create none."""
         self.reader(tenant)
