@@ -92,7 +92,7 @@ def derive_semantic(capture: _Capture) -> None:
         tags=_fitting_tags([*request.tags, *interpretation.topical_labels]),
         interpretation=Interpretation(
             status=InterpretationStatus.RESOLVED.value,
-            # the fact in the content's words: its subject is an entity id, its summary not
+            # the fact in the content's words (the payload's subject holds the entity's id)
             summary=" ".join((subject_text, predicate, object_text(fact[2]))).strip(),
             proposed_type=MemoryType.SEMANTIC.value,
             topical_labels=list(interpretation.topical_labels),
