@@ -22,9 +22,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from membrane_es import __version__
+from membrane_es.access import KeyRing
 from membrane_es.ceiling import Caller
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError, ValidationError
+from membrane_es.mcp_keys import REQUEST_CEILING, KeyCheck
 from membrane_es.queries import retrieve_graph as graph_defaults
 from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import Sensitivity
@@ -72,9 +74,18 @@ def serve_stdio(memory: Membrane, ceiling: TrustContext) -> None:
     build_server(memory, caller_of(ceiling)).run("stdio")
 
 
-def serve_http(memory: Membrane, ceiling: TrustContext, host: str, port: int) -> None:
-    """Serve an open store over streamable HTTP at ``http://host:port/mcp``."""
-    build_server(memory, caller_of(ceiling)).run("streamable-http", host=host, port=port)
+def serve_http(
+    memory: Membrane, ceiling: TrustContext, host: str, port: int, keys: KeyRing | None = None
+) -> None:
+    """Serve an open store over streamable HTTP at ``http://host:port/mcp``; with ``keys``
+    (any configured), every request needs a bearer key (:mod:`membrane_es.mcp_keys`)."""
+    import uvicorn
+
+    server_caller = caller_of(ceiling)
+    app: Any = build_server(memory, server_caller).streamable_http_app(host=host)
+    if keys is not None and keys.enabled:
+        app = KeyCheck(app, keys, server_caller)
+    uvicorn.run(app, host=host, port=port, log_level="info")
 
 
 def caller_of(ceiling: TrustContext) -> Caller:
@@ -86,7 +97,12 @@ class _Tools:
 
     def __init__(self, memory: Membrane, caller: Caller) -> None:
         self._memory = memory
-        self._caller = caller
+        self._server_caller = caller
+
+    @property
+    def _caller(self) -> Caller:
+        """The ceiling of this call: the server's, narrowed by the request's key if any."""
+        return REQUEST_CEILING.get() or self._server_caller
 
     # --- writes -----------------------------------------------------------------------
 
@@ -214,7 +230,8 @@ class _Tools:
         explain: bool = False,
     ) -> Json:
         """The records a task needs, best first (layered: working, entity, semantic,
-        competence, plan_graph, episodic), as memory stood at as_of if given; explain: also
+        competence, plan_graph, episodic), only those it gives evidence for (an empty task
+        lists all by salience), as memory stood at as_of if given; explain: also
         why each placed where it did (vector, lexical and time evidence, salience, score)."""
         return _answer(
             lambda: self._memory.retrieve(

@@ -7,7 +7,7 @@ Example::
     membrane-es list ./demo-store --type semantic
     membrane-es history ./demo-store <record-id>
     membrane-es verify ./demo-store
-    membrane-es serve -db ./demo-store -addr 127.0.0.1:9090
+    membrane-es serve --db ./demo-store --addr 127.0.0.1:9090
 """
 
 from membrane_es.cli.app import app, main

@@ -83,9 +83,12 @@ def export(
             metavar="FILE", help="the JSON Lines file to write, or - for standard output"
         ),
     ],
+    force: Annotated[
+        bool, typer.Option("--force", help="replace FILE if it exists (else that is an error)")
+    ] = False,
 ) -> None:
     """Write the whole event log as JSON Lines: every event, its id, time and chain hash."""
-    target = None if file == "-" else _writable(file)  # before the log is read
+    target = None if file == "-" else _writable(file, force)  # before the log is read
     with existing_store(store) as memory:
         if target is None:
             memory.export_log(sys.stdout.buffer)
@@ -101,15 +104,18 @@ class ExportError(MembraneError):
     """The export file cannot be written."""
 
 
-def _writable(file: str) -> Path:
+def _writable(file: str, force: bool) -> Path:
     """The export target, if it can be written: its directory exists and takes new files,
-    it is not itself a directory, and an existing file there may be overwritten."""
+    it is not itself a directory, and an existing file there may be overwritten (``force``:
+    an earlier export is never replaced by a slip of the keyboard)."""
     target = Path(file)
     directory = target.parent
     if not directory.is_dir():
         raise ExportError(f"cannot write {file}: no directory {directory}")
     if target.is_dir():
         raise ExportError(f"cannot write {file}: it is a directory")
+    if target.exists() and not force:
+        raise ExportError(f"{file} exists; add --force to replace it")
     # The file is written beside the target and renamed over it: the directory must let a
     # file be made there, and an existing target must be writable (a read-only one would
     # be replaced through the rename, which is not what its mode asks for).
@@ -145,7 +151,8 @@ def import_(
     """Load an export file into an empty store (created if missing); a tampered file is
     refused, naming its first bad line, and nothing is written."""
     with _readable(file) as source, _removed_on_failure(store):
-        with store_for_writing(store) as memory, _bar("importing") as bar:
+        # no announcement of a new store: the import says where it went, or removes it
+        with store_for_writing(store, announce=False) as memory, _bar("importing") as bar:
             count = memory.import_log(source, bar)
             report = memory.verify()
     if json:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
+from membrane_es import __version__
 from membrane_es.errors import MembraneError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,6 +72,24 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        print(f"membrane-es {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """The options that come before a command."""
 
 
 def command(name: str, example: str, **settings: Any) -> Callable[[F], F]:

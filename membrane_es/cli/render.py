@@ -9,6 +9,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from membrane_es.embedding.record_text import fact_in_words
 from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema.payloads import (
     CompetencePayload,
@@ -39,7 +40,7 @@ def summary(record: MemoryRecord) -> str:
     """One line saying what a record holds."""
     payload = record.payload
     if isinstance(payload, SemanticPayload):
-        text = f"{payload.subject} {payload.predicate} {payload.object!r}"
+        text = fact_in_words(record)  # entity ids read as the entities' names
     elif isinstance(payload, EntityPayload):
         text = f"{payload.primary_type}: {payload.canonical_name}"
     elif isinstance(payload, CompetencePayload):
@@ -56,6 +57,15 @@ def summary(record: MemoryRecord) -> str:
     if revision is not None and revision.status:
         text += f" [{revision.status}]"
     return _shorten(text)
+
+
+def entity_names(records: Iterable[MemoryRecord]) -> dict[str, str]:
+    """Entity id -> ``Name (id)`` for the entities among ``records``: how an edge names them."""
+    return {
+        record.id: f"{record.payload.canonical_name} ({record.id})"
+        for record in records
+        if isinstance(record.payload, EntityPayload) and record.payload.canonical_name
+    }
 
 
 def _shorten(text: str, width: int = 80) -> str:

@@ -7,6 +7,7 @@ and the other commands install lean; a missing extra is named in a one-line erro
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Annotated, NoReturn
 
 import typer
@@ -15,10 +16,11 @@ from membrane_es.cli.app import Command, MissingExtraError, UsageProblem, app, c
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import Store, TrustScopes, choices, open_store, trust_context
 from membrane_es.errors import MembraneError
+from membrane_es.listening import warn_if_open
 from membrane_es.schema.enums import Sensitivity
 
 MAX_PORT = 65535
-SERVE_EXAMPLE = "membrane-es serve -db ./memory -addr 127.0.0.1:9090 -config membrane.yaml"
+SERVE_EXAMPLE = "membrane-es serve --db ./memory --addr 127.0.0.1:9090 --config membrane.yaml"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,8 +33,8 @@ class _Parser(argparse.ArgumentParser):
 @app.command(
     "serve",
     cls=Command,
-    help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags "
-    "(-db, -addr, -config, -keys, -postgres-dsn; --http adds the HTTP entries API). "
+    help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags and config "
+    "(--db, --addr, --config, --keys, --postgres-dsn; --http adds the HTTP entries API). "
     "Run `membrane-es serve -h` for them.",
     epilog=f"Example: {SERVE_EXAMPLE}",
     context_settings={
@@ -49,11 +51,12 @@ def serve(ctx: typer.Context) -> None:
         raise MissingExtraError("server", error.name or "grpcio") from None
     parser = _Parser(
         prog="membrane-es serve",
-        description="Run the gRPC daemon (membrane.v1); the same flags and config as membraned.",
+        description="Run the gRPC daemon (membrane.v1); the same flags and config as "
+        "membraned (which also takes them with one dash: -db).",
         epilog=f"Example: {SERVE_EXAMPLE}",
     )
-    membraned.add_flags(parser)
-    args = parser.parse_args(ctx.args)
+    membraned.add_flags(parser, go_style=False)
+    args = parser.parse_args(membraned.double_dashed(ctx.args, parser))
     try:
         config = membraned.config_from_flags(args)
     except membraned.ConfigError as error:
@@ -89,6 +92,17 @@ def mcp(
         ),
     ] = Sensitivity.LOW,
     trust_scope: TrustScopes = None,
+    keys_file: Annotated[
+        str | None,
+        typer.Option(
+            "--keys",
+            metavar="PATH",
+            envvar="MEMBRANE_API_KEYS_FILE",
+            help="with --http: an API keys file, as the daemon's (MEMBRANE_API_KEY adds a "
+            "shared key); with any key, every request needs one",
+            show_default=False,
+        ),
+    ] = None,
     embedder: EmbedderName = "default",
 ) -> None:
     """Serve a store to agents over the Model Context Protocol: capture, retrieve,
@@ -98,12 +112,15 @@ def mcp(
         if not host or not port.isdigit() or int(port) > MAX_PORT:
             raise UsageProblem(f"--http: expected HOST:PORT (a port from 0 to {MAX_PORT})")
     try:
+        from membrane_es.access import KeyRing
         from membrane_es.mcp_server import serve_http, serve_stdio
     except ImportError as error:
         raise MissingExtraError("mcp", error.name or "mcp") from None
     ceiling = trust_context(trust, trust_scope)
+    keys = KeyRing.load(os.environ.get("MEMBRANE_API_KEY", ""), keys_file)
     with open_store(store, create=True, follow=True, embedder=embedder) as memory:
         if http is None:
             serve_stdio(memory, ceiling)
         else:
-            serve_http(memory, ceiling, host, int(port))
+            warn_if_open("membrane-es mcp", "MCP", http, keys.enabled)
+            serve_http(memory, ceiling, host, int(port), keys)

@@ -13,7 +13,7 @@ import msgspec
 import typer
 
 from membrane_es.cli import render
-from membrane_es.cli.app import command
+from membrane_es.cli.app import UsageProblem, command
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
     Actor,
@@ -146,8 +146,10 @@ def capture(
     _written(result.primary_record, "captured", False)
     for record in result.created_records:
         _written(record, "  created", False)
+    named = render.entity_names([result.primary_record, *result.created_records])
     for edge in result.edges:
-        render.console.print(f"  edge {edge.source_id} {edge.predicate} {edge.target_id}")
+        source, target = (named.get(i, i) for i in (edge.source_id, edge.target_id))
+        render.console.print(f"  edge {source} {edge.predicate} {target}")
 
 
 @command(
@@ -310,7 +312,10 @@ def forget(
     json: Json = False,
 ) -> None:
     """Erase a record's content for good (its key is destroyed), and that of the records
-    derived from it alone; its structure and history stay, redacted."""
+    derived from it alone; its structure and history stay, redacted. --why is required: an
+    erasure that cannot be undone says why in the audit log."""
+    if not rationale.strip():
+        raise UsageProblem("forget: --why is required (why the content is erased, kept in the log)")
     with existing_store(store) as memory:
         forgotten = memory.forget(record_id, actor, rationale)
     if json:

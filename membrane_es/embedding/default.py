@@ -150,6 +150,24 @@ def resolve(choice: EmbedderChoice, stored: str = "") -> Embedder | None:
     return BundledMiniLM()
 
 
+def model_in_use(name: str, stored: str = "") -> str | None:
+    """The model a store is searched with when opened with the embedder setting ``name`` (what
+    ``--embedder`` or ``embedding_model`` names), worked out without loading anything: the
+    choice :func:`resolve` makes. ``stored``: the model of the vectors the store holds. None:
+    no model, so search is by words (and salience) only."""
+    choice = name.strip()
+    if choice == "none":
+        return None
+    if choice == "hashing":
+        return HashingEmbedder().model
+    if choice not in ("", AUTOMATIC):
+        return choice  # a model named: used as named (it must load, or the open fails)
+    if stored and stored != DEFAULT_MODEL:
+        prefix = f"hashing-v{HASHING_VERSION}-"
+        return stored if stored.startswith(prefix) else None
+    return DEFAULT_MODEL if extra_installed() else None
+
+
 def _stored_model(stored: str) -> Embedder | None:
     """The embedder that made a store's vectors, when it needs no files (the hashing one)."""
     prefix = f"hashing-v{HASHING_VERSION}-"

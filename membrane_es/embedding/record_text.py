@@ -369,6 +369,31 @@ def _semantic_parts(payload: SemanticPayload, named: dict[str, str]) -> Iterator
     yield " ".join((subject, payload.predicate, *leaves))
 
 
+def subject_name(record: MemoryRecord) -> str:
+    """A semantic record's subject as a person reads it: an entity id capture put in place of
+    the subject's words read as those words; "" for another type of record."""
+    payload = record.payload
+    if not isinstance(payload, SemanticPayload):
+        return ""
+    return _entity_names(record).get(payload.subject, payload.subject)
+
+
+def fact_in_words(record: MemoryRecord) -> str:
+    """A semantic record's fact as a person reads it: ``Rex is_a dog``, an entity id capture
+    put in place of the subject's (or object's) words shown as those words; "" for another
+    type of record."""
+    payload = record.payload
+    if not isinstance(payload, SemanticPayload):
+        return ""
+    named = _entity_names(record)
+    subject = named.get(payload.subject, payload.subject)
+    if isinstance(payload.object, str):
+        obj = named.get(payload.object, payload.object)
+    else:
+        obj = " ".join(_leaves(payload.object)) or go_json(payload.object)
+    return " ".join(part for part in (subject, payload.predicate, obj) if part)
+
+
 def _entity_names(record: MemoryRecord | Payload | None) -> dict[str, str]:
     """Entity id -> the words the record itself used for that entity (its mentions' surfaces).
 

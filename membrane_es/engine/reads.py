@@ -84,11 +84,13 @@ class Reads(EngineCore):
         """Layered retrieval: the records visible to ``trust`` that a task needs, best first.
 
         Layers run working → entity → semantic → competence → plan_graph → episodic
-        (``memory_types`` restricts them). Records are ranked by salience, or, when the
-        descriptor gives evidence (shared words; with an embedder or ``query_embedding``,
-        vector similarity), by that evidence blended with salience; ties by salience, newer,
-        then id. Competence and plan_graph candidates are also scored by the multi-solution
-        selector (``selection``; None when there are none).
+        (``memory_types`` restricts them). Without a task (an empty descriptor, no
+        ``query_embedding``) every admitted record is listed by salience. With one, only the
+        records it gives some evidence for are returned (shared words; with an embedder or
+        ``query_embedding``, vector similarity; an event time in a period it names), ranked
+        by that evidence blended with salience: a task nothing answers returns no records.
+        Ties by salience, newer, then id. Competence and plan_graph candidates are also
+        scored by the multi-solution selector (``selection``; None when there are none).
 
         :param trust: who asks; records one level above its ceiling come back redacted,
             higher ones and those outside its scopes not at all. Default: least privilege.

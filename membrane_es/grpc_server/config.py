@@ -44,6 +44,11 @@ _UNIT_SECONDS = {
 }
 
 
+# Loopback unless told otherwise (Membrane's daemon listens on every interface, ":9090"):
+# a daemon reachable from elsewhere is a choice made by naming the address.
+DEFAULT_LISTEN_ADDR = "127.0.0.1:9090"
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message says which key and why."""
 
@@ -54,7 +59,7 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     backend: str = "sqlite"
     db_path: str = "membrane.db"
     postgres_dsn: str = ""
-    listen_addr: str = ":9090"
+    listen_addr: str = DEFAULT_LISTEN_ADDR
     decay_interval: str = "1h"
     consolidation_interval: str = "6h"
     default_sensitivity: str = "low"

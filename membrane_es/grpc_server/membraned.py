@@ -22,7 +22,14 @@ import msgspec
 
 from membrane_es import __version__
 from membrane_es.errors import MembraneError
-from membrane_es.grpc_server.config import ConfigError, DaemonConfig, apply_overrides, load_config
+from membrane_es.grpc_server.config import (
+    DEFAULT_LISTEN_ADDR,
+    ConfigError,
+    DaemonConfig,
+    apply_overrides,
+    load_config,
+)
+from membrane_es.listening import warn_if_open
 from membrane_es.signals import wait_for_stop_signal
 
 if TYPE_CHECKING:
@@ -31,46 +38,65 @@ if TYPE_CHECKING:
 PROGRAM = "membraned"
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Membrane's flags, each in its Go spelling and with two dashes."""
-    parser.add_argument("-config", "--config", metavar="PATH", help="YAML config file")
+def add_flags(parser: argparse.ArgumentParser, go_style: bool = True) -> None:
+    """Membrane's flags: in Go's spelling (``-db``) and with two dashes (``--db``) for
+    ``membraned``; with two dashes alone (``go_style`` False) for ``membrane-es serve``, which
+    speaks as the other commands do (:func:`double_dashed` still reads Go's spelling there)."""
+
+    def flag(name: str) -> list[str]:
+        return [f"-{name}", f"--{name}"] if go_style else [f"--{name}"]
+
+    parser.add_argument(*flag("config"), metavar="PATH", help="YAML config file")
     parser.add_argument(
-        "-db",
-        "--db",
+        *flag("db"),
         metavar="DIR",
-        help="store directory, or with postgres the views' (overrides db_path; :memory: works)",
+        help="store directory, or with postgres the views' (overrides db_path; :memory: works); "
+        "a new store is made only inside an existing directory, and announced",
     )
     parser.add_argument(
-        "-postgres-dsn",
-        "--postgres-dsn",
+        *flag("postgres-dsn"),
         dest="postgres_dsn",
         metavar="DSN",
         help="keep the log in PostgreSQL at this DSN (sets backend=postgres)",
     )
-    parser.add_argument("-addr", "--addr", metavar="ADDR", help="listen address, e.g. :9090")
     parser.add_argument(
-        "-keys", "--keys", metavar="PATH", help="API keys file: tenants and trust ceilings"
+        *flag("addr"),
+        metavar="ADDR",
+        help=f"gRPC listen address (default {DEFAULT_LISTEN_ADDR}; :9090 is every interface)",
     )
     parser.add_argument(
-        "-http",
-        "--http",
+        *flag("keys"), metavar="PATH", help="API keys file: tenants and trust ceilings"
+    )
+    parser.add_argument(
+        *flag("http"),
         metavar="ADDR",
         help="also serve the HTTP entries API (/v1/memory/...) here, e.g. 127.0.0.1:8080",
     )
     parser.add_argument(
-        "-no-grpc",
-        "--no-grpc",
+        *flag("no-grpc"),
         dest="no_grpc",
         action="store_true",
-        help="serve only the HTTP entries API (needs -http)",
+        help="serve only the HTTP entries API (needs the HTTP address)",
     )
     parser.add_argument(
-        "-chain-key-file",
-        "--chain-key-file",
+        *flag("chain-key-file"),
         dest="chain_key_file",
         metavar="PATH",
         help="file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
     )
+
+
+def double_dashed(args: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``args`` with Go-style flags the parser knows only with two dashes (``-db x``,
+    ``-addr=:1``) written that way, so commands written for ``membraned`` still run."""
+    known = {option for action in parser._actions for option in action.option_strings}
+    spelled = []
+    for arg in args:
+        name, equals, value = arg.partition("=")
+        if name.startswith("-") and not name.startswith("--") and f"-{name}" in known:
+            arg = f"-{name}{equals}{value}"
+        spelled.append(arg)
+    return spelled
 
 
 def config_from_flags(
@@ -119,6 +145,10 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     except (ConfigError, MembraneError, OSError, ValueError) as error:
         print(f"failed to run {PROGRAM}: initialize membrane: {error}", file=sys.stderr)
         return 1
+    if grpc:
+        warn_if_open(PROGRAM, "gRPC", config.listen_addr, keys.enabled)
+    if http is not None:
+        warn_if_open(PROGRAM, "the HTTP entries API", http, keys.enabled)
     if not grpc:
         assert web is not None
         try:

@@ -32,6 +32,7 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
 from membrane_es.signals import wait_for_stop_signal
+from membrane_es.store_places import announced_if_new
 from membrane_es.tenants import Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
@@ -121,8 +122,10 @@ class Daemon:
 
 
 def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
-    """Every tenant's store as the configuration says (the default tenant's and those the
-    keys name are opened now, so a bad path fails at startup), and the keys."""
+    """Every tenant's store as the configuration says, and the keys. The default tenant's
+    store is opened now (made, and announced, if new; a path whose directory is missing
+    fails here), and so are the stores the keys' tenants already have; a tenant's store is
+    made by its first write, never by a read."""
     config.validate()
     keys = KeyRing.load(config.api_key, config.api_keys_file or None)
     embedder = _embedder(config)
@@ -132,7 +135,9 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
             "capture uses its rule-based interpretation, embeddings come from embedding_model"
         )
     tenants = Tenants(
-        config.db_path, lambda tenant, path: _open_engine(config, tenant, path, embedder)
+        config.db_path,
+        lambda tenant, path: _open_engine(config, tenant, path, embedder),
+        lambda tenant, path: _open_engine(config, tenant, path, embedder, create=False),
     )
     interval = config.consolidation_seconds()
     if interval > 0:
@@ -140,9 +145,13 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     # A store opened from its checkpoint reads its vectors back while the daemon serves.
     tenants.on_open(_read_vectors_back)
     try:
-        for tenant in sorted(keys.tenants):
-            tenants.get(tenant)
-        tenants.get("")
+        for tenant in sorted(keys.tenants - {DEFAULT_TENANT}):
+            tenants.open_existing(tenant)  # a tenant's store is made by its first write
+        if config.backend == "postgres":
+            tenants.get(DEFAULT_TENANT)
+        else:
+            with announced_if_new(config.db_path, "db_path"):
+                tenants.get(DEFAULT_TENANT)
     except BaseException:
         tenants.close()
         raise
@@ -159,10 +168,16 @@ class _EngineOptions(TypedDict):
 
 
 def _open_engine(
-    config: DaemonConfig, tenant: str, path: Path | None, embedder: Embedder | None
+    config: DaemonConfig,
+    tenant: str,
+    path: Path | None,
+    embedder: Embedder | None,
+    *,
+    create: bool = True,
 ) -> Membrane:
     """A tenant's store: LMDB in ``path``, or on PostgreSQL the tenant's own schema with its
-    read views checkpointed in ``path/views`` (``path`` None: in memory / not checkpointed)."""
+    read views checkpointed in ``path/views`` (``path`` None: in memory / not checkpointed);
+    with ``create`` False, a store that does not exist yet is a StoreNotFoundError."""
     options: _EngineOptions = {
         "embedder": embedder,
         "selection_threshold": config.selection_confidence_threshold,
@@ -176,11 +191,12 @@ def _open_engine(
             config.dsn(),
             views_dir=views,
             schema=schema,
+            create=create,
             **options,
         )
     if path is None:
         return Membrane.in_memory(**options)
-    return Membrane.open(path, **options)
+    return Membrane.open(path, create=create, **options)
 
 
 def _read_vectors_back(engine: Membrane) -> None:

@@ -169,10 +169,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         as_of = _as_of(context)
         explain = _explain(context)
         caller = CURRENT_CALLER.get()
-        _await_min_position(context, self._engine(caller))
+        _await_min_position(context, self._reader(caller))
         defaults = self._defaults
         hops = request.max_hops
-        result = self._engine(caller).retrieve_graph(
+        result = self._reader(caller).retrieve_graph(
             request.task_descriptor,
             trust=caller.clamp(convert.trust_from_wire(request.trust)),
             memory_types=list(request.memory_types) or None,
@@ -196,8 +196,8 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         checks.check_retrieve_by_id(request)
         as_of = _as_of(context)
         caller = CURRENT_CALLER.get()
-        _await_min_position(context, self._engine(caller))
-        record = self._engine(caller).retrieve_by_id(
+        _await_min_position(context, self._reader(caller))
+        record = self._reader(caller).retrieve_by_id(
             request.id,
             trust=caller.clamp(convert.trust_from_wire(request.trust)),
             as_of=as_of,
@@ -209,7 +209,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.GetMetricsRequest, context: grpc.ServicerContext
     ) -> pb.MetricsResponse:
         as_of = _as_of(context)
-        engine = self._engine(CURRENT_CALLER.get())
+        engine = self._reader(CURRENT_CALLER.get())
         _await_min_position(context, engine)
         snapshot = engine.get_metrics(as_of=as_of)
         return convert.metrics_to_wire(snapshot)
@@ -304,6 +304,11 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
 
     def _engine(self, caller: Caller) -> Membrane:
         return self._tenants.get(caller.tenant)
+
+    def _reader(self, caller: Caller) -> Membrane:
+        """The caller's store for a read: a tenant without one reads as empty, and none is
+        created for it."""
+        return self._tenants.reader(caller.tenant)
 
 
 def _check_ceiling(caller: Caller, sensitivity: str, scope: str) -> None:

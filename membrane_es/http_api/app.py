@@ -1,4 +1,4 @@
-"""The HTTP entries API (seed 003) as an ASGI application on Litestar.
+"""The HTTP entries API as an ASGI application on Litestar.
 
 Routes, shapes, status codes and error bodies follow Arbiter's memory API: ``/v1/memory/
 entries`` (browse, search, create), ``/v1/memory/entries/{id}`` (read, revise, delete),
@@ -31,13 +31,13 @@ from litestar.exceptions import HTTPException, NotAuthorizedException, Validatio
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import Components, Example, SecurityScheme
 from litestar.params import Parameter
 
 from membrane_es import __version__
 from membrane_es.access import Caller, KeyRing
 from membrane_es.engine import Membrane
-from membrane_es.engine.entries import ENTRY_ACTOR
+from membrane_es.engine.entries import ENTRY_ACTOR, moment_of
 from membrane_es.errors import (
     DuplicateRelationError,
     EntryNotFoundError,
@@ -47,6 +47,7 @@ from membrane_es.errors import (
 )
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
+from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
 from membrane_es.queries.entries import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -128,19 +129,25 @@ class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     existing_id: int | None = None
 
 
-def _error(description: str) -> ResponseSpec:
-    return ResponseSpec(data_container=ErrorBody, description=description)
+def _error(status: int, description: str) -> ResponseSpec:
+    summary, example = ERROR_EXAMPLES[status]
+    return ResponseSpec(
+        data_container=ErrorBody,
+        description=description,
+        generate_examples=False,
+        examples=[Example(summary=summary, value=example)],
+    )
 
 
 # Every route answers errors as {"error": "..."} (409 on a duplicate relation adds existing_id).
 ERRORS: dict[int, ResponseSpec] = {
-    400: _error("A bad parameter or body; the message names the field (or body)"),
-    401: _error("Missing or invalid bearer token"),
-    403: _error("The entry, or the scope asked for, is outside what the key may write"),
-    404: _error("No such entry (or route)"),
-    409: _error("A duplicate relation (with existing_id), or a conflicting revision"),
-    413: _error("The body is over the size limit"),
-    504: _error("The views did not reach x-membrane-min-position in time"),
+    400: _error(400, "A bad parameter or body; the message names the field (or body)"),
+    401: _error(401, "Missing or invalid bearer token"),
+    403: _error(403, "The entry, or the scope asked for, is outside what the key may write"),
+    404: _error(404, "No such entry (or route)"),
+    409: _error(409, "A duplicate relation (with existing_id), or a conflicting revision"),
+    413: _error(413, "The body is over the size limit"),
+    504: _error(504, "The views did not reach x-membrane-min-position in time"),
 }
 
 
@@ -198,7 +205,9 @@ async def provide_access(request: Request[Any, Any, Any]) -> Access:
     if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
         raise ValidationError(MIN_POSITION_HEADER, "a log position (a whole number >= 0)")
     min_position = None if wanted is None else int(wanted)
-    engine = tenants.get(caller.tenant)
+    # A read never creates a tenant's store: one that has none reads as empty.
+    reads = request.method in ("GET", "HEAD")
+    engine = tenants.reader(caller.tenant) if reads else tenants.get(caller.tenant)
     return Access(engine, trust, tenant_id(caller.tenant), caller, min_position)
 
 
@@ -227,6 +236,16 @@ def _types(value: str | None) -> tuple[str, ...]:
     return types
 
 
+def _epoch(name: str, value: str | None) -> int | None:
+    """A moment parameter in epoch seconds: given so, or as RFC 3339 text with its offset
+    (as the body's ``when`` and every other surface take it)."""
+    if value is None:
+        return None
+    text = value.strip()
+    given: int | str = int(text) if text.isascii() and text.isdigit() else text
+    return int(moment_of(name, given).timestamp())
+
+
 def _intent(value: str | None) -> bool:
     text = (value or "auto").strip().lower()
     if text not in ("auto", "off"):
@@ -238,7 +257,14 @@ Limit = Annotated[
     int | None,
     Parameter(ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}"),
 ]
-Epoch = Annotated[int | None, Parameter(ge=0, le=MAX_INTEGER)]
+Moment = Annotated[
+    str | None,
+    Parameter(
+        description="a moment: epoch seconds (1767225600) or RFC 3339 with its offset "
+        "(2026-01-01T00:00:00Z)",
+        examples=[Example(value="2026-01-01T00:00:00Z"), Example(value="1767225600")],
+    ),
+]
 QueryId = Annotated[int | None, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 PathId = Annotated[int, Parameter(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 
@@ -264,9 +290,9 @@ class MemoryController(Controller):
         expand: str | None = None,
         rerank: str | None = None,
         rerank_fine: str | None = None,
-        as_of: Epoch = None,
-        since: Epoch = None,
-        before_updated_at: Epoch = None,
+        as_of: Moment = None,
+        since: Moment = None,
+        before_updated_at: Moment = None,
         limit: Limit = None,
         decay: str | None = None,
         explain: Annotated[
@@ -286,9 +312,9 @@ class MemoryController(Controller):
             conversation_id=conversation_id or None,
             graduated=_bool("graduated", graduated),
             intent=_intent(intent),
-            as_of=as_of or 0,
-            since=since,
-            before_updated_at=before_updated_at,
+            as_of=_epoch("as_of", as_of) or 0,
+            since=_epoch("since", since),
+            before_updated_at=_epoch("before_updated_at", before_updated_at),
             limit=min(limit or DEFAULT_LIMIT, MAX_LIMIT),
             decay=_bool("decay", decay),
             expand=expand or "",
@@ -535,9 +561,10 @@ def create_app(
     openapi = OpenAPIConfig(
         title="membrane_es memory entries API",
         version=__version__,
-        description=__doc__,
+        description=DESCRIPTION,  # for the API's users; this module's docstring is for its code
         path="/",
-        render_plugins=[JsonRenderPlugin(path="/openapi.json"), swagger_ui("/docs")],
+        # The first plugin also answers at the root: GET / opens the docs page.
+        render_plugins=[swagger_ui("/docs"), JsonRenderPlugin(path="/openapi.json")],
         components=Components(
             security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
         ),

@@ -42,11 +42,26 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
     if not raw.strip():
         raise ValidationError(BODY, "a JSON object is required; the body is empty")
     try:
-        return msgspec.json.decode(raw, type=kind, strict=True)
+        decoded = msgspec.json.decode(raw, type=kind, strict=True)
     except msgspec.ValidationError as error:
         raise _field_error(str(error)) from None
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise _malformed(raw) from None
+    _refuse_unknown_fields(msgspec.json.decode(raw), kind)
+    return decoded
+
+
+def _refuse_unknown_fields(value: Any, kind: type[Any]) -> None:
+    """A field the body's type does not have is a mistake (a misspelt name would otherwise
+    be dropped in silence, and the write made without it): refused, naming the first."""
+    if not isinstance(value, dict) or not msgspec.structs.fields(kind):
+        return
+    known = {field.encode_name for field in msgspec.structs.fields(kind)}
+    unknown = sorted(name for name in value if name not in known)
+    if unknown:
+        raise ValidationError(
+            unknown[0], f"unknown field; the fields are {', '.join(sorted(known))}"
+        )
 
 
 def _field_error(message: str) -> ValidationError:
@@ -109,9 +124,11 @@ class StrictBody(AbstractDTO[T], Generic[T]):
 
     def decode_builtins(self, value: dict[str, Any]) -> Any:
         try:
-            return msgspec.convert(value, self.model_type, strict=True)
+            decoded = msgspec.convert(value, self.model_type, strict=True)
         except msgspec.ValidationError as error:
             raise _field_error(str(error)) from None
+        _refuse_unknown_fields(value, self.model_type)
+        return decoded
 
     def data_to_encodable_type(self, data: Any) -> LitestarEncodableType:
         return data  # never used: these DTOs read bodies only (return_dto=None)

@@ -30,7 +30,7 @@ import msgspec
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.embedding.record_text import search_text, trigger_text
+from membrane_es.embedding.record_text import search_text, subject_name, trigger_text
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
@@ -116,8 +116,8 @@ def entry_fields(record: MemoryRecord) -> EntryFields:
             valid_from = epoch(payload.validity.start)
         if payload.predicate in ENTRY_TYPES and isinstance(payload.object, str):
             kind, title, content = payload.predicate, payload.subject, payload.object
-        else:
-            kind, title, content = "reference", payload.subject, search_text(record)
+        else:  # a fact: its subject, an entity id capture put there read as its name
+            kind, title, content = "reference", subject_name(record), search_text(record)
     else:
         kind = TYPE_OF_MEMORY.get(record.type, "context")
         content = search_text(record)

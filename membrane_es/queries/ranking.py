@@ -35,7 +35,8 @@ widened from vector rank alone to every kind of evidence the engine holds for th
 The signals present are averaged with the shares below (a signal is present when at least
 one candidate has some of that evidence). So without an embedder relevance is the lexical
 evidence alone, a descriptor that names no period (or a period nothing happened in) gets no
-time evidence, and a task that matches nothing falls back to salience order. The weights
+time evidence; a record the task gives no evidence for scores 0, and ``retrieve`` leaves it
+out (graph roots fall back to salience order when nothing matches). The weights
 are fixed by construction — the reference's split, and equal shares for each kind of
 evidence — not fitted to any dataset.
 

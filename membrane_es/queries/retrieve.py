@@ -21,7 +21,7 @@ selected record first whenever the descriptor is non-empty) — it is reported i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -132,6 +132,8 @@ class Plan:
     query_vector: Array | None
     exact: bool = False  # score every vector, never a shortlist
     explain: bool = False
+    # a task was given: only records it gives some evidence for are returned
+    evidence_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,11 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         exact=check_flag("exact", query.exact),
         explain=check_flag("explain", query.explain),
     )
+    # With a task, a record the task gives no evidence for (no shared word, no similar
+    # vector, not in a period it names) is not an answer: salience alone never returns one.
+    # Without one, every admitted record is listed by salience.
+    tasked = bool(plan.descriptor.strip()) or plan.query_vector is not None
+    plan = replace(plan, evidence_only=tasked)
     return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
 
 
@@ -409,6 +416,9 @@ def _ranked(
     evidence = relevance(similarity, lexical, timing)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
+    if plan.evidence_only:
+        # Records with evidence rank above every one without, so the cut keeps the best.
+        picks = picks[:0] if evidence is None else picks[evidence[picks] > 0]
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
     kept = None
     if plan.explain:

@@ -19,7 +19,8 @@ entry field            where it lives in the record
                        types; otherwise by memory type (semantic, entity → reference;
                        episodic, working → context; competence → learning; plan_graph →
                        project)
-``title``              a semantic record's ``subject``; otherwise the record's trigger text
+``title``              a semantic record's ``subject`` (an entity id capture put there read
+                       as the entity's name); otherwise the record's trigger text
 ``content``            a semantic record's ``object`` (text); otherwise its search text
 ``source``             ``provenance.created_by``
 ``tags``               ``tags``

@@ -423,7 +423,23 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
             f"{field}.payload", f"exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
         )
     validate_record(record, field)
+    check_fact_stated(record, field)
     return record
+
+
+def check_fact_stated(record: MemoryRecord, field: str = "record") -> None:
+    """A semantic record given by a caller states a fact about something: a subject and a
+    predicate that are not blank (an empty fact would be stored, found and trusted as one).
+    The object may be absent or empty: an entry of the entries API with a title and no
+    content is such a fact (its title is the subject, its type the predicate)."""
+    payload = record.payload
+    if not isinstance(payload, SemanticPayload):
+        return
+    where = f"{field}.payload"
+    if not payload.subject.strip():
+        raise ValidationError(f"{where}.subject", "required: the fact's subject, not blank")
+    if not payload.predicate.strip():
+        raise ValidationError(f"{where}.predicate", "required: the fact's predicate, not blank")
 
 
 def validate_record(record: MemoryRecord, field: str = "record") -> None:

@@ -149,7 +149,7 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     doomed = as_json("create", store, fact("Orchid", "a secret host"))
     assert as_json("forget", store, doomed["id"], "--why", "asked to") == [doomed["id"]]
     assert "payload" not in as_json("get", store, doomed["id"])
-    assert "rationale" in refused("forget", store, doomed["id"])
+    assert "--why" in refused("forget", store, doomed["id"], status=2)  # usage
     assert "forgotten" in refused("forget", store, doomed["id"], "--why", "again")
 
     # get: now and as of a past moment (the record as it stood then)
@@ -344,7 +344,7 @@ def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
         (("contest", store, record_id, "--by", "no-such-id", "--why", "x"), 1, "no-such-id"),
         (("reinforce", typo, record_id), 1, f"no store at {typo}"),
         (("penalize", store, record_id, "--", "-0.5"), 2, "'AMOUNT'"),
-        (("forget", store, record_id), 1, "rationale"),
+        (("forget", store, record_id), 2, "--why is required"),
         (("consolidate", typo), 1, f"no store at {typo}"),
         (("list", store, "--limit", "-3"), 2, "'--limit'"),
         (("retrieve", store, "Orchid", "--limit", "-1"), 2, "'--limit'"),

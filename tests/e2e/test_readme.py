@@ -18,10 +18,13 @@ Most lines run exactly as written. A few kinds cannot, and are checked this way 
 * benchmarks (``-m bench.NAME``) run with ``--help`` (full runs take minutes to hours), except
   ``bench.plot``, which draws its plot for real into the scratch directory (``--out``).
 * servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``) start on port 0
-  of 127.0.0.1, must say they listen, and are then stopped with SIGTERM.
-* a block that calls ``curl`` runs against the HTTP entries API: ``membraned -http`` is
-  started on port 0 for it (its own store, API key ``$KEY``), and ``127.0.0.1:8080`` in the
-  block is that port.
+  of 127.0.0.1, must say they listen, and are then stopped with SIGTERM — except a server
+  started in the background (its line ends with ``&``), which runs as written, as a reader's
+  would, for the blocks that follow until one of them stops it (whatever is still running
+  when the test ends is stopped then).
+* every ``127.0.0.1:PORT`` the README names is a free port of this machine (the same one in
+  every block), so runs side by side never collide.
+* ``export NAME=value`` in a block holds for the blocks after it, as in the reader's shell.
 
 A line these rules do not cover runs as written: a command added to the README must pass
 here as it is, or gain a rule above saying how it is checked.
@@ -29,8 +32,11 @@ here as it is, or gain a rule above saying how it is checked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tomllib
@@ -134,6 +140,8 @@ def _checked(step: str) -> str:
         return f"{step} --out plot.png"
     if re.search(r"-m bench\.\w+", step):
         return f"{step} --help"
+    if step.endswith("&"):  # a server in the background: as written (see the rules)
+        return step
     command = re.sub(r"^(\w+=\S+\s+)*", "", step)
     if (re.match(r"(\S*/)?membraned\s", command) and "-version" not in command) or re.match(
         r"(\S*/)?membrane-es (serve|mcp .*--http)\b", command
@@ -154,68 +162,66 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     env.pop("MEMBRANE_API_KEY", None)
+    readme = README.read_text()
+    ports = free_ports(readme)
+    groups: list[int] = []  # each block's process group: its background servers
     ran = 0
-    for number, block in enumerate(blocks(README.read_text())):
-        if block.not_run or block.language not in ("sh", "python"):
-            continue
-        if block.language == "python":
-            script = tmp_path / f"block{number}.py"
-            script.write_text(block.text)
-            command = [sys.executable, str(script)]
-        else:
-            script = tmp_path / f"block{number}.sh"
-            script.write_text(shell_script(block.text))
-            command = ["bash", str(script)]
-        if "curl " in block.text:
-            result = _against_http_api(tmp_path, script, command, env)
-        else:
-            result = subprocess.run(
-                command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    try:
+        for number, block in enumerate(blocks(readme)):
+            if block.not_run or block.language not in ("sh", "python"):
+                continue
+            text = with_ports(block.text, ports)
+            if block.language == "python":
+                script = tmp_path / f"block{number}.py"
+                script.write_text(text)
+                command = [sys.executable, str(script)]
+            else:
+                script = tmp_path / f"block{number}.sh"
+                script.write_text(shell_script(text))
+                command = ["bash", str(script)]
+                env.update(exported(text))
+            process = subprocess.Popen(
+                command,
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
             )
-        assert result.returncode == 0, (
-            f"README.md line {block.line} ({block.language} block) failed:\n"
-            f"{script.read_text()}\n--- stdout\n{result.stdout[-3000:]}\n"
-            f"--- stderr\n{result.stderr[-3000:]}"
-        )
-        ran += 1
+            groups.append(process.pid)
+            stdout, stderr = process.communicate(timeout=1800)
+            assert process.returncode == 0, (
+                f"README.md line {block.line} ({block.language} block) failed:\n"
+                f"{script.read_text()}\n--- stdout\n{stdout[-3000:]}\n"
+                f"--- stderr\n{stderr[-3000:]}"
+            )
+            ran += 1
+    finally:
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGTERM)
     assert ran >= 5
     assert (tmp_path / "plot.png").stat().st_size > 0
 
 
-def _against_http_api(
-    tmp_path: Path, script: Path, command: list[str], env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    """Run a curl block against a daemon serving the HTTP entries API on a free port."""
-    key = "readme-key"
-    server = subprocess.Popen(
-        ["membraned", "-db", str(tmp_path / "http-store"), "-http", "127.0.0.1:0", "-no-grpc"],
-        env={**env, "MEMBRANE_API_KEY": key},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        port = None
-        for line in server.stderr:
-            found = re.search(r"HTTP entries API on .*\(port (\d+)\)", line)
-            if found:
-                port = found.group(1)
-                break
-        assert port, "the HTTP entries API never said where it listens"
-        script.write_text(script.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
-        return subprocess.run(
-            command,
-            cwd=tmp_path,
-            env={**env, "KEY": key},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        if server.stderr is not None:
-            server.stderr.close()
+def free_ports(text: str) -> dict[str, str]:
+    """Each ``127.0.0.1:PORT`` of ``text`` (but port 0) → the same address on a free port."""
+    found: dict[str, str] = {}
+    for port in sorted(set(re.findall(r"127\.0\.0\.1:(\d+)", text)) - {"0"}):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            found[f"127.0.0.1:{port}"] = f"127.0.0.1:{probe.getsockname()[1]}"
+    return found
+
+
+def with_ports(text: str, ports: dict[str, str]) -> str:
+    return re.sub(r"127\.0\.0\.1:\d+", lambda m: ports.get(m.group(0), m.group(0)), text)
+
+
+def exported(text: str) -> dict[str, str]:
+    """The variables a block exports (``export NAME=value``), for the blocks after it."""
+    return dict(re.findall(r"^export (\w+)=(\S+)", text, flags=re.MULTILINE))
 
 
 def test_the_rules() -> None:
@@ -233,6 +239,11 @@ def test_the_rules() -> None:
         "serve_briefly env A=1 membraned -addr 127.0.0.1:0 -db x"
     )
     assert shell_line("membraned -version") == "membraned -version"
+    assert shell_line("membraned -addr 127.0.0.1:9 > log 2>&1 &") == (
+        "membraned -addr 127.0.0.1:9 > log 2>&1 &"
+    )
+    assert with_ports("a 127.0.0.1:80 b", {"127.0.0.1:80": "127.0.0.1:5"}) == "a 127.0.0.1:5 b"
+    assert exported("export KEY=x  # the key\nls\n") == {"KEY": "x"}
     assert shell_line("echo 'a # b'  # c") == "echo 'a # b'"
     assert [b.language for b in blocks("<!-- not run: x -->\n```sh\nls\n```\n")] == ["sh"]
     assert blocks("<!-- not run: needs y -->\n```sh\nls\n```\n")[0].not_run == "needs y"

@@ -208,13 +208,14 @@ def test_a_second_capture_reuses_the_entity(memory: Membrane) -> None:
     ]
 
 
-def test_observation_capture_derives_a_fact_about_a_new_person_entity(memory: Membrane) -> None:
+def test_observation_capture_derives_a_fact_about_a_new_concept_entity(memory: Membrane) -> None:
     result = memory.capture_memory(ORCHID_FACT, source_kind="observation")
 
     primary = result.primary_record
     person, fact = result.created_records
     assert primary.type is MemoryType.EPISODIC  # the primary of an observation is the event
-    assert entity_payload(person).primary_type == "Person"  # because the key is "subject"
+    # a "subject" key says nothing of what the entity is: a concept, not a person
+    assert entity_payload(person).primary_type == "Concept"
     assert fact.type is MemoryType.SEMANTIC
     payload = semantic_payload(fact)
     assert (payload.subject, payload.predicate, payload.object) == (
@@ -1124,7 +1125,7 @@ def test_helpers() -> None:
     assert [
         infer_entity_kind(k)
         for k in ("tool_name", "project", "file_path", "user", "subject", "topic")
-    ] == ["tool", "project", "file", "person", "person", "concept"]
+    ] == ["tool", "project", "file", "person", "concept", "concept"]
     assert [infer_proposed_type(k) for k in ("working_state", "observation", "event", "")] == [
         "working",
         "semantic",

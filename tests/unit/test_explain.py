@@ -93,8 +93,12 @@ def test_a_redacted_record_says_so_and_its_words_count_nothing(memory: Membrane)
     )
 
     assert isinstance(result, ExplainedRetrieveResult)
-    (item,) = result.explanations
-    assert (item.trust, item.lexical_score) == ("redacted", 0.0)
+    # words it does not show are no evidence, so it is no answer to the task
+    assert (result.records, result.explanations) == ([], [])
+    listed = memory.retrieve("", trust=TrustContext(max_sensitivity="low"), explain=True)
+    assert isinstance(listed, ExplainedRetrieveResult)
+    (item,) = listed.explanations
+    assert (item.trust, item.lexical_score) == ("redacted", None)
 
 
 def test_graph_roots_are_explained_with_their_boost(memory: Membrane) -> None:

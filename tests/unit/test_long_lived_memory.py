@@ -1,8 +1,8 @@
 """Memories that last: decay ranks captured memories, it never takes them out of retrieval.
 
 Captured turns are read back after a day, two months and two years of simulated clock: they
-are all still returned, the one the task is about first, and their salience follows the
-engine's long-lived profile (or the one given at capture).
+are all still returned (each shares a word with the task), the one it is about first, and
+their salience follows the engine's long-lived profile (or the one given at capture).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_captured_turns_are_still_retrieved_later(
     time.advance(days=days)
 
     found = memory.retrieve(
-        task_descriptor="painted sunrise lake",
+        task_descriptor="Caroline painted sunrise lake",  # every turn shares a word with it
         trust=FULL_TRUST,
         memory_types=["episodic"],
         limit=10,

@@ -420,7 +420,7 @@ def test_limits_at_the_bounds_are_accepted(memory: Membrane) -> None:
     create(memory, semantic())
 
     assert len(memory.retrieve(limit=10_000, min_salience=0.0).records) == 1
-    assert len(memory.retrieve("x" * 100_000).records) == 1
+    assert memory.retrieve("x" * 100_000).records == []  # accepted; it matches nothing
 
 
 def test_trust_none_says_a_trust_context_is_required(memory: Membrane) -> None:

@@ -271,13 +271,16 @@ def test_every_read_path_applies_the_trust_rules(
         time.advance(minutes=1)
         truth = {i: memory.retrieve_by_id(i, trust=FULL_TRUST) for i in made}
 
-        # retrieve: exactly the visible, active records, each as the rules say
-        listed = memory.retrieve(descriptor, trust=caller).records
+        # retrieve without a task: exactly the visible, active records, each as the rules
+        # say; with one, those of them it gives evidence for
+        listed = memory.retrieve("", trust=caller).records
         visible = {i for i in made if expected_access(caller, truth[i]) and i not in gone}
         assert sorted(ids(listed)) == sorted(visible)
-        for shown in listed:
+        answered = memory.retrieve(descriptor, trust=caller).records
+        assert set(ids(answered)) <= visible
+        for shown in [*listed, *answered]:
             check_shown(caller, shown, truth)
-        with_retracted = memory.retrieve(descriptor, trust=caller, include_retracted=True)
+        with_retracted = memory.retrieve("", trust=caller, include_retracted=True)
         assert {r.id for r in with_retracted.records} == {
             i for i in made if expected_access(caller, truth[i])
         }

@@ -459,7 +459,10 @@ def test_unknown_outcome_status_is_rejected(memory: Membrane) -> None:
 
 
 def test_payload_wrapped_under_its_variant_name_is_accepted(memory: Membrane) -> None:
-    record = {"type": "semantic", "payload": {"semantic": {"subject": "db", "object": "pg"}}}
+    record = {
+        "type": "semantic",
+        "payload": {"semantic": {"subject": "db", "predicate": "is", "object": "pg"}},
+    }
 
     payload = memory.create_record(record).payload
 
@@ -517,7 +520,10 @@ def test_relation_weight_must_be_in_unit_interval(
 def test_struct_input_is_copied_so_later_changes_do_not_reach_the_store(
     memory: Membrane,
 ) -> None:
-    given = MemoryRecord(type=MemoryType.SEMANTIC, payload=SemanticPayload(subject="before"))
+    given = MemoryRecord(
+        type=MemoryType.SEMANTIC,
+        payload=SemanticPayload(subject="before", predicate="is", object="given"),
+    )
     stored = memory.create_record(given)
 
     assert isinstance(given.payload, SemanticPayload)

@@ -77,7 +77,10 @@ def infer_proposed_type(source_kind: str) -> str:
 
 
 def infer_entity_kind(key: str) -> str:
-    """The kind of entity a content key names (``tool_name`` → tool, ``file_path`` → file)."""
+    """The kind of entity a content key names (``tool_name`` → tool, ``file_path`` → file,
+    ``user`` → person). A key that says nothing of its kind — ``subject`` names a dog, a
+    service or a person alike — makes a concept: capture types an entity by what it knows,
+    not as a person by default (Membrane's interpretation types a subject as a person)."""
     key = key.lower()
     if "tool" in key:
         return "tool"
@@ -85,7 +88,7 @@ def infer_entity_kind(key: str) -> str:
         return "project"
     if "file" in key or "path" in key:
         return "file"
-    if any(word in key for word in ("person", "user", "agent", "subject")):
+    if any(word in key for word in ("person", "user", "agent")):
         return "person"
     return "concept"
 

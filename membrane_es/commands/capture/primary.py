@@ -71,6 +71,10 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
     if proposed_type and proposed_type not in MemoryType.__members__.values():
         raise ValidationError("proposed_type", f"proposed_type must be one of: {_MEMORY_TYPES}")
     content = json_value("content", cmd.content)
+    if _blank(content) and not summary.strip() and not reason.strip():
+        raise ValidationError(
+            "content", "nothing to remember: the content is empty (and no summary is given)"
+        )
     context = json_value("context", cmd.context)
     timestamp = check_timestamp(cmd.timestamp)
     decay = _decay_profile(cmd.decay)
@@ -91,6 +95,13 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
         decay=decay,
         pinned=pinned,
     )
+
+
+def _blank(content: Any) -> bool:
+    """Content that holds nothing at all: none, blank text, an empty list or object."""
+    if isinstance(content, str):
+        return not content.strip()
+    return content is None or content == [] or content == {}
 
 
 def _decay_profile(value: Any) -> DecayProfile | None:

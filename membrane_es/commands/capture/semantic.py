@@ -16,6 +16,7 @@ from membrane_es.commands.capture.common import (
 from membrane_es.commands.capture.resolution import (
     _Capture,
 )
+from membrane_es.embedding.record_text import object_text
 from membrane_es.schema.enums import (
     GraphPredicate,
     InterpretationStatus,
@@ -91,7 +92,8 @@ def derive_semantic(capture: _Capture) -> None:
         tags=_fitting_tags([*request.tags, *interpretation.topical_labels]),
         interpretation=Interpretation(
             status=InterpretationStatus.RESOLVED.value,
-            summary=interpretation.summary,
+            # the fact in the content's words (the payload's subject holds the entity's id)
+            summary=" ".join((subject_text, predicate, object_text(fact[2]))).strip(),
             proposed_type=MemoryType.SEMANTIC.value,
             topical_labels=list(interpretation.topical_labels),
             mentions=mentions,

@@ -29,7 +29,8 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 
 def test_defaults_are_the_references() -> None:
     config = DaemonConfig()
-    assert (config.listen_addr, config.default_sensitivity) == (":9090", "low")
+    # but the address: loopback unless told otherwise (Membrane's ":9090" is every interface)
+    assert (config.listen_addr, config.default_sensitivity) == ("127.0.0.1:9090", "low")
     assert (config.decay_interval, config.consolidation_interval) == ("1h", "6h")
     assert config.selection_confidence_threshold == 0.7
     assert config.rate_limit_per_second == 100
@@ -54,7 +55,7 @@ def test_a_config_file_overlays_the_defaults(tmp_path: Path) -> None:
     assert config.selection_confidence_threshold == 0.82
     assert (config.graph_default_root_limit, config.graph_default_max_hops) == (7, 3)
     assert config.ingest_llm_enabled
-    assert config.listen_addr == ":9090"  # unspecified keys keep their defaults
+    assert config.listen_addr == "127.0.0.1:9090"  # unspecified keys keep their defaults
 
 
 def test_config_file_errors_name_the_step(tmp_path: Path) -> None:
