@@ -23,6 +23,7 @@ from membrane_es.aggregates.memory_record import RecordAggregate, redact_state
 from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
+from membrane_es.key_binding import bind_key_store
 from membrane_es.keystore import KeyStore, open_key_store
 from membrane_es.log_order import EVENT_TIMES
 from membrane_es.record_cache import RecordCache
@@ -50,7 +51,16 @@ class MemoryApplication(Application):
     name = APPLICATION_NAME
     env = DEFAULT_ENV
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        keys: KeyStore | None = None,
+        check_keys: bool = True,
+    ) -> None:
+        """``keys``: a key store to use instead of the one the settings name; with
+        ``check_keys`` False the log's binding to its key store is neither checked nor
+        recorded (what a check of a store whose key store is lost needs)."""
         super().__init__(env)
         try:
             if self.snapshots is not None:
@@ -60,7 +70,7 @@ class MemoryApplication(Application):
                     "snapshotting is not supported: snapshots would keep records' content "
                     "unsealed, beyond the reach of forget()"
                 )
-            self.keys: KeyStore = open_key_store(self.env)
+            self.keys: KeyStore = open_key_store(self.env) if keys is None else keys
         except BaseException:
             self.factory.close()
             raise
@@ -73,6 +83,12 @@ class MemoryApplication(Application):
         self._coherent_through = self.recorder.max_notification_id() or 0
         self._coherence_lock = threading.Lock()
         self.numbering = RecordNumbering()
+        if check_keys:
+            try:
+                bind_key_store(self)
+            except BaseException:
+                self.close()
+                raise
 
     # --- loading --------------------------------------------------------------------------
 
