@@ -95,7 +95,7 @@ def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
         kind = DataError
     elif isinstance(error, _PROGRAMMING):
         kind = ProgrammingError
-    elif isinstance(error, _OPERATIONAL):
+    elif isinstance(error, _OPERATIONAL) or _environment_problem(error):
         kind = OperationalError
     else:
         # Everything else is the file itself: a damaged page or meta page (MDB_CORRUPTED,
@@ -112,6 +112,32 @@ def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
     translated = kind(str(error))
     translated.__cause__ = error
     return translated
+
+
+# What LMDB reports through the operating system's errors that says nothing of the file's
+# contents: a permission, a missing directory, a read-only or exhausted system.
+_ENVIRONMENT_ERRNOS = (
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EROFS,
+    errno.EAGAIN,
+    errno.EMFILE,
+    errno.ENFILE,
+    errno.ENOMEM,
+    errno.EBUSY,
+    errno.EINVAL,
+)
+
+
+def _environment_problem(error: lmdb.Error) -> bool:
+    """Whether an error LMDB has no class of its own for is one of the environment's (an
+    operating system error other than I/O), not damage."""
+    if type(error) is not lmdb.Error:
+        return False
+    text = str(error)
+    return any(os.strerror(code) in text for code in _ENVIRONMENT_ERRNOS)
 
 
 def _short_write(error: lmdb.Error, path: str | None) -> bool:

@@ -16,7 +16,11 @@ import io
 import shutil
 from pathlib import Path
 
+import lmdb
+import pytest
+
 from membrane_es import IntegrityError, Membrane, TrustContext
+from membrane_es._lmdb_env import translate_error
 from membrane_es.aggregates.identity import record_key
 from membrane_es.cli import main
 
@@ -90,3 +94,31 @@ def test_every_page_holding_an_event_row_damaged_is_reported_as_damage(tmp_path:
     # The live page is among them: damage was reported, by verify and by the engine.
     assert any(code == 2 for code, _ in outcomes), outcomes
     assert any(read == "damaged" for _, read in outcomes), outcomes
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        lmdb.CorruptedError("mdb_get: MDB_CORRUPTED: Located page was wrong type"),
+        lmdb.PageNotFoundError("mdb_get: MDB_PAGE_NOTFOUND"),
+        lmdb.BadTxnError("mdb_get: MDB_BAD_TXN: Transaction must abort"),
+        lmdb.PanicError("mdb_txn_begin: MDB_PANIC"),
+        lmdb.ProblemError("mdb_cursor_get: MDB_PROBLEM"),
+        lmdb.PageFullError("mdb_put: MDB_PAGE_FULL"),
+        lmdb.Error("mdb_get: Input/output error"),
+    ],
+    ids=type,
+)
+def test_every_fault_of_the_file_is_the_engines_integrity_error(error: lmdb.Error) -> None:
+    translated = translate_error(error, "/srv/memory")
+    assert isinstance(translated, IntegrityError)
+    assert "membrane-es verify" in str(translated) and "backup" in str(translated)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [lmdb.Error("/srv/memory: Permission denied"), lmdb.MapFullError("mdb_put: MDB_MAP_FULL")],
+    ids=["permission", "map full"],
+)
+def test_an_environment_problem_is_not_called_damage(error: lmdb.Error) -> None:
+    assert not isinstance(translate_error(error, "/srv/memory"), IntegrityError)
