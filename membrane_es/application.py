@@ -57,10 +57,12 @@ class MemoryApplication(Application):
         *,
         keys: KeyStore | None = None,
         check_keys: bool = True,
+        read_only: bool = False,
     ) -> None:
         """``keys``: a key store to use instead of the one the settings name; with
         ``check_keys`` False the log's binding to its key store is neither checked nor
-        recorded (what a check of a store whose key store is lost needs)."""
+        recorded (what a check of a store whose key store is lost needs); ``read_only``:
+        checked, but not recorded in a log that names no key store yet."""
         super().__init__(env)
         try:
             if self.snapshots is not None:
@@ -85,7 +87,7 @@ class MemoryApplication(Application):
         self.numbering = RecordNumbering()
         if check_keys:
             try:
-                bind_key_store(self)
+                bind_key_store(self, record=not read_only)
             except BaseException:
                 self.close()
                 raise

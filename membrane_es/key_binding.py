@@ -38,9 +38,9 @@ class KeyCensus:
     unsealable: int  # of those, not forgotten, whose keys the key store does not hold
 
 
-def bind_key_store(app: Any) -> None:
-    """Check that ``app``'s key store is its log's, and record it in a log that names none
-    yet (a new log, or one written before logs named their key store).
+def bind_key_store(app: Any, record: bool = True) -> None:
+    """Check that ``app``'s key store is its log's, and (``record``) record it in a log that
+    names none yet (a new log, or one written before logs named their key store).
 
     Raises :class:`~membrane_es.errors.KeyStoreError` when the log is bound to another key
     store, or none of its records' keys is in this one. Logs that keep no binding (in
@@ -62,7 +62,8 @@ def bind_key_store(app: Any) -> None:
             f"{where} holds none of this log's keys: it is not the key store the records "
             "were sealed with. Restore the key store backed up with this log",
         )
-    recorder.bind_key_store(keys.identity)
+    if record:
+        recorder.bind_key_store(keys.identity)
 
 
 def key_census(app: Any) -> KeyCensus:

@@ -103,7 +103,10 @@ def test_verify_counts_forgotten_records_apart_from_lost_keys(tmp_path: Path) ->
 def test_a_store_from_before_binding_opens_and_is_bound(tmp_path: Path) -> None:
     ids = _make_store(tmp_path, env={"LMDB_PLAIN_CHAIN": "y"})
     _as_written_before_binding(tmp_path)
+    with Membrane.open(tmp_path, embedder=None, read_only=True) as memory:
+        assert memory.application.recorder.key_store_identity() is None  # forensics: no write
     with Membrane.open(tmp_path, embedder=None) as memory:
+        assert memory.application.recorder.key_store_identity() == memory.application.keys.identity
         assert memory.retrieve_by_id(ids[1], trust=FULL).payload is not None
         assert not memory.verify().keyed  # begun plain, it stays so
     _remove_key_store(tmp_path)  # bound now: a lost key store is refused
