@@ -533,6 +533,17 @@ def _convert(value: Any, kind: type[Any], field: str) -> Any:
         raise _unencodable(value, field) from None
 
 
+def converted(field: str, value: Any, kind: Any, *, from_attributes: bool = False) -> Any:
+    """``msgspec.convert`` of input given by a caller: its errors, a lone surrogate among
+    them, as a :class:`ValidationError` naming the field (and the path inside it)."""
+    try:
+        return msgspec.convert(value, kind, from_attributes=from_attributes)
+    except msgspec.ValidationError as exc:
+        raise _as_validation_error(exc, field) from None
+    except UnicodeEncodeError:
+        raise _unencodable(value, field) from None
+
+
 def _unencodable(value: Any, field: str) -> ValidationError:
     """msgspec reads a string where it expects another type (a number, a list…) as UTF-8: a
     lone surrogate there fails before the type check does. Name where it is."""

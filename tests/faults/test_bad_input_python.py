@@ -762,6 +762,8 @@ def test_one_bad_entry_field(store: Store, data: st.DataObject) -> None:
             "as_of",
         ),
         (lambda m, a: m.capture_memory("x", timestamp="0001-01-01T00:00:00+14:00"), "timestamp"),
+        (lambda m, a: m.capture_memory("x", decay="\ud800"), "decay"),
+        (lambda m, a: m.capture_memory("x", decay={"curve": "\udc00"}), "decay.curve"),
         (lambda m, a: m.create_record(_record(tags=5)), "record.tags"),
         (lambda m, a: m.merge(5, _record(), "t", "r"), "ids"),
         (
