@@ -38,15 +38,14 @@ MOMENTS_AT_THE_ENDS = [
     "0001-01-01T00:00:00-00:00",
 ]
 MOMENT_TEXT = st.sampled_from(MOMENTS_PAST_THE_ENDS + MOMENTS_AT_THE_ENDS)
-MOMENT_OBJECTS = st.sampled_from(
-    [
-        datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(-timedelta(hours=23, minutes=59))),
-        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
-        datetime.max.replace(tzinfo=UTC),
-        datetime.min.replace(tzinfo=UTC),
-        datetime.max,  # naive
-    ]
-)
+MOMENT_VALUES = [
+    datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(-timedelta(hours=23, minutes=59))),
+    datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+    datetime.max.replace(tzinfo=UTC),
+    datetime.min.replace(tzinfo=UTC),
+    datetime.max,  # naive
+]
+MOMENT_OBJECTS = st.sampled_from(MOMENT_VALUES)
 # Epoch seconds around the calendar's ends (the HTTP API's ``as_of``, ``created_at``).
 EPOCH_ENDS = [253402300799, 253402300800, 2**53 - 1, 2**63 - 1, 0, -1]
 
