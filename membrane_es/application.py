@@ -55,14 +55,12 @@ class MemoryApplication(Application):
         self,
         env: Mapping[str, str] | None = None,
         *,
-        keys: KeyStore | None = None,
         check_keys: bool = True,
         read_only: bool = False,
     ) -> None:
-        """``keys``: a key store to use instead of the one the settings name; with
-        ``check_keys`` False the log's binding to its key store is neither checked nor
-        recorded (what a check of a store whose key store is lost needs); ``read_only``:
-        checked, but not recorded in a log that names no key store yet."""
+        """With ``check_keys`` False the log's binding to its key store is neither checked
+        nor recorded (what ``verify``'s count of keys needs); ``read_only``: checked, but not
+        recorded in a log that names no key store yet."""
         super().__init__(env)
         try:
             if self.snapshots is not None:
@@ -72,7 +70,7 @@ class MemoryApplication(Application):
                     "snapshotting is not supported: snapshots would keep records' content "
                     "unsealed, beyond the reach of forget()"
                 )
-            self.keys: KeyStore = open_key_store(self.env) if keys is None else keys
+            self.keys: KeyStore = open_key_store(self.env)
         except BaseException:
             self.factory.close()
             raise

@@ -546,12 +546,18 @@ def verify_chain(recorder: LMDBApplicationRecorder, chunk_size: int = 1000) -> C
     return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size, recorder.chain)
 
 
-def verify_store(path: str, application_name: str, chain_key: bytes | None = None) -> ChainReport:
+def verify_store(
+    path: str,
+    application_name: str,
+    chain_key: bytes | None = None,
+    key_file: Path | None = None,
+) -> ChainReport:
     """Verify the notification log of the named application in the LMDB directory at path.
 
-    Without ``chain_key``, a chain keyed with the key the store's key store holds is checked
-    with that key. A store file too damaged to open or read is reported (fault
-    ``corrupted``), and a missing key store (fault ``keys``), not raised.
+    Without ``chain_key``, a chain keyed with the key the store's key store (``key_file``;
+    by default ``keys.sqlite`` in the directory) holds is checked with that key. A store
+    file too damaged to open or read is reported (fault ``corrupted``), and a missing key
+    store (fault ``keys``), not raised.
     """
     try:
         store = open_store(path)
@@ -560,8 +566,8 @@ def verify_store(path: str, application_name: str, chain_key: bytes | None = Non
         finally:
             store.release()
         try:
-            key_file = Path(path) / KEY_STORE_FILE
-            recorder.settle_chain(key_file, keyed=chain_key is None, required=False)
+            keys = key_file or Path(path) / KEY_STORE_FILE
+            recorder.settle_chain(keys, keyed=chain_key is None, required=False)
             return recorder.verify()
         finally:
             recorder.close()

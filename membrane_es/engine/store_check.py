@@ -13,37 +13,41 @@ import dataclasses
 from pathlib import Path
 
 from membrane_es.application import APPLICATION_NAME, MemoryApplication
-from membrane_es.errors import IntegrityError
+from membrane_es.errors import IntegrityError, KeyStoreError
 from membrane_es.key_binding import key_census
-from membrane_es.keystore import KEY_STORE_FILE, SqliteKeyStore, foreign_key_store
+from membrane_es.keystore import KEY_STORE_FILE, KEY_STORE_PATH, missing_key_store
 from membrane_es.lmdb_store import ChainFault, ChainReport, verify_store
 
 
-def verify_lmdb_store(directory: Path, chain_key: bytes | None) -> ChainReport:
+def verify_lmdb_store(
+    directory: Path, chain_key: bytes | None, key_store: Path | None = None
+) -> ChainReport:
     """The chain's report, with the records forgotten and those unsealable counted; records
     whose keys are missing (not forgotten) make it a fault (``unsealable``), as does a key
-    store that is another store's (``keys``)."""
-    report = verify_store(str(directory), APPLICATION_NAME, chain_key)
+    store that is another store's (``keys``). ``key_store``: the key store's file when it is
+    not ``keys.sqlite`` in the directory."""
+    key_file = key_store or directory / KEY_STORE_FILE
+    report = verify_store(str(directory), APPLICATION_NAME, chain_key, key_file)
     if not report.ok:
         return report
-    key_file = directory / KEY_STORE_FILE
     settings = {
         "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
         "LMDB_PATH": str(directory),
         "CREATE_TABLE": "n",
+        KEY_STORE_PATH: str(key_file),
         **({"LMDB_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
     }
-    # A lost key store is counted against an empty one, never made anew on disk.
-    keys = None if key_file.is_file() else SqliteKeyStore(None)
+    if not key_file.is_file():  # (a log bound to it was reported by the chain's check)
+        if not report.checked:
+            return report  # an empty log seals nothing
+        missing = str(missing_key_store(key_file, str(directory)))
+        return dataclasses.replace(report, fault=ChainFault.KEYS, detail=missing)
     try:
-        app = MemoryApplication(settings, keys=keys, check_keys=False)
+        app = MemoryApplication(settings, check_keys=False)
     except IntegrityError as error:
-        return dataclasses.replace(report, fault=ChainFault.CORRUPTED, detail=str(error))
+        fault = ChainFault.KEYS if isinstance(error, KeyStoreError) else ChainFault.CORRUPTED
+        return dataclasses.replace(report, fault=fault, detail=str(error))
     try:
-        bound = getattr(app.recorder, "key_store_identity", lambda: None)()
-        if keys is None and bound is not None and bound != app.keys.identity:
-            foreign = str(foreign_key_store(key_file))
-            return dataclasses.replace(report, fault=ChainFault.KEYS, detail=foreign)
         census = key_census(app)
     except IntegrityError as error:
         return dataclasses.replace(report, fault=ChainFault.CORRUPTED, detail=str(error))
@@ -52,11 +56,10 @@ def verify_lmdb_store(directory: Path, chain_key: bytes | None) -> ChainReport:
     counted = dataclasses.replace(report, forgotten=census.forgotten, unsealable=census.unsealable)
     if not census.unsealable:
         return counted
-    state = "is missing" if keys is not None else "lacks their keys"
     return dataclasses.replace(
         counted,
         fault=ChainFault.UNSEALABLE,
         detail=f"the content of {census.unsealable} records cannot be unsealed: the key store "
-        f"{key_file} {state}, and they were not forgotten ({census.forgotten} records were). "
-        f"Restore {KEY_STORE_FILE} from the backup taken with the log",
+        f"{key_file} lacks their keys, and they were not forgotten ({census.forgotten} records "
+        f"were). Restore {key_file.name} from the backup taken with the log",
     )

@@ -129,3 +129,16 @@ def test_a_store_from_before_binding_refuses_a_key_store_without_its_keys(
         Membrane.open(tmp_path, embedder=None)
     report = Membrane.verify_store(tmp_path)
     assert not report.ok and report.fault == "unsealable" and report.unsealable == 2
+
+
+def test_a_key_store_kept_elsewhere_is_named_to_verify(tmp_path: Path) -> None:
+    store, keys = tmp_path / "store", tmp_path / "vault" / "keys.sqlite"
+    keys.parent.mkdir()
+    _make_store(store, env={"KEY_STORE_PATH": str(keys)})
+    assert Membrane.verify_store(store).fault == "keys"  # not where it would be by default
+    report = Membrane.verify_store(store, key_store=keys)
+    assert report.ok and report.keyed and report.forgotten == 1
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["verify", str(store), "--key-store", str(keys)]) == 0
+    assert out.getvalue().startswith("OK")
