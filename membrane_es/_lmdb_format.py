@@ -141,7 +141,7 @@ def decode_row(value: bytes) -> tuple[int, str, bytes]:
 
 class Chain:
     """How one log links its notifications: plain blake2b-256, or keyed (a MAC) when the
-    store's chain has a key, which is kept outside the store."""
+    store's chain has a key: one kept outside the store, or the one its key store holds."""
 
     __slots__ = ("key", "mode")
 

@@ -13,6 +13,11 @@ sharing a store never collide. Reads look a key up once and keep its bytes in a 
 about the cost of one decryption); a miss reads ahead only while reads follow the order the
 keys were issued in (a rebuild reading the log).
 
+A key store kept in a file also holds two facts made with it: its identity, which the log it
+serves records (a log opened with a missing or foreign key store is refused: see
+:mod:`membrane_es.key_binding`), and the key of the log's hash chain for a store not given
+one of its own (see :mod:`membrane_es.lmdb_store`).
+
 Two stores:
 
 * :class:`SqliteKeyStore`, a SQLite file beside the LMDB log (``keys.sqlite`` in the store
