@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import lmdb
 from eventsourcing.persistence import (
-    DatabaseError,
     DataError,
     InterfaceError,
-    InternalError,
     OperationalError,
     PersistenceError,
     ProgrammingError,
@@ -53,10 +51,34 @@ POLL_INTERVAL = 0.025
 FULL_BELOW_BYTES = 64 * 1024 * 1024
 
 
+# Errors of the caller's making, or limits to raise: eventsourcing's kinds, as before.
+_PROGRAMMING = (
+    lmdb.NotFoundError,
+    lmdb.BadDbiError,
+    lmdb.BadRslotError,
+    lmdb.InvalidParameterError,
+    lmdb.EnvEncryptionError,
+)
+_OPERATIONAL = (
+    lmdb.MapFullError,
+    lmdb.MapResizedError,
+    lmdb.DbsFullError,
+    lmdb.ReadersFullError,
+    lmdb.TxnFullError,
+    lmdb.CursorFullError,
+    lmdb.TlsFullError,
+    lmdb.ReadonlyError,
+    lmdb.LockError,
+    lmdb.MemoryError,
+)
+
+
 def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
-    """Return the exception that corresponds to an LMDB error: eventsourcing's, except a full
-    disk (:class:`~membrane_es.errors.StorageFullError`) and a damaged file
-    (:class:`~membrane_es.errors.IntegrityError`), which callers must tell apart.
+    """Return the exception that corresponds to an LMDB error: a full disk
+    (:class:`~membrane_es.errors.StorageFullError`), a damaged file — anything LMDB reports
+    of the file itself, and any fault it has no name for (an I/O error) —
+    (:class:`~membrane_es.errors.IntegrityError`, saying what to do), else eventsourcing's
+    error for a conflicting write, a bad value, a misuse or a limit.
 
     ``path`` (the store's directory) lets an I/O error on a nearly full disk count as full.
     """
@@ -66,55 +88,56 @@ def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
         )
         full.__cause__ = error
         return full
-    if isinstance(
-        error,
-        lmdb.CorruptedError
-        | lmdb.PageNotFoundError
-        | lmdb.VersionMismatchError
-        | lmdb.InvalidError,
-    ):
-        damaged = IntegrityError(f"the store file is damaged: {error}; run verify")
-        damaged.__cause__ = error
-        return damaged
     kind: type[PersistenceError]
     if isinstance(error, lmdb.KeyExistsError):
         kind = ConflictingWrite
     elif isinstance(error, lmdb.BadValsizeError):
         kind = DataError
-    elif isinstance(error, lmdb.NotFoundError | lmdb.IncompatibleError | lmdb.BadDbiError):
+    elif isinstance(error, _PROGRAMMING):
         kind = ProgrammingError
-    elif isinstance(
-        error,
-        lmdb.CorruptedError
-        | lmdb.PanicError
-        | lmdb.PageNotFoundError
-        | lmdb.VersionMismatchError
-        | lmdb.InvalidError
-        | lmdb.BadTxnError
-        | lmdb.BadRslotError,
-    ):
-        kind = InternalError
-    elif isinstance(
-        error,
-        lmdb.MapFullError
-        | lmdb.MapResizedError
-        | lmdb.DbsFullError
-        | lmdb.ReadersFullError
-        | lmdb.TxnFullError
-        | lmdb.CursorFullError
-        | lmdb.PageFullError
-        | lmdb.TlsFullError
-        | lmdb.ReadonlyError
-        | lmdb.LockError
-        | lmdb.MemoryError
-        | lmdb.DiskError,
-    ):
+    elif isinstance(error, _OPERATIONAL) or _environment_problem(error):
         kind = OperationalError
     else:
-        kind = DatabaseError
+        # Everything else is the file itself: a damaged page or meta page (MDB_CORRUPTED,
+        # MDB_PAGE_NOTFOUND, MDB_PAGE_FULL…), a transaction a failed page read left unusable
+        # (MDB_BAD_TXN), an environment that panicked, an I/O error. It reaches the user as
+        # the engine's IntegrityError, never as a bare storage error.
+        where = f" in {path}" if path else ""
+        damaged = IntegrityError(
+            f"the store file is damaged{where}: {error}. Run `membrane-es verify` on the store "
+            "to find the first bad record; restore data.mdb, with keys.sqlite, from a backup"
+        )
+        damaged.__cause__ = error
+        return damaged
     translated = kind(str(error))
     translated.__cause__ = error
     return translated
+
+
+# What LMDB reports through the operating system's errors that says nothing of the file's
+# contents: a permission, a missing directory, a read-only or exhausted system.
+_ENVIRONMENT_ERRNOS = (
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EROFS,
+    errno.EAGAIN,
+    errno.EMFILE,
+    errno.ENFILE,
+    errno.ENOMEM,
+    errno.EBUSY,
+    errno.EINVAL,
+)
+
+
+def _environment_problem(error: lmdb.Error) -> bool:
+    """Whether an error LMDB has no class of its own for is one of the environment's (an
+    operating system error other than I/O), not damage."""
+    if type(error) is not lmdb.Error:
+        return False
+    text = str(error)
+    return any(os.strerror(code) in text for code in _ENVIRONMENT_ERRNOS)
 
 
 def _short_write(error: lmdb.Error, path: str | None) -> bool:

@@ -14,6 +14,7 @@ notifications  key: u64(notification id)
                value: chain hash (32 bytes) ‖ events key
 meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"chain" → b"plain", or b"keyed" ‖ the key's fingerprint (16 bytes)
+               b"keys" → the identity of the store's key store (16 bytes), once bound
                b"time" → i64(newest event time, µs since the epoch), when saves give times
                b"records" → u64(records created in the log: its ``Created`` events)
                b"heads" → u64(how many heads the events sub-database holds)
@@ -88,6 +89,7 @@ HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
 HEAD_KEY = b"head"
 CHAIN_KEY = b"chain"
+KEY_STORE_KEY = b"keys"
 TIME_KEY = b"time"
 RECORDS_KEY = b"records"
 _I64 = struct.Struct(">q")
@@ -139,7 +141,7 @@ def decode_row(value: bytes) -> tuple[int, str, bytes]:
 
 class Chain:
     """How one log links its notifications: plain blake2b-256, or keyed (a MAC) when the
-    store's chain has a key, which is kept outside the store."""
+    store's chain has a key: one kept outside the store, or the one its key store holds."""
 
     __slots__ = ("key", "mode")
 
@@ -199,6 +201,11 @@ def chain_hash(
 def read_chain_mode(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
     """The chain mode the log recorded (None: not recorded; a plain log)."""
     return txn.get(CHAIN_KEY, db=meta_db)
+
+
+def read_key_store_identity(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
+    """The identity of the key store the log was bound to (None: not bound yet)."""
+    return txn.get(KEY_STORE_KEY, db=meta_db)
 
 
 def stored_hash(txn: Txn | BufferTxn, log_db: lmdb._Database, notification_id: int) -> bytes:
@@ -764,6 +771,8 @@ class ChainFault(StrEnum):
     REORDERED = "reordered"
     UNLOGGED = "unlogged"
     CORRUPTED = "corrupted"  # the store file itself is unreadable there (LMDB damage)
+    KEYS = "keys"  # the key store is missing or another store's: nothing could be unsealed
+    UNSEALABLE = "unsealable"  # records whose keys are missing (not erased by forget)
 
 
 @dataclass(frozen=True)
@@ -780,6 +789,8 @@ class ChainReport:
     detail: str = ""
     keyed: bool = False
     head: str = ""
+    forgotten: int = 0  # records erased by forget (their keys destroyed on purpose)
+    unsealable: int = 0  # records not forgotten whose keys the key store does not hold
 
     @property
     def ok(self) -> bool:
@@ -791,7 +802,8 @@ class ChainReport:
     def __str__(self) -> str:
         if self.ok:
             keyed = " (keyed hash chain)" if self.keyed else ""
-            return f"OK: {self.checked} notifications verified{keyed}"
+            forgotten = f"; {self.forgotten} records forgotten" if self.forgotten else ""
+            return f"OK: {self.checked} notifications verified{keyed}{forgotten}"
         where = "" if self.notification_id is None else f" at notification {self.notification_id}"
         return f"{self.fault}{where}: {self.detail}"
 

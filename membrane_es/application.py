@@ -23,6 +23,7 @@ from membrane_es.aggregates.memory_record import RecordAggregate, redact_state
 from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
+from membrane_es.key_binding import bind_key_store
 from membrane_es.keystore import KeyStore, open_key_store
 from membrane_es.log_order import EVENT_TIMES
 from membrane_es.record_cache import RecordCache
@@ -50,7 +51,16 @@ class MemoryApplication(Application):
     name = APPLICATION_NAME
     env = DEFAULT_ENV
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        check_keys: bool = True,
+        read_only: bool = False,
+    ) -> None:
+        """With ``check_keys`` False the log's binding to its key store is neither checked
+        nor recorded (what ``verify``'s count of keys needs); ``read_only``: checked, but not
+        recorded in a log that names no key store yet."""
         super().__init__(env)
         try:
             if self.snapshots is not None:
@@ -73,6 +83,12 @@ class MemoryApplication(Application):
         self._coherent_through = self.recorder.max_notification_id() or 0
         self._coherence_lock = threading.Lock()
         self.numbering = RecordNumbering()
+        if check_keys:
+            try:
+                bind_key_store(self, record=not read_only)
+            except BaseException:
+                self.close()
+                raise
 
     # --- loading --------------------------------------------------------------------------
 

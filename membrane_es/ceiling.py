@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 
@@ -58,9 +59,19 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     def may_write(self, sensitivity: str, scope: str) -> bool:
-        """Whether a record at this level and scope is within the key's ceiling."""
+        """Whether a record at this level and scope is within the key's ceiling; a level
+        that is none of the known ones is a :class:`ValidationError` (the engine would
+        refuse it too, but the ceiling is asked first)."""
         if self.unrestricted:
             return True
-        if _RANK[Sensitivity(sensitivity or Sensitivity.LOW)] > _RANK[self.max_sensitivity]:
+        try:
+            level = Sensitivity(sensitivity or Sensitivity.LOW)
+        except ValueError:
+            raise ValidationError(
+                "sensitivity",
+                f"{sensitivity!r} is not a sensitivity level: one of "
+                + ", ".join(s.value for s in Sensitivity),
+            ) from None
+        if _RANK[level] > _RANK[self.max_sensitivity]:
             return False
         return not self.scopes or scope in self.scopes

@@ -149,6 +149,16 @@ class IntegrityError(MembraneError):
 IntegrityViolationError = IntegrityError
 
 
+class KeyStoreError(IntegrityError):
+    """The store's key store is missing, or is another store's: the log's records are
+    sealed under keys it does not hold, so their content could not be read. Nothing was
+    created or changed; restore the key store backed up with the log (``key_file``)."""
+
+    def __init__(self, key_file: str, message: str) -> None:
+        self.key_file = key_file
+        super().__init__(message)
+
+
 class StorageFullError(MembraneError, OSError):
     """The disk (or the store's size limit) is full: nothing of the failed write was stored.
     Free space and retry; everything acknowledged before is kept."""

@@ -13,6 +13,11 @@ sharing a store never collide. Reads look a key up once and keep its bytes in a 
 about the cost of one decryption); a miss reads ahead only while reads follow the order the
 keys were issued in (a rebuild reading the log).
 
+A key store kept in a file also holds two facts made with it: its identity, which the log it
+serves records (a log opened with a missing or foreign key store is refused: see
+:mod:`membrane_es.key_binding`), and the key of the log's hash chain for a store not given
+one of its own (see :mod:`membrane_es.lmdb_store`).
+
 Two stores:
 
 * :class:`SqliteKeyStore`, a SQLite file beside the LMDB log (``keys.sqlite`` in the store
@@ -42,7 +47,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from membrane_es.errors import MembraneError, StorageFullError
+from membrane_es.errors import KeyStoreError, MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
@@ -53,6 +58,25 @@ KEY_STORE_FILE = "keys.sqlite"
 
 
 KEY_STORE_PATH = "KEY_STORE_PATH"  # setting: where an LMDB store's keys live, if not beside it
+IDENTITY_BYTES = 16
+CHAIN_KEY_BYTES = 32
+
+
+def key_store_file(env: Mapping[str, str]) -> Path | None:
+    """The file holding the keys of the store these settings open (None: a table beside a
+    PostgreSQL log, or memory)."""
+    module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
+    path = env.get(KEY_STORE_PATH) or ""
+    if path:
+        return Path(path)
+    lmdb_path = env.get("LMDB_PATH") or ""
+    if lmdb_path:
+        return Path(lmdb_path) / KEY_STORE_FILE
+    if "sqlite" in module and "postgres" not in module:
+        database = env.get("SQLITE_DBNAME") or ""
+        if database and ":memory:" not in database and "mode=memory" not in database:
+            return Path(f"{database}-keys.sqlite")
+    return None
 
 
 def open_key_store(env: Mapping[str, str]) -> KeyStore:
@@ -60,19 +84,12 @@ def open_key_store(env: Mapping[str, str]) -> KeyStore:
     LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, a file beside
     an eventsourcing SQLite database, or memory for a store that lives in memory."""
     module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
-    path = env.get(KEY_STORE_PATH) or ""
-    if path:
-        return SqliteKeyStore(Path(path))
-    if env.get("LMDB_PATH"):
-        return SqliteKeyStore(Path(env["LMDB_PATH"]) / KEY_STORE_FILE)
+    path = key_store_file(env)
+    if path is not None:
+        return SqliteKeyStore(path)
     if "postgres" in module:
         return PostgresKeyStore(dict(env))
-    if "sqlite" in module:
-        database = env.get("SQLITE_DBNAME") or ""
-        if database and ":memory:" not in database and "mode=memory" not in database:
-            return SqliteKeyStore(Path(f"{database}-keys.sqlite"))
-        return SqliteKeyStore(None)
-    if module.endswith("popo"):
+    if "sqlite" in module or module.endswith("popo"):
         return SqliteKeyStore(None)
     raise MembraneError(
         f"no key store for persistence module {module!r}: set {KEY_STORE_PATH} to a file "
@@ -80,8 +97,37 @@ def open_key_store(env: Mapping[str, str]) -> KeyStore:
     )
 
 
+def missing_key_store(key_file: Path, store: str) -> KeyStoreError:
+    """The error for a log whose key store is not there."""
+    return KeyStoreError(
+        str(key_file),
+        f"the key store {key_file} is missing: the log in {store} is sealed under its keys. "
+        f"Restore {key_file.name} from the backup taken with the log (a store is data.mdb "
+        f"and {KEY_STORE_FILE} together); without it, no record's content can be read",
+    )
+
+
+def foreign_key_store(key_file: Path | str) -> KeyStoreError:
+    """The error for a log opened with a key store made for another log."""
+    return KeyStoreError(
+        str(key_file),
+        f"{key_file} is not this store's key store (it was made for another store): restore "
+        "the key store backed up with this log; no record's content can be read without it",
+    )
+
+
 class KeyStore:
-    """Issues, finds and destroys data keys; the storage is a subclass's."""
+    """Issues, finds and destroys data keys; the storage is a subclass's.
+
+    A key store kept in a file of its own also holds two facts made with it: its
+    ``identity`` (random bytes the log it serves records, so that a store opened with a
+    missing or foreign key store is refused rather than read as blank) and a ``chain_key``
+    (the key of the log's hash chain, for a store not given one of its own). A key store
+    with no file of its own (a table beside the log) has neither: None.
+    """
+
+    identity: bytes | None = None
+    chain_key: bytes | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -240,6 +286,35 @@ class SqliteKeyStore(KeyStore):
                 "CREATE TABLE IF NOT EXISTS data_keys (id BLOB PRIMARY KEY, key BLOB NOT NULL)"
                 " WITHOUT ROWID"
             )
+            self.identity, self.chain_key = self._facts(path)
+
+    def _facts(self, path: Path | None) -> tuple[bytes, bytes]:
+        """The key store's identity and chain key, made the first time it is opened (a key
+        store written before it held them gets them then; one made concurrently by another
+        process keeps the first ones written)."""
+        with _disk_full_is_storage_full(path):
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS store_facts"
+                " (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+            )
+            found = dict(self._db.execute("SELECT name, value FROM store_facts").fetchall())
+            if "identity" not in found or "chain_key" not in found:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO store_facts (name, value) VALUES (?, ?)",
+                        [
+                            ("identity", os.urandom(IDENTITY_BYTES)),
+                            ("chain_key", os.urandom(CHAIN_KEY_BYTES)),
+                        ],
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+                found = dict(self._db.execute("SELECT name, value FROM store_facts").fetchall())
+        return bytes(found["identity"]), bytes(found["chain_key"])
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
         with self._db_lock, _disk_full_is_storage_full(self.path):

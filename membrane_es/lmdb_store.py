@@ -20,7 +20,12 @@ looked up with the application-name prefix first (``MYAPP_LMDB_PATH``):
     A key (hex) for the notification log's hash chain: each link is then a keyed
     blake2b MAC, which nobody without the key can recompute. Keep it outside the store.
     A log's first write fixes whether its chain is keyed (and by which key); opening it
-    with another key, or none, is an error.
+    with another key, or none, is an error. Without it, a new store's chain is keyed with
+    the chain key its key store holds (see :mod:`membrane_es.keystore`), and a store
+    whose chain is keyed with that key opens with it; a store begun unkeyed stays so.
+``LMDB_PLAIN_CHAIN``
+    ``y``: a new store's chain is plain (unkeyed), as stores made before keyed chains
+    were the default have; anyone who can write the log can then recompute it.
 
 Application ``<name>`` gets the sub-databases ``<name>_events`` (aggregate
 sequences), ``<name>_notifications`` (the application sequence, hash chained),
@@ -36,6 +41,7 @@ that replay it in bulk without a ``Notification`` per row.
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, cast
 
 from eventsourcing.persistence import (
@@ -55,6 +61,7 @@ from eventsourcing.utils import resolve_topic, strtobool
 
 from membrane_es._lmdb_env import DEFAULT_MAP_SIZE, DEFAULT_MAX_DBS, LMDBStore, open_store
 from membrane_es._lmdb_format import (
+    KEY_STORE_KEY,
     PLAIN_CHAIN,
     U64,
     Chain,
@@ -69,6 +76,7 @@ from membrane_es._lmdb_format import (
     read_chain_mode,
     read_events,
     read_head,
+    read_key_store_identity,
     read_log_rows,
     read_notifications,
     read_versions,
@@ -78,6 +86,14 @@ from membrane_es._lmdb_format import (
     version_suffix,
 )
 from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import KeyStoreError
+from membrane_es.keystore import (
+    KEY_STORE_FILE,
+    SqliteKeyStore,
+    foreign_key_store,
+    key_store_file,
+    missing_key_store,
+)
 from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME
 from membrane_es.record_numbers import RECORD_NUMBERS
 
@@ -313,6 +329,58 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         """Check the application sequence against its hash chain."""
         return verify_chain(self, chunk_size=chunk_size)
 
+    def key_store_identity(self) -> bytes | None:
+        """The identity of the key store this log is bound to (None: not bound yet)."""
+        meta_db = self._db(self.meta_table)
+        if meta_db is None:
+            return None
+        with self.store.reading() as txn:
+            return read_key_store_identity(txn, meta_db)
+
+    def bind_key_store(self, identity: bytes) -> None:
+        """Record which key store holds this log's keys: from then on, opening the log with
+        any other (or none) is refused."""
+        meta_db = self._require(self.meta_table)
+        self.store.write(lambda txn: txn.put(KEY_STORE_KEY, identity, db=meta_db))
+
+    def settle_chain(self, key_file: Path, keyed: bool = True, required: bool = True) -> None:
+        """Take the chain key from the key store at ``key_file`` when the log's chain is
+        keyed with it, or the log is new (its chain is then keyed from its first write);
+        with ``keyed`` False, leave the chain as it is (a new log's is then plain).
+
+        A log bound to a key store — or, ``required``, one that holds events — refuses a
+        missing key store (:class:`~membrane_es.errors.KeyStoreError`) rather than let one
+        be made empty.
+        """
+        meta_db = self._db(self.meta_table)
+        head, mode, bound = 0, None, None
+        if meta_db is not None:
+            with self.store.reading() as txn:
+                head, _ = read_head(txn, meta_db)
+                mode = read_chain_mode(txn, meta_db)
+                bound = read_key_store_identity(txn, meta_db)
+        if (bound is not None or (head and required)) and not key_file.is_file():
+            raise missing_key_store(key_file, self.store.path)
+        if not required and not key_file.is_file():
+            return  # a check makes no key store
+        unkeyed = not keyed or (head and (mode is None or mode == PLAIN_CHAIN.mode))
+        if unkeyed and bound is None:
+            return  # begun unkeyed: stays so, and no key store to check
+        keys = SqliteKeyStore(key_file)
+        try:
+            identity, chain_key = keys.identity, keys.chain_key
+        finally:
+            keys.close()
+        if bound is not None and identity != bound:
+            raise foreign_key_store(key_file)
+        if unkeyed:
+            return
+        assert chain_key is not None  # a key store in a file holds one
+        chain = Chain(chain_key)
+        if not head or chain.mode == mode:
+            self.chain = chain
+        # else: keyed with a key kept outside the store; check_chain asks for it
+
     def check_chain(self) -> None:
         """Refuse a chain key the log was not made with (or a missing one)."""
         meta_db = self._db(self.meta_table)
@@ -478,10 +546,18 @@ def verify_chain(recorder: LMDBApplicationRecorder, chunk_size: int = 1000) -> C
     return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size, recorder.chain)
 
 
-def verify_store(path: str, application_name: str, chain_key: bytes | None = None) -> ChainReport:
+def verify_store(
+    path: str,
+    application_name: str,
+    chain_key: bytes | None = None,
+    key_file: Path | None = None,
+) -> ChainReport:
     """Verify the notification log of the named application in the LMDB directory at path.
 
-    A store file too damaged to open or read is reported (fault ``corrupted``), not raised.
+    Without ``chain_key``, a chain keyed with the key the store's key store (``key_file``;
+    by default ``keys.sqlite`` in the directory) holds is checked with that key. A store
+    file too damaged to open or read is reported (fault ``corrupted``), and a missing key
+    store (fault ``keys``), not raised.
     """
     try:
         store = open_store(path)
@@ -490,9 +566,13 @@ def verify_store(path: str, application_name: str, chain_key: bytes | None = Non
         finally:
             store.release()
         try:
+            keys = key_file or Path(path) / KEY_STORE_FILE
+            recorder.settle_chain(keys, keyed=chain_key is None, required=False)
             return recorder.verify()
         finally:
             recorder.close()
+    except KeyStoreError as error:
+        return ChainReport(0, ChainFault.KEYS, None, str(error))
     except DamageError as error:
         return ChainReport(0, ChainFault.CORRUPTED, error.notification_id, str(error))
 
@@ -505,6 +585,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
     LMDB_SYNC = "LMDB_SYNC"
     LMDB_MAX_DBS = "LMDB_MAX_DBS"
     LMDB_CHAIN_KEY = "LMDB_CHAIN_KEY"
+    LMDB_PLAIN_CHAIN = "LMDB_PLAIN_CHAIN"
     CREATE_TABLE = "CREATE_TABLE"
 
     aggregate_recorder_class: type[LMDBAggregateRecorder] = LMDBAggregateRecorder
@@ -522,7 +603,14 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         self.map_size = self._env_int(self.LMDB_MAP_SIZE, DEFAULT_MAP_SIZE)
         self.max_dbs = self._env_int(self.LMDB_MAX_DBS, DEFAULT_MAX_DBS)
         self.sync = strtobool(self.env.get(self.LMDB_SYNC) or "yes")
-        self.chain = Chain(self._chain_key())
+        given = self._chain_key()
+        self.chain = Chain(given)
+        # Without a key of its own, the chain's key comes from the key store (see
+        # LMDBApplicationRecorder.settle_chain), unless a plain chain is asked for.
+        self._key_file = key_store_file(self.env)
+        self._keyed_by_store = given is None and not strtobool(
+            self.env.get(self.LMDB_PLAIN_CHAIN) or "no"
+        )
         self._store: LMDBStore | None = None
         self._release: weakref.finalize[Any, Any] | None = None
         self._recorders: weakref.WeakSet[LMDBRecorder] = weakref.WeakSet()
@@ -570,6 +658,8 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         cls = resolve_topic(topic) if topic else type(self).application_recorder_class
         assert issubclass(cls, LMDBApplicationRecorder), cls
         recorder = self._prepare(cls(self.store, prefix, self.chain))
+        if self._key_file is not None:
+            recorder.settle_chain(self._key_file, self._keyed_by_store)
         recorder.check_chain()
         return recorder
 
@@ -592,6 +682,8 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         cls = resolve_topic(topic) if topic else type(self).process_recorder_class
         assert issubclass(cls, LMDBProcessRecorder), cls
         recorder = self._prepare(cls(self.store, prefix, self.chain))
+        if self._key_file is not None:
+            recorder.settle_chain(self._key_file, self._keyed_by_store)
         recorder.check_chain()
         return recorder
 

@@ -14,6 +14,7 @@ Run it with ``membrane-es mcp DIR`` (stdio) or ``membrane-es mcp DIR --http HOST
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,6 +41,7 @@ INSTRUCTIONS = (
     "(reinforce, penalize). Every read takes as_of (RFC 3339) to answer as memory stood then."
 )
 DEFAULT_ACTOR = "mcp-client"
+log = logging.getLogger("membrane_es")
 
 Json = dict[str, Any]
 
@@ -342,12 +344,26 @@ def _level_and_scope(record: Json) -> tuple[str, str]:
 
 
 def _answer(run: Callable[[], Any]) -> Json:
-    """Run a call; its result as JSON, or the error as a tool error the model can read."""
+    """Run a call; its result as JSON, or the error as a tool error the model can read.
+
+    An error the engine did not anticipate still says what failed (its kind), rather than
+    the SDK's bare "Error executing tool"; its details stay in the server's log."""
     try:
         result = msgspec.to_builtins(run())
     except MembraneError as error:
-        raise ToolError(str(error)) from None
+        raise ToolError(_printable(str(error))) from None
+    except ToolError:
+        raise  # the ceiling's refusal, already worded for the model
+    except Exception as error:
+        log.exception("MCP tool call failed")
+        raise ToolError(f"the server failed on this call ({type(error).__name__})") from None
     return result if isinstance(result, dict) else {"result": result}
+
+
+def _printable(text: str) -> str:
+    """The text with any lone surrogate (from the caller's input) escaped: a reply must be
+    valid UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _done(run: Callable[[], None]) -> Json:

@@ -47,7 +47,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "membrane_es.embedding": VOCABULARY,
     "membrane_es.aggregates": (*VOCABULARY, *EMBEDDING, "membrane_es.keystore"),
     # the eventsourcing wiring: the aggregates, their bytes and where they are kept
-    "membrane_es.application": (*STORAGE, *AGGREGATES, "membrane_es.record_cache"),
+    "membrane_es.application": (
+        *STORAGE,
+        *AGGREGATES,
+        "membrane_es.record_cache",
+        "membrane_es.key_binding",
+    ),
+    "membrane_es.key_binding": (*STORAGE, *AGGREGATES),
     "membrane_es.record_cache": AGGREGATES,
     "membrane_es.commands": (*VOCABULARY, *EMBEDDING, *AGGREGATES),
     "membrane_es.projections": (*VOCABULARY, *EMBEDDING, *AGGREGATES, "membrane_es.codec"),

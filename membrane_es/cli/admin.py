@@ -32,13 +32,22 @@ def verify(
             "--chain-key-file", metavar="FILE", help="file holding the key of a keyed chain"
         ),
     ] = None,
+    key_store: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-store",
+            metavar="FILE",
+            help="the store's key store, when it is not keys.sqlite in DIR (KEY_STORE_PATH)",
+        ),
+    ] = None,
     json: Json = False,
 ) -> None:
     """Walk the log's hash chain without opening the views; exits 2 naming the first altered,
-    missing or reordered event (a report even for a store file too corrupt to read)."""
+    missing or reordered event (a report even for a store file too corrupt to read), or when
+    the key store is missing or lacks the keys of records that were never forgotten."""
     key = chain_key_file.read_bytes() if chain_key_file is not None else None
     if store.path is not None:
-        report = Membrane.verify_store(store.path, chain_key=key)
+        report = Membrane.verify_store(store.path, chain_key=key, key_store=key_store)
     else:
         assert store.dsn is not None
         report = Membrane.verify_postgres_store(store.dsn, schema=store.schema, chain_key=key)
@@ -52,6 +61,8 @@ def verify(
                 "detail": report.detail,
                 "keyed": report.keyed,
                 "head": report.head,
+                "forgotten": report.forgotten,
+                "unsealable": report.unsealable,
             }
         )
     else:

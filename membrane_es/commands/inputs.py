@@ -88,7 +88,9 @@ def check_timestamp(value: datetime | str | None) -> datetime | None:
     if isinstance(value, str):
         try:
             return utc(msgspec.convert(value, Timestamp))
-        except msgspec.ValidationError as exc:
+        except UnicodeEncodeError:
+            raise ValidationError("timestamp", "invalid timestamp: not valid Unicode") from None
+        except (msgspec.ValidationError, ValueError) as exc:
             raise ValidationError("timestamp", f"invalid timestamp: {exc}") from None
     raise ValidationError(
         "timestamp", "invalid timestamp: must be a datetime or an RFC 3339 string"

@@ -120,7 +120,7 @@ class Opening(EngineCore):
             **extra,
         }
         return cls(
-            MemoryApplication(settings),
+            MemoryApplication(settings, read_only=read_only),
             clock,
             embedder,
             views_dir=directory / "views",

@@ -7,13 +7,14 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
+from membrane_es.application import EVENTS_TABLE, MemoryApplication
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
+from membrane_es.engine.store_check import verify_lmdb_store
 from membrane_es.errors import MembraneError, StoreNotFoundError
-from membrane_es.lmdb_store import ChainReport, verify_store
+from membrane_es.lmdb_store import ChainReport
 from membrane_es.postgres_store import (
     DEFAULT_SCHEMA,
     connect,
@@ -285,19 +286,27 @@ class Reads(EngineCore):
 
     @staticmethod
     def verify_store(
-        path: str | os.PathLike[str], *, chain_key: bytes | None = None
+        path: str | os.PathLike[str],
+        *,
+        chain_key: bytes | None = None,
+        key_store: str | os.PathLike[str] | None = None,
     ) -> ChainReport:
-        """Walk the hash chain of the LMDB store in ``path`` without opening its views.
+        """Walk the hash chain of the LMDB store in ``path`` without opening its views, then
+        count the records forgotten and those whose keys are missing from its key store.
 
         Never raises for damage: an altered, missing or reordered event, and a store file
         too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
-        the first bad notification when known). ``membrane-es verify`` prints this report.
+        the first bad notification when known), as are a missing or foreign key store
+        (fault ``keys``) and records that were not forgotten but whose keys are gone (fault
+        ``unsealable``). ``membrane-es verify`` prints this report. ``key_store``: the key
+        store's file, for a store opened with ``KEY_STORE_PATH`` elsewhere.
         """
         directory = check_path("path", path)
         check_chain_key(chain_key)
+        keys = None if key_store is None else check_path("key_store", key_store)
         if not (directory / "data.mdb").is_file():
             raise StoreNotFoundError(str(path))
-        return verify_store(str(directory), APPLICATION_NAME, chain_key)
+        return verify_lmdb_store(directory, chain_key, keys)
 
     @staticmethod
     def verify_postgres_store(

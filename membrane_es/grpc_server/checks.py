@@ -16,6 +16,7 @@ import msgspec
 
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.schema.enums import MemoryType, Sensitivity
+from membrane_es.schema.timestamps import utc
 from membrane_es.schema.validation import (
     MAX_IDS,
     MAX_LIMIT,
@@ -85,6 +86,10 @@ def parse_timestamp(value: str, message: str) -> datetime | None:
         raise invalid(f"{message}: {error}") from None
     if moment.tzinfo is None or "T" not in value.upper():
         raise invalid(f"{message}: {value!r} is not RFC 3339 (date, 'T', time and offset)")
+    try:
+        utc(moment)  # in range once in UTC, as every later use needs
+    except ValueError as error:
+        raise invalid(f"{message}: {error}") from None
     return moment
 
 

@@ -15,10 +15,17 @@ Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 def utc(moment: datetime) -> datetime:
-    """The same instant in UTC; a naive value is rejected."""
+    """The same instant in UTC; a naive value is rejected, and so is one that falls outside
+    the calendar in UTC (``9999-12-31T23:59:59-23:59`` is after year 9999 there): a
+    ValueError either way."""
     if moment.tzinfo is None:
         raise ValueError("timestamp must be timezone-aware")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{moment.isoformat()} is outside the calendar in UTC (years 1 to 9999)"
+        ) from None
 
 
 def rfc3339(moment: datetime | None) -> str:

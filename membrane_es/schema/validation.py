@@ -106,9 +106,11 @@ def _unstorable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return path, f"object keys must be strings, got {type(key).__name__}"
-            problem = _unstorable(key, f"{path}.{key}", depth + 1) or _unstorable(
-                item, f"{path}.{key}", depth + 1
-            )
+            if _unstorable(key, path, depth + 1) is not None:
+                # The key itself is not text the log (or an error message) can hold.
+                printable = key.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                return f"{path}.{printable}", "not valid Unicode text: a lone surrogate in a key"
+            problem = _unstorable(item, f"{path}.{key}", depth + 1)
             if problem is not None:
                 return problem
         return None
@@ -191,6 +193,8 @@ def check_struct(field: str, value: Any, kind: type[S], shape: type[Any] | None 
         checked = msgspec.convert(plain, shape or kind, strict=True)
     except msgspec.ValidationError as exc:
         raise _as_validation_error(exc, field) from None
+    except UnicodeEncodeError:
+        raise _unencodable(plain, field) from None
     check_storable(field, checked)  # lone surrogates
     return value if shape is not None else checked
 
@@ -541,6 +545,28 @@ def _convert(value: Any, kind: type[Any], field: str) -> Any:
         return msgspec.convert(value, kind, strict=False)
     except msgspec.ValidationError as exc:
         raise _as_validation_error(exc, field) from None
+    except UnicodeEncodeError:
+        raise _unencodable(value, field) from None
+
+
+def converted(field: str, value: Any, kind: Any, *, from_attributes: bool = False) -> Any:
+    """``msgspec.convert`` of input given by a caller: its errors, a lone surrogate among
+    them, as a :class:`ValidationError` naming the field (and the path inside it)."""
+    try:
+        return msgspec.convert(value, kind, from_attributes=from_attributes)
+    except msgspec.ValidationError as exc:
+        raise _as_validation_error(exc, field) from None
+    except UnicodeEncodeError:
+        raise _unencodable(value, field) from None
+
+
+def _unencodable(value: Any, field: str) -> ValidationError:
+    """msgspec reads a string where it expects another type (a number, a list…) as UTF-8: a
+    lone surrogate there fails before the type check does. Name where it is."""
+    problem = _unstorable(value, field, 0)
+    if problem is not None:
+        return ValidationError(*problem)
+    return ValidationError(field, "not valid Unicode text: a lone surrogate")
 
 
 def _decode(raw: bytes, field: str) -> MemoryRecord:

@@ -13,11 +13,13 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import struct_pb2
+from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
+from tests.faults import input_classes as classes
 from tests.faults.grpc_support import (
     AUTH,
     METHODS,
@@ -225,3 +227,121 @@ def test_nan_and_infinity_in_values_are_invalid_arguments(served: Served, case: 
     assert field in details
     assert "Fail to serialize" not in details
     assert event_count(served.daemon) == before
+
+
+# --- each class of input that once escaped, on purpose (tests/faults/input_classes.py) ----
+
+PLACEHOLDER = "\x01\x02\x03"  # three bytes on the wire, where a lone surrogate's would go
+
+
+def _string_paths(descriptor: Any, depth: int = 0) -> list[tuple[str, ...]]:
+    """Every string field of a message, and of the messages it holds (not repeated), as
+    paths of field names."""
+    paths: list[tuple[str, ...]] = []
+    for field in descriptor.fields:
+        if field.type == FieldDescriptor.TYPE_STRING:
+            paths.append((field.name,))
+        elif (
+            field.message_type is not None
+            and not field.is_repeated
+            and depth < 2
+            and not field.message_type.full_name.startswith("google.protobuf")
+        ):
+            paths += [(field.name, *rest) for rest in _string_paths(field.message_type, depth + 1)]
+    return paths
+
+
+def _with_surrogate(request: Any, path: tuple[str, ...], surrogate: str) -> bytes:
+    """The request's bytes with one string field holding a lone surrogate, encoded as a
+    client that does not check UTF-8 would send it (protobuf refuses to build it)."""
+    holder = request
+    for name in path[:-1]:
+        holder = getattr(holder, name)
+    field = holder.DESCRIPTOR.fields_by_name[path[-1]]
+    if field.is_repeated:
+        getattr(holder, path[-1]).append(PLACEHOLDER)
+    else:
+        setattr(holder, path[-1], PLACEHOLDER)
+    lone = next(c for c in surrogate if 0xD800 <= ord(c) <= 0xDFFF)
+    wire = lone.encode("utf-8", "surrogatepass")  # three bytes
+    return request.SerializeToString().replace(PLACEHOLDER.encode(), wire, 1)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_lone_surrogate_in_any_string_field(served: Served, data: st.DataObject) -> None:
+    method = data.draw(st.sampled_from(sorted(METHODS)), label="rpc")
+    descriptor = METHODS[method].input_type
+    paths = _string_paths(descriptor)
+    if not paths:
+        return
+    request: Any = data.draw(messages(descriptor), label="request")
+    path = data.draw(st.sampled_from(paths), label="field")
+    surrogate = data.draw(classes.SURROGATE_TEXT, label="surrogate")
+    code = _expect_clean(served, method, _with_surrogate(request, path, surrogate))
+    assert code is not grpc.StatusCode.OK, (method, path)  # not valid UTF-8: never taken
+
+
+READS_AS_OF = ["RetrieveGraph", "RetrieveByID", "GetMetrics"]
+
+
+@pytest.mark.parametrize("moment", classes.MOMENTS_PAST_THE_ENDS + classes.MOMENTS_AT_THE_ENDS)
+def test_moments_at_and_past_the_calendars_ends(served: Served, moment: str) -> None:
+    past = moment in classes.MOMENTS_PAST_THE_ENDS
+    capture = pb.CaptureMemoryRequest(source="c", source_kind="event", timestamp=moment)
+    capture.content.string_value = "a note"
+    code = _expect_clean(served, "CaptureMemory", capture.SerializeToString())
+    assert code is (grpc.StatusCode.INVALID_ARGUMENT if past else code)
+    known = served.new_record()
+    for method in READS_AS_OF:
+        request: Any = METHODS[method].input_type
+        message = pb.__dict__[request.name]()
+        if method == "RetrieveByID":
+            message.id = known
+        if method != "GetMetrics":
+            message.trust.max_sensitivity = "hyper"
+        code, details = served.call(
+            method, message.SerializeToString(), (*AUTH, ("x-membrane-as-of", moment))
+        )
+        assert code not in NEVER, (method, moment, details)
+        if past:
+            assert code is grpc.StatusCode.INVALID_ARGUMENT and "as-of" in details, details
+
+
+CEILING_KEY = "ceiling-test-secret"
+
+
+@pytest.fixture(scope="module")
+def ceiling_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    path: Path = tmp_path_factory.mktemp("grpc-ceiling")
+    keys = path / "keys.yaml"
+    keys.write_text(f"keys:\n  - key: {CEILING_KEY}\n    max_sensitivity: low\n")
+    with running_daemon(path / "store", api_keys_file=str(keys)) as daemon:
+        with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+            yield Served(daemon, channel)
+
+
+@pytest.mark.parametrize("level", classes.ABOVE_CEILING)
+def test_levels_above_a_keys_ceiling(ceiling_served: Served, level: str) -> None:
+    auth = (("authorization", f"Bearer {CEILING_KEY}"),)
+    capture = pb.CaptureMemoryRequest(
+        source="c", source_kind="event", sensitivity=level.encode("utf-8", "replace").decode()
+    )
+    capture.content.string_value = "a note"
+    known = ceiling_served.new_record()
+    supersede = pb.SupersedeRequest(
+        old_id=known, new_record=_semantic(struct_pb2.Value(string_value="x")), actor="a"
+    )
+    supersede.rationale = "r"
+    supersede.new_record.sensitivity = capture.sensitivity
+    before = event_count(ceiling_served.daemon)
+    for method, request in (("CaptureMemory", capture), ("Supersede", supersede)):
+        code, details = ceiling_served.call(method, request.SerializeToString(), auth)
+        assert code in {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT}, (
+            method,
+            level,
+            code,
+            details,
+        )
+        assert details
+    assert event_count(ceiling_served.daemon) == before

@@ -10,7 +10,7 @@ import io
 import math
 import tempfile
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,11 @@ from hypothesis import strategies as st
 from membrane_es import Membrane, MembraneError, TrustContext, ValidationError
 from membrane_es.queries.entries import EntryQuery
 from membrane_es.schema.entries import EntryPatch, NewEntry
+from tests.faults import input_classes as classes
 
 FULL = TrustContext(max_sensitivity="hyper")
+_WEST = timezone(-timedelta(hours=23, minutes=59))
+_EAST = timezone(timedelta(hours=14))
 
 # Values of the wrong type, out of range or unstorable: what a careless caller passes.
 _SURROGATE_TEXT = st.text(
@@ -599,6 +602,55 @@ def test_one_bad_record_field(store: Store, data: st.DataObject) -> None:
     store.refresh()
 
 
+# Each class of input that once escaped as the wrong error, generated on purpose on every
+# argument it can reach (see tests/faults/input_classes.py).
+MOMENT_PARAMS = {"as_of", "valid_at", "timestamp", "now", "when"}
+LEVEL_PARAMS = {"sensitivity", "trust", "default_sensitivity"}
+
+
+def _class_value(data: st.DataObject, kind: str, param: str) -> Any:
+    if kind == "surrogate":
+        return data.draw(classes.SURROGATE_VALUES, label="value")
+    if kind == "moment":
+        text = data.draw(st.booleans(), label="as text")
+        return data.draw(classes.MOMENT_TEXT if text else classes.MOMENT_OBJECTS, label="value")
+    level = data.draw(classes.LEVELS, label="level")
+    return TrustContext(max_sensitivity=level) if param == "trust" else level
+
+
+@pytest.mark.parametrize("kind", classes.CLASSES)
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_each_input_class_on_every_argument_it_reaches(
+    store: Store, kind: str, data: st.DataObject
+) -> None:
+    wanted = {"moment": MOMENT_PARAMS, "ceiling": LEVEL_PARAMS}.get(kind)
+    names = sorted(
+        name
+        for name, (_, arguments) in ENTRY_POINTS.items()
+        if wanted is None or wanted & set(arguments(store))
+    )
+    name = data.draw(st.sampled_from(names), label="entry point")
+    args = ENTRY_POINTS[name][1](store)
+    if kind == "surrogate" and name in RECORD_TAKERS and data.draw(st.booleans(), label="field"):
+        path = data.draw(st.sampled_from(RECORD_PATHS), label="record field")
+        args[RECORD_TAKERS[name]] = _with(_record(), path, _class_value(data, kind, path))
+    else:
+        params = sorted(set(args) if wanted is None else wanted & set(args))
+        param = data.draw(st.sampled_from(params), label="parameter")
+        args[param] = _class_value(data, kind, param)
+    _check(store, name, args)
+    store.refresh()
+    if name in USING_UP_ENTRIES:
+        store.refresh_entries()
+
+
 ENTRY_FIELDS = sorted(NewEntry.__struct_fields__)
 PATCH_FIELDS = sorted(EntryPatch.__struct_fields__)
 QUERY_FIELDS = sorted(EntryQuery.__struct_fields__)
@@ -682,6 +734,36 @@ def test_one_bad_entry_field(store: Store, data: st.DataObject) -> None:
             "record.lifecycle.decay.half_life_seconds",
         ),
         (lambda m, a: m.capture_memory({"n": 2**70}), "content.n"),
+        # A lone surrogate where another type belongs, on every call that takes a record.
+        (lambda m, a: m.create_record(_record(confidence="\ud800")), "record.confidence"),
+        (lambda m, a: m.create_record(_record(salience="\ud800")), "record.salience"),
+        (
+            lambda m, a: m.create_record(_record(provenance={"sources": "\ud800"})),
+            "record.provenance.sources",
+        ),
+        (
+            lambda m, a: m.supersede(a, _record(confidence="\udc00"), "t", "r"),
+            "new_record.confidence",
+        ),
+        (lambda m, a: m.fork(a, _record(salience=["\ud800"]), "t", "r"), "forked_record.salience"),
+        (
+            lambda m, a: m.merge([a], _record(provenance={"sources": ["\ud800"]}), "t", "r"),
+            "merged_record.provenance.sources[0]",
+        ),
+        # Moments that leave the calendar once in UTC.
+        (
+            lambda m, a: m.retrieve_by_id(
+                a, trust=FULL, as_of=datetime(9999, 12, 31, 23, 59, tzinfo=_WEST)
+            ),
+            "as_of",
+        ),
+        (
+            lambda m, a: m.retrieve("x", trust=FULL, as_of=datetime(1, 1, 1, tzinfo=_EAST)),
+            "as_of",
+        ),
+        (lambda m, a: m.capture_memory("x", timestamp="0001-01-01T00:00:00+14:00"), "timestamp"),
+        (lambda m, a: m.capture_memory("x", decay="\ud800"), "decay"),
+        (lambda m, a: m.capture_memory("x", decay={"curve": "\udc00"}), "decay.curve"),
         (lambda m, a: m.create_record(_record(tags=5)), "record.tags"),
         (lambda m, a: m.merge(5, _record(), "t", "r"), "ids"),
         (

@@ -43,10 +43,15 @@ def _record(subject: str) -> dict[str, object]:
     }
 
 
-def _make_store(path: Path, chain_key: bytes | None = None) -> dict[int, str]:
+PLAIN = {"LMDB_PLAIN_CHAIN": "y"}  # a chain as stores made before keyed ones were the default
+
+
+def _make_store(
+    path: Path, chain_key: bytes | None = None, env: dict[str, str] | None = None
+) -> dict[int, str]:
     """Six notifications; returns which record each one belongs to."""
     owner: dict[int, str] = {}
-    with Membrane.open(path, chain_key=chain_key) as memory:
+    with Membrane.open(path, chain_key=chain_key, env=env) as memory:
 
         def note(record_id: str) -> None:
             owner[memory.application.recorder.max_notification_id()] = record_id
@@ -201,7 +206,7 @@ def test_a_tampered_view_checkpoint_is_rebuilt_never_trusted(
 
 def test_a_checkpoint_of_another_log_is_not_trusted(tmp_path: Path) -> None:
     """A checkpoint tied to a log that was since rewritten (even consistently) is rebuilt."""
-    _make_store(tmp_path)
+    _make_store(tmp_path, env=PLAIN)
     rewrite_and_rechain(tmp_path, 3, PLAIN_CHAIN)
     with Membrane.open(tmp_path) as memory:
         rebuilt = type(memory.views).rebuild(memory.application)
@@ -213,7 +218,7 @@ def test_a_checkpoint_of_another_log_is_not_trusted(tmp_path: Path) -> None:
 
 def test_the_plain_chain_can_be_recomputed_the_keyed_chain_cannot(tmp_path: Path) -> None:
     plain, keyed = tmp_path / "plain", tmp_path / "keyed"
-    _make_store(plain)
+    _make_store(plain, env=PLAIN)
     _make_store(keyed, chain_key=KEY)
     rewrite_and_rechain(plain, 3, PLAIN_CHAIN)
     rewrite_and_rechain(keyed, 3, Chain(b"a guessed key"))
@@ -239,9 +244,26 @@ def test_a_keyed_store_needs_its_key(tmp_path: Path) -> None:
 
 
 def test_a_plain_store_refuses_a_key(tmp_path: Path) -> None:
-    _make_store(tmp_path)
+    _make_store(tmp_path, env=PLAIN)
     with pytest.raises(MembraneError, match="not keyed"):
         Membrane.open(tmp_path, chain_key=KEY)
+    with Membrane.open(tmp_path) as memory:  # begun plain, it stays so
+        assert memory.verify().ok and not memory.verify().keyed
+
+
+def test_a_new_store_is_keyed_with_the_key_kept_with_its_keys(tmp_path: Path) -> None:
+    """By default the chain is a MAC under a key in the store's key store: a rewrite of the
+    log alone, rechained by the plain rule, is caught."""
+    _make_store(tmp_path)
+    report = Membrane.verify_store(tmp_path)
+    assert report.ok and report.keyed
+    with Membrane.open(tmp_path, verify_on_open=True) as memory:
+        assert memory.verify().keyed
+    with pytest.raises(MembraneError, match="wrong chain key"):
+        Membrane.open(tmp_path, chain_key=KEY)
+    rewrite_and_rechain(tmp_path, 3, PLAIN_CHAIN)
+    report = Membrane.verify_store(tmp_path)
+    assert not report.ok and report.notification_id == 3
 
 
 def _corrupt_pages(path: Path) -> None:

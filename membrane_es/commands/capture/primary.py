@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from membrane_es.aggregates.identity import new_record_id
 from membrane_es.commands.builders import (
     EVENT,
@@ -46,7 +44,7 @@ from membrane_es.schema.payloads import (
 )
 from membrane_es.schema.records import DecayProfile
 from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.validation import check_decay, check_flag
+from membrane_es.schema.validation import check_decay, check_flag, converted
 
 CAPTURE_SENSITIVITY = Sensitivity.LOW.value  # capture's own default (spec Appendix A.4)
 
@@ -109,10 +107,7 @@ def _decay_profile(value: Any) -> DecayProfile | None:
     fields), checked; None for the engine's default for its type."""
     if value is None:
         return None
-    try:
-        profile = msgspec.convert(value, DecayProfile, from_attributes=True)
-    except msgspec.ValidationError as error:
-        raise ValidationError("decay", str(error)) from None
+    profile: DecayProfile = converted("decay", value, DecayProfile, from_attributes=True)
     check_decay("decay", profile)
     return profile
 
