@@ -196,7 +196,7 @@ def _rows(chunk: list[tuple[int, float]]) -> Any:
 def memory_of(record: MemoryRecord, score: float = 0.0) -> Memory | None:
     """The line's parts for a record; None for one with no words (an erased record)."""
     words = words_of(record)
-    if not words:
+    if not words or record.created_at is None:
         return None
     return Memory(
         id=record.id,
