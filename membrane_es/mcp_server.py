@@ -300,7 +300,7 @@ class _Tools:
                 as_of=parse_moment(as_of),
                 explain=explain or not detail,  # the compact answer shows each one's score
             ),
-            None if detail else partial(_compact_ranked, compact.retrieved, explain),
+            None if detail else partial(compact.retrieved, explain=explain),
         )
 
     def retrieve_graph(
@@ -333,7 +333,7 @@ class _Tools:
                 as_of=parse_moment(as_of),
                 explain=explain or not detail,
             ),
-            None if detail else partial(_compact_ranked, compact.graph, explain),
+            None if detail else partial(compact.graph, explain=explain),
         )
 
     def browse(
@@ -455,14 +455,6 @@ def _answer(run: Callable[[], Any], shape: Callable[[Any], Any] | None = None) -
 def _record(detail: bool) -> Callable[[Any], Any] | None:
     """A record answer's shape: compact unless ``detail``."""
     return None if detail else compact.record
-
-
-def _compact_ranked(shape: Callable[[Any], Json], explain: bool, result: Any) -> Json:
-    """A ranked read, compactly, with its explanations only when they were asked for."""
-    out = shape(result)
-    if explain:
-        out["explanations"] = msgspec.to_builtins(result.explanations)
-    return out
 
 
 def _done(run: Callable[[], None]) -> Json:

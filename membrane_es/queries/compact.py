@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from membrane_es.queries.context import speaker_of, words_of
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.records import MemoryRecord
@@ -52,21 +54,24 @@ def records(items: Sequence[MemoryRecord], scores: Sequence[float] | None = None
     return [record(item, score) for item, score in zip(items, scores, strict=True)]
 
 
-def retrieved(result: RetrieveResult) -> Json:
-    """A ranked read: its records with their scores (when explained), and the selector's
-    verdict as ids."""
+def retrieved(result: RetrieveResult, explain: bool = False) -> Json:
+    """A ranked read: its records with their scores (a read made with ``explain``), the
+    selector's verdict as ids, and with ``explain`` the explanations themselves."""
     scores = None
     if isinstance(result, ExplainedRetrieveResult):
         scores = [explanation.score for explanation in result.explanations]
     out: Json = {"records": records(result.records, scores)}
     if result.selection is not None:
         out["selection"] = selection(result.selection)
+    if explain and isinstance(result, ExplainedRetrieveResult):
+        out["explanations"] = msgspec.to_builtins(result.explanations)
     return out
 
 
-def graph(result: RetrieveGraphResult) -> Json:
-    """A neighbourhood: nodes (roots flagged, with their scores when explained, and each
-    node's hop) and edges as ``[source, predicate, target]``."""
+def graph(result: RetrieveGraphResult, explain: bool = False) -> Json:
+    """A neighbourhood: nodes (each with its hop, 0 for a root, and a root's score when the
+    read was explained) and edges as ``[source, predicate, target]``; with ``explain`` the
+    roots' explanations."""
     scores: dict[str, float] = {}
     if isinstance(result, ExplainedRetrieveGraphResult):
         scores = {e.record_id: e.score for e in result.explanations}
@@ -81,6 +86,8 @@ def graph(result: RetrieveGraphResult) -> Json:
     }
     if result.selection is not None:
         out["selection"] = selection(result.selection)
+    if explain and isinstance(result, ExplainedRetrieveGraphResult):
+        out["explanations"] = msgspec.to_builtins(result.explanations)
     return out
 
 
