@@ -25,7 +25,7 @@ from membrane_es.embedding.sentence_transformers import (
     EmbedderUnavailableError,
     bundled_model_path,
 )
-from membrane_es.embedding.tokens import TokenCounter, WordPieceCount, counter_for
+from membrane_es.embedding.tokens import TokenCounter, counter_for, word_pieces
 
 LOG = logging.getLogger("membrane_es")
 
@@ -77,7 +77,7 @@ class BundledMiniLM:
         if importlib.util.find_spec("tokenizers") is not None:
             tokenizer_file = bundled_model_path() / "tokenizer.json"
             if tokenizer_file.is_file():
-                return WordPieceCount(tokenizer_file, DEFAULT_MODEL)
+                return word_pieces(tokenizer_file, DEFAULT_MODEL)
         return counter_for(self._model())
 
     def _model(self) -> Embedder:

@@ -39,7 +39,7 @@ from membrane_es.embedding.sentence_transformers import (
     bundled_model_path,
     offline_and_quiet,
 )
-from membrane_es.embedding.tokens import TokenCounter, WordPieceCount
+from membrane_es.embedding.tokens import TokenCounter, word_pieces
 
 EXPORT_VERSION = 1  # part of the cached file's name: a change in how graphs are exported
 OPSET = 17
@@ -149,7 +149,7 @@ class OnnxEmbedder:
 
     def token_counter(self) -> TokenCounter:
         """The model's own word pieces, counted without truncation (for token budgets)."""
-        return WordPieceCount(self._tokenizer_file, self._name)
+        return word_pieces(self._tokenizer_file, self._name)
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Tokenize once; a pass pads its run to its longest text and mean-pools the token

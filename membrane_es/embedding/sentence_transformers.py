@@ -158,6 +158,7 @@ class SentenceTransformerEmbedder:
         self._dimensions = dimensions
         self._name = name or default_name
         self._batch_size = batch_size
+        self._counter: TokenCounter | None = None
         self.source = source
         """Where the model was loaded from."""
 
@@ -179,13 +180,16 @@ class SentenceTransformerEmbedder:
     def token_counter(self) -> TokenCounter:
         """The model's own tokenizer, counted without truncation or special tokens (for
         token budgets)."""
+        if self._counter is not None:
+            return self._counter
         tokenizer = self._model.tokenizer
 
         def count(texts: Sequence[str]) -> list[int]:
             encoded = tokenizer(list(texts), add_special_tokens=False, truncation=False)
             return [len(ids) for ids in encoded["input_ids"]]
 
-        return CallableCount(count, f"tokens of {self._name}")
+        self._counter = CallableCount(count, f"tokens of {self._name}")
+        return self._counter
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Token counts from the model's tokenizer (truncated as the model truncates); a pass

@@ -530,7 +530,7 @@ class MemoryController(Controller):
             trust=access.trust or OWNER,
             budget_tokens=budget_tokens or DEFAULT_BUDGET_TOKENS,
             memory_types=types or None,
-            as_of=datetime.fromtimestamp(as_of, UTC) if as_of else None,
+            as_of=_moment("as_of", as_of) if as_of else None,
         )
         return ContextAnswer(
             text=packed.text,
@@ -539,6 +539,14 @@ class MemoryController(Controller):
             budget_tokens=packed.budget_tokens,
             counted_with=packed.counted_with,
         )
+
+
+def _moment(name: str, epoch: int) -> datetime:
+    """Epoch seconds as a moment; one past the calendar's range names its parameter."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValidationError(name, f"{epoch} is beyond the calendar's range") from None
 
 
 # --- errors -------------------------------------------------------------------------------
