@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from membrane_es.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
+from membrane_es.embedding.tokens import counter_for
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
@@ -23,7 +24,6 @@ from membrane_es.postgres_store import (
     store_location,
 )
 from membrane_es.projections.timecodes import micros
-from membrane_es.embedding.tokens import counter_for
 from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import context as context_queries
 from membrane_es.queries import retrieve as retrieve_queries

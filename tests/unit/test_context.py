@@ -109,9 +109,7 @@ def test_refs_grow_past_a_clash() -> None:
     assert ref_for("abcdef12-34", {"abcdef12"}) == "abcdef12-"
 
 
-def test_as_of_holds_only_what_a_retrieve_then_returned(
-    store: Membrane, time: ManualTime
-) -> None:
+def test_as_of_holds_only_what_a_retrieve_then_returned(store: Membrane, time: ManualTime) -> None:
     turn(store, "a", "the orchid deploy moved to friday")
     turn(store, "b", "orchid deploy needs a review")
     then = time.advance(hours=1)
