@@ -47,6 +47,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ BUDGETS = (512, 1024, 2048)
 FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
 BASELINES = ("bm25", "cosine", "rrf", "minmax")
 METHODS = ("membrane_es", *BASELINES)
+PROGRESS = partial(print, flush=True)  # a line per haystack as it is done
 
 Vectors = npt.NDArray[np.float32]
 
@@ -368,7 +370,7 @@ def evaluate(
     haystacks: Sequence[Haystack],
     embedder: Embedder | None,
     budgets: Sequence[int],
-    progress: Any = print,
+    progress: Any = PROGRESS,
 ) -> Scores:
     scores = Scores()
     counter = counter_for(embedder)
