@@ -39,8 +39,8 @@ class TokenCounter(Protocol):
 class ApproximateCount:
     """The estimate used without a tokenizer: a text's words and punctuation marks, but at
     least one token per four characters (long or rare words split into several pieces in
-    every subword vocabulary). On LoCoMo's turns it is within a few per cent of MiniLM's word
-    pieces, and it never counts fewer than the words and marks a reader sees."""
+    every subword vocabulary). On LoCoMo's turns it counts 7 % more than MiniLM's word pieces
+    (34.2 against 32.0 a turn), so a budget it fills holds a little less, rarely more."""
 
     name = f"approximate (words and marks, at least 1 per {CHARACTERS_PER_TOKEN} characters)"
 
