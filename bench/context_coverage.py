@@ -426,7 +426,7 @@ def _ask_all(
         for method, ranking in baseline_rankings(ask.text, query, bm25, vectors, len(texts)):
             ranked: list[Memory] = [m for m in (lines[i] for i in ranking) if m is not None]
             for budget in budgets:
-                chosen = pack(ranked, budget, counter)
+                chosen = pack(ranked, budget, counter, defer_long=False)
                 held = [turn_of[m.id] for m, _, _ in chosen.chosen]
                 scores.add(
                     haystack.name,

@@ -30,7 +30,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from itertools import islice
 from typing import Any
 
 import msgspec
@@ -55,6 +54,7 @@ REF_LENGTH = 8  # hex digits of a record id that cite it (extended on a clash)
 TOKENS_PER_CANDIDATE = 8
 MIN_CANDIDATES = 32
 COUNT_BATCH = 32  # lines rendered and counted together
+LONG_SHARE = 0.25  # a line over this share of the budget is offered after the shorter ones
 # Keys of captured content whose value says who spoke, and whose value is the words.
 SPEAKER_KEYS = ("speaker", "role", "author", "user", "from")
 WORDS_KEYS = ("text", "content", "message", "utterance", "body")
@@ -259,31 +259,62 @@ def line(memory: Memory, ref: str) -> str:
 # --- packing --------------------------------------------------------------------------------
 
 
-def pack(ranked: Iterable[Memory], budget: int, counter: TokenCounter) -> Packed:
+def pack(
+    ranked: Iterable[Memory], budget: int, counter: TokenCounter, *, defer_long: bool = True
+) -> Packed:
     """Take memories in rank order while their lines fit in ``budget`` tokens (one that does
-    not fit is passed over), then write them grouped by scope and day, in time order."""
+    not fit is passed over), then write them grouped by scope and day, in time order.
+
+    ``defer_long``: a line longer than a quarter of the budget waits until every shorter
+    candidate has been offered, then is taken, in rank order, if it still fits — one long
+    memory (a tool's output, an assistant's whole answer) would otherwise crowd out several
+    ranked just below it."""
+    candidates = list(ranked)
+    long = budget * LONG_SHARE if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
     refs: set[str] = set()
+    deferred: list[Memory] = []
     left = budget
-    candidates = iter(ranked)
-    while left > 0:
-        batch = list(islice(candidates, COUNT_BATCH))
-        if not batch:
+    for start in range(0, len(candidates), COUNT_BATCH):
+        if left <= 0:
             break
+        batch = candidates[start : start + COUNT_BATCH]
         proposed = [(memory, ref_for(memory.id, refs)) for memory in batch]
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for (memory, ref), tokens in zip(proposed, counts, strict=True):
-            if tokens > left:
+            if tokens > long:
+                deferred.append(memory)
                 continue
-            if ref != ref_for(memory.id, refs):  # a clash with a ref taken in this batch
-                ref = ref_for(memory.id, refs)
-                tokens = counter.count([line(memory, ref)])[0]
-                if tokens > left:
-                    continue
-            chosen.append((memory, ref, tokens))
-            refs.add(ref)
-            left -= tokens
+            left -= _take(memory, ref, tokens, left, chosen, refs, counter)
+    for memory in deferred:
+        if left <= 0:
+            break
+        ref = ref_for(memory.id, refs)
+        tokens = counter.count([line(memory, ref)])[0]
+        left -= _take(memory, ref, tokens, left, chosen, refs, counter)
     return arrange(chosen)
+
+
+def _take(
+    memory: Memory,
+    ref: str,
+    tokens: int,
+    left: int,
+    chosen: list[tuple[Memory, str, int]],
+    refs: set[str],
+    counter: TokenCounter,
+) -> int:
+    """Add ``memory``'s line when it fits in ``left`` tokens; the tokens it took (0: none).
+    ``ref`` was proposed before earlier lines of its batch were taken: one of them may have
+    taken it meanwhile, and the line is then counted again with a longer one."""
+    if ref in refs:
+        ref = ref_for(memory.id, refs)
+        tokens = counter.count([line(memory, ref)])[0]
+    if tokens > left:
+        return 0
+    chosen.append((memory, ref, tokens))
+    refs.add(ref)
+    return tokens
 
 
 def ref_for(record_id: str, taken: set[str]) -> str:

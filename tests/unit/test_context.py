@@ -85,6 +85,15 @@ def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
     packed = pack([short[0], long, short[1], short[2]], 40, APPROXIMATE)
     assert [m.id for m, _, _ in packed.chosen] == [s.id for s in short]
 
+    # a line over a quarter of the budget is offered after the shorter ones ranked below it
+    fits = Memory("b" * 36, "episodic", at, "x", "word " * 60, "")
+    first = pack([fits, *short], 100, APPROXIMATE)
+    assert {m.id for m, _, _ in first.chosen} == {s.id for s in short}
+    plain = pack([fits, *short], 100, APPROXIMATE, defer_long=False)
+    assert {m.id for m, _, _ in plain.chosen} == {fits.id, short[0].id}
+    roomy = pack([fits, *short], 400, APPROXIMATE)
+    assert {m.id for m, _, _ in roomy.chosen} == {fits.id, *(s.id for s in short)}
+
 
 def test_turns_are_grouped_by_scope_and_day_in_time_order(
     store: Membrane, time: ManualTime
