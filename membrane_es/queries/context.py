@@ -9,10 +9,11 @@ and packs the records it returns, best first, as one line each::
 — the event date, who said it (a conversation turn's speaker; otherwise the record's type in
 parentheses), the words, and a short reference to cite: a prefix of the record's id, unique
 within the context. A record whose line no longer fits is passed over for the next one that
-does (nothing is cut mid-memory); packing ends when the budget cannot hold another line or
-the candidates run out. The chosen lines are then written grouped by scope and day — the
-turns of one conversation together — groups and lines in time order, groups apart by a blank
-line, so a model reads what was said in the order it was said.
+does (nothing is cut mid-memory), and a line longer than a quarter of the budget is offered
+only after the shorter ones ranked below it; packing ends when the budget cannot hold
+another line or the candidates run out. The chosen lines are then written grouped by scope
+and day — the turns of one conversation together — groups and lines in time order, groups
+apart by a blank line, so a model reads what was said in the order it was said.
 
 Only what the caller may read in full is packed: a record returned redacted (one level above
 the trust's ceiling) shows no words, and is left out; erased (forgotten) records have none.
