@@ -1,8 +1,13 @@
 """A store served to agents over the Model Context Protocol (the official ``mcp`` SDK).
 
-Tools: ``capture``, ``create_record``, ``retrieve``, ``retrieve_graph``, ``get``,
-``history`` and the revision operations (``supersede``, ``fork``, ``merge``, ``retract``,
-``contest``, ``reinforce``, ``penalize``). Reads take ``as_of`` (RFC 3339).
+Tools: ``capture``, ``create_record``, ``context``, ``retrieve``, ``retrieve_graph``,
+``list``, ``get``, ``history``, the revision operations (``supersede``, ``fork``, ``merge``,
+``retract``, ``contest``, ``reinforce``, ``penalize``) and ``forget``. Reads take ``as_of``
+(RFC 3339).
+
+Answers are compact unless a call asks for ``detail``: each record as its id, type, words,
+event time and (where ranked) score — :mod:`membrane_es.queries.compact` — since every
+character an agent reads costs it context; ``detail`` gives the full records.
 
 Trust comes from the server's configuration (a :class:`~membrane_es.ceiling.Caller`): a
 client may narrow it per call (``max_sensitivity``, ``scopes``), never widen it; it may
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -28,20 +34,26 @@ from membrane_es.ceiling import Caller
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.mcp_keys import REQUEST_CEILING, KeyCheck
+from membrane_es.queries import compact
 from membrane_es.queries import retrieve_graph as graph_defaults
+from membrane_es.queries.context import DEFAULT_BUDGET_TOKENS
 from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
+from membrane_es.schema.validation import check_limit
 
 INSTRUCTIONS = (
-    "Long-term memory for this agent. capture what is worth remembering; retrieve (or "
-    "retrieve_graph) what a task needs, ranked; get a record by id and read its history; "
-    "revise what turned out wrong (supersede, fork, merge, retract, contest) or helped "
-    "(reinforce, penalize). Every read takes as_of (RFC 3339) to answer as memory stood then."
+    "Long-term memory for this agent. capture what is worth remembering; context gives what "
+    "a task needs as text packed into a token budget, with ids to cite; retrieve (or "
+    "retrieve_graph) ranks records; list browses them; get a record by id (detail: in full) "
+    "and read its history; revise what turned out wrong (supersede, fork, merge, retract, "
+    "contest) or helped (reinforce, penalize); forget erases for good. Every read takes as_of "
+    "(RFC 3339) to answer as memory stood then."
 )
 DEFAULT_ACTOR = "mcp-client"
 log = logging.getLogger("membrane_es")
+TOOL_NAMES = {"browse": "list"}  # a tool whose method cannot bear its name
 
 Json = dict[str, Any]
 
@@ -55,8 +67,10 @@ def build_server(memory: Membrane, caller: Caller) -> MCPServer:
     for tool in (
         tools.capture,
         tools.create_record,
+        tools.context,
         tools.retrieve,
         tools.retrieve_graph,
+        tools.browse,
         tools.get,
         tools.history,
         tools.supersede,
@@ -66,8 +80,9 @@ def build_server(memory: Membrane, caller: Caller) -> MCPServer:
         tools.contest,
         tools.reinforce,
         tools.penalize,
+        tools.forget,
     ):
-        server.add_tool(tool, structured_output=True)
+        server.add_tool(tool, name=TOOL_NAMES.get(tool.__name__), structured_output=True)
     return server
 
 
@@ -120,10 +135,12 @@ class _Tools:
         sensitivity: str = "low",
         proposed_type: str | None = None,
         timestamp: str | None = None,
+        detail: bool = False,
     ) -> Json:
         """Remember raw content (any JSON value): makes a primary record, an entity for
         each thing it names that is not known yet, a fact when the content is
-        subject/predicate/object-shaped, and the edges between them, in one write."""
+        subject/predicate/object-shaped, and the edges between them, in one write. Answers
+        the primary record and the ids created (detail: every record and edge in full)."""
 
         def run() -> Any:
             self._check_write(sensitivity, scope)
@@ -141,37 +158,56 @@ class _Tools:
                 timestamp=parse_moment(timestamp, "timestamp"),
             )
 
-        return _answer(run)
+        return _answer(run, None if detail else compact.captured)
 
     def create_record(
-        self, record: Json, actor: str = DEFAULT_ACTOR, rationale: str = "Initial creation"
+        self,
+        record: Json,
+        actor: str = DEFAULT_ACTOR,
+        rationale: str = "Initial creation",
+        detail: bool = False,
     ) -> Json:
-        """Store one record as given, in Membrane's JSON shape (type, payload, scope…)."""
+        """Store one record as given, in Membrane's JSON shape (type, payload, scope…);
+        answers it compactly (detail: in full)."""
 
         def run() -> Any:
             self._check_write(*_level_and_scope(record))
             return self._memory.create_record(record, actor=actor, rationale=rationale)
 
-        return _answer(run)
+        return _answer(run, _record(detail))
 
     def supersede(
-        self, old_id: str, new_record: Json, rationale: str, actor: str = DEFAULT_ACTOR
+        self,
+        old_id: str,
+        new_record: Json,
+        rationale: str,
+        actor: str = DEFAULT_ACTOR,
+        detail: bool = False,
     ) -> Json:
-        """Replace a record by a new one; the old one is retracted, nothing deleted."""
+        """Replace a record by a new one; the old one is retracted, nothing deleted. Answers
+        the new record compactly (detail: in full)."""
         return _answer(
             lambda: self._revisable([old_id], new_record).supersede(
                 old_id, new_record, actor, rationale
-            )
+            ),
+            _record(detail),
         )
 
     def fork(
-        self, source_id: str, forked_record: Json, rationale: str, actor: str = DEFAULT_ACTOR
+        self,
+        source_id: str,
+        forked_record: Json,
+        rationale: str,
+        actor: str = DEFAULT_ACTOR,
+        detail: bool = False,
     ) -> Json:
-        """Derive a conditional variant of a record (e.g. for one environment); both stay."""
+        """Derive a conditional variant of a record (e.g. for one environment); both stay.
+        Answers the new record compactly (detail: in full)."""
         return _answer(
             lambda: self._revisable([source_id], forked_record).fork(
                 source_id, forked_record, actor, rationale
-            )
+            ),
+            _record(detail),
         )
 
     def merge(
@@ -180,12 +216,15 @@ class _Tools:
         merged_record: Json,
         rationale: str,
         actor: str = DEFAULT_ACTOR,
+        detail: bool = False,
     ) -> Json:
-        """Combine records into one; every source is retracted, all in one write."""
+        """Combine records into one; every source is retracted, all in one write. Answers the
+        new record compactly (detail: in full)."""
         return _answer(
             lambda: self._revisable(record_ids, merged_record).merge(
                 record_ids, merged_record, actor, rationale
-            )
+            ),
+            _record(detail),
         )
 
     def retract(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
@@ -218,7 +257,40 @@ class _Tools:
             lambda: self._revisable([record_id]).penalize(record_id, amount, actor, rationale)
         )
 
+    def forget(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+        """Erase a record's content for good (its key is destroyed), and that of records
+        derived from it alone; its structure and history stay, redacted. Answers the ids
+        forgotten."""
+        return _answer(
+            lambda: {"forgotten": self._revisable([record_id]).forget(record_id, actor, rationale)}
+        )
+
     # --- reads ------------------------------------------------------------------------
+
+    def context(
+        self,
+        task: str,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        memory_types: list[str] | None = None,
+        as_of: str | None = None,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+        detail: bool = False,
+    ) -> Json:
+        """What a task needs as text to read, packed into budget_tokens: one line a memory
+        (event date, who, the words, [ref] — ref a prefix of the id, to cite), a
+        conversation's turns together in time order; with the ids it holds. detail: each
+        memory's id, type, time, score and tokens, and what counted them."""
+        return _answer(
+            lambda: self._memory.context(
+                task,
+                trust=self._trust(max_sensitivity, scopes),
+                budget_tokens=budget_tokens,
+                memory_types=memory_types,
+                as_of=parse_moment(as_of),
+            ),
+            None if detail else compact.context,
+        )
 
     def retrieve(
         self,
@@ -230,11 +302,13 @@ class _Tools:
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         explain: bool = False,
+        detail: bool = False,
     ) -> Json:
         """The records a task needs, best first (layered: working, entity, semantic,
         competence, plan_graph, episodic), only those it gives evidence for (an empty task
-        lists all by salience), as memory stood at as_of if given; explain: also
-        why each placed where it did (vector, lexical and time evidence, salience, score)."""
+        lists all by salience), as memory stood at as_of if given: each its id, type, words,
+        time and score (detail: the full records); explain: also why each placed where it
+        did (vector, lexical and time evidence, salience, score)."""
         return _answer(
             lambda: self._memory.retrieve(
                 task,
@@ -243,8 +317,9 @@ class _Tools:
                 min_salience=min_salience,
                 limit=limit,
                 as_of=parse_moment(as_of),
-                explain=explain,
-            )
+                explain=explain or not detail,  # the compact answer shows each one's score
+            ),
+            None if detail else partial(compact.retrieved, explain=explain),
         )
 
     def retrieve_graph(
@@ -259,9 +334,12 @@ class _Tools:
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         explain: bool = False,
+        detail: bool = False,
     ) -> Json:
-        """Ranked roots for a task and the records related to them (max_hops 0: roots);
-        explain: also why each root placed where it did."""
+        """Ranked roots for a task and the records related to them (max_hops 0: roots):
+        nodes compactly, with their hop (0: a root, with its score), and edges as [source,
+        predicate, target] (detail: the full records); explain: also why each root placed
+        where it did."""
         return _answer(
             lambda: self._memory.retrieve_graph(
                 task,
@@ -272,8 +350,44 @@ class _Tools:
                 edge_limit=edge_limit,
                 max_hops=max_hops,
                 as_of=parse_moment(as_of),
-                explain=explain,
-            )
+                explain=explain or not detail,
+            ),
+            None if detail else partial(compact.graph, explain=explain),
+        )
+
+    def browse(
+        self,
+        memory_types: list[str] | None = None,
+        scope: str | None = None,
+        tags: list[str] | None = None,
+        min_salience: float = 0.0,
+        limit: int = DEFAULT_RESULTS,
+        as_of: str | None = None,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+        detail: bool = False,
+    ) -> Json:
+        """Browse the records this client may see, most salient first: only of these types,
+        in this scope, with all these tags (limit 0: all); compactly (detail: in full)."""
+
+        def run() -> Any:
+            limit_ = check_limit("limit", limit)
+            found = self._memory.retrieve(
+                trust=self._trust(max_sensitivity, scopes),
+                memory_types=memory_types,
+                min_salience=min_salience,
+                as_of=parse_moment(as_of),
+            ).records
+            wanted = set(tags or ())
+            kept = [
+                item
+                for item in found
+                if (scope is None or item.scope == scope) and wanted <= set(item.tags)
+            ]
+            return {"records": kept[:limit_] if limit_ else kept}
+
+        return _answer(
+            run, None if detail else lambda r: {"records": compact.records(r["records"])}
         )
 
     def get(
@@ -282,12 +396,15 @@ class _Tools:
         as_of: str | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
+        detail: bool = False,
     ) -> Json:
-        """One record in full, now or as it stood at as_of."""
+        """One record, now or as it stood at as_of: its id, type, words and time (detail:
+        in full — payload, lifecycle, provenance, relations, audit)."""
         return _answer(
             lambda: self._memory.retrieve_by_id(
                 record_id, trust=self._trust(max_sensitivity, scopes), as_of=parse_moment(as_of)
-            )
+            ),
+            _record(detail),
         )
 
     def history(
@@ -343,13 +460,15 @@ def _level_and_scope(record: Json) -> tuple[str, str]:
     return str(record.get("sensitivity") or "low"), str(record.get("scope") or "")
 
 
-def _answer(run: Callable[[], Any]) -> Json:
-    """Run a call; its result as JSON, or the error as a tool error the model can read.
+def _answer(run: Callable[[], Any], shape: Callable[[Any], Any] | None = None) -> Json:
+    """Run a call; its result (in ``shape``, when given) as JSON, or the error as a tool
+    error the model can read.
 
     An error the engine did not anticipate still says what failed (its kind), rather than
     the SDK's bare "Error executing tool"; its details stay in the server's log."""
     try:
-        result = msgspec.to_builtins(run())
+        answer = run()
+        result = msgspec.to_builtins(answer if shape is None else shape(answer))
     except MembraneError as error:
         raise ToolError(_printable(str(error))) from None
     except ToolError:
@@ -364,6 +483,11 @@ def _printable(text: str) -> str:
     """The text with any lone surrogate (from the caller's input) escaped: a reply must be
     valid UTF-8."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _record(detail: bool) -> Callable[[Any], Any] | None:
+    """A record answer's shape: compact unless ``detail``."""
+    return None if detail else compact.record
 
 
 def _done(run: Callable[[], None]) -> Json:

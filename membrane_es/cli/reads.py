@@ -1,7 +1,10 @@
-"""Commands that read: list, retrieve (search), graph, get (show), history, metrics, stats.
+"""Commands that read: list, retrieve (search), graph, context, get (show), history, metrics,
+stats.
 
 Each opens an existing store (a path without one is an error, and nothing is created there),
-takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``.
+takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``. The reads an
+agent makes — retrieve, search, graph, context — print compact JSON (each record's id, type,
+words, time and score) unless ``--detail`` asks for the full records.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from membrane_es.cli.options import (
 from membrane_es.embedding.default import extra_installed, model_in_use
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
+from membrane_es.queries import compact
 from membrane_es.queries import retrieve_graph as graph_defaults
+from membrane_es.queries.context import (
+    DEFAULT_BUDGET_TOKENS,
+    MAX_BUDGET_TOKENS,
+    MIN_BUDGET_TOKENS,
+)
 from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.results import ExplainedRetrieveGraphResult, ExplainedRetrieveResult
@@ -58,6 +67,13 @@ MinSalience = Annotated[
     ),
 ]
 Task = Annotated[str, typer.Argument(metavar="TASK", help="what the agent is trying to do or find")]
+Detail = Annotated[
+    bool,
+    typer.Option(
+        "--detail",
+        help="with --json: the full records (else each one's id, type, words, time and score)",
+    ),
+]
 
 
 def _limit(flag: str, help: str, *, least: int = 0) -> Any:
@@ -142,10 +158,12 @@ def _retrieve(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    detail: Detail = False,
     explain: Explain = False,
     embedder: EmbedderName = "default",
 ) -> None:
     """Layered, ranked retrieval for a task: the records it needs, best first."""
+    compact_json = json and not detail
     with existing_store(store, embedder) as memory:
         result = memory.retrieve(
             query,
@@ -156,10 +174,10 @@ def _retrieve(
             as_of=parse_moment(as_of),
             valid_at=parse_moment(valid_at, "valid_at"),
             include_retracted=include_retracted,
-            explain=explain,
+            explain=explain or compact_json,  # the compact form shows each one's score
         )
     if json:
-        render.print_json(result)
+        render.print_json(compact.retrieved(result, explain) if compact_json else result)
         return
     render.records_table(result.records)
     if isinstance(result, ExplainedRetrieveResult):
@@ -203,10 +221,12 @@ def graph(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    detail: Detail = False,
     explain: Explain = False,
     embedder: EmbedderName = "default",
 ) -> None:
     """Ranked roots for a task and the records related to them."""
+    compact_json = json and not detail
     with existing_store(store, embedder) as memory:
         result = memory.retrieve_graph(
             query,
@@ -218,14 +238,61 @@ def graph(
             edge_limit=edge_limit,
             max_hops=max_hops,
             as_of=parse_moment(as_of),
-            explain=explain,
+            explain=explain or compact_json,
         )
     if json:
-        render.print_json(result)
+        render.print_json(compact.graph(result, explain) if compact_json else result)
         return
     render.graph_tables(result)
     if isinstance(result, ExplainedRetrieveGraphResult):
         render.explanations_table(result.explanations, title="why these roots")
+
+
+@command("context", "membrane-es context ./memory 'where does Orchid deploy?' --budget-tokens 512")
+def context(
+    store: Store,
+    query: Task,
+    budget_tokens: Annotated[
+        int,
+        typer.Option(
+            "--budget-tokens",
+            metavar="N",
+            min=MIN_BUDGET_TOKENS,
+            max=MAX_BUDGET_TOKENS,
+            help="the most the text may count (the embedder's tokens, or an estimate)",
+        ),
+    ] = DEFAULT_BUDGET_TOKENS,
+    types: Types = None,
+    as_of: AsOf = None,
+    trust: Trust = OWNER_TRUST,
+    trust_scope: TrustScopes = None,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="print JSON: the text, the ids it holds, its tokens"),
+    ] = False,
+    detail: Detail = False,
+    embedder: EmbedderName = "default",
+) -> None:
+    """What a task needs, as text to hand a language model: one line a memory (event date,
+    who, the words, [ref] — a prefix of its id), packed into a token budget."""
+    with existing_store(store, embedder) as memory:
+        result = memory.context(
+            query,
+            trust=trust_context(trust, trust_scope),
+            budget_tokens=budget_tokens,
+            memory_types=[kind.value for kind in types] if types else None,
+            as_of=parse_moment(as_of),
+        )
+    if json:
+        render.print_json(result if detail else compact.context(result))
+        return
+    print(result.text)  # as it is: a model reads it (no table, no markup)
+    render.errors.print(
+        f"{len(result.ids)} memories, {result.tokens} of {result.budget_tokens} tokens "
+        f"({result.counted_with})",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _get(

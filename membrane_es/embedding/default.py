@@ -23,7 +23,9 @@ from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
     INSTALL_HINT,
     EmbedderUnavailableError,
+    bundled_model_path,
 )
+from membrane_es.embedding.tokens import TokenCounter, counter_for, word_pieces
 
 LOG = logging.getLogger("membrane_es")
 
@@ -67,6 +69,16 @@ class BundledMiniLM:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return self._model().embed(texts)
+
+    def token_counter(self) -> TokenCounter:
+        """The model's word pieces, read from its ``tokenizer.json`` without loading the
+        model when the ``tokenizers`` library is installed (it is with ONNX Runtime), else
+        the loaded model's own tokenizer."""
+        if importlib.util.find_spec("tokenizers") is not None:
+            tokenizer_file = bundled_model_path() / "tokenizer.json"
+            if tokenizer_file.is_file():
+                return word_pieces(tokenizer_file, DEFAULT_MODEL)
+        return counter_for(self._model())
 
     def _model(self) -> Embedder:
         with self._lock:

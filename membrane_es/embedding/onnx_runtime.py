@@ -39,6 +39,7 @@ from membrane_es.embedding.sentence_transformers import (
     bundled_model_path,
     offline_and_quiet,
 )
+from membrane_es.embedding.tokens import TokenCounter, word_pieces
 
 EXPORT_VERSION = 1  # part of the cached file's name: a change in how graphs are exported
 OPSET = 17
@@ -106,6 +107,7 @@ class OnnxEmbedder:
         tokenizer.no_padding()
         tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer = tokenizer
+        self._tokenizer_file = source / "tokenizer.json"
         if name is not None:
             self._name = name
         elif model_dir is None:
@@ -144,6 +146,10 @@ class OnnxEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length float32 row per text, in order; zeros for a blank text."""
         return embed_in_runs(texts, self._dimensions, self._batch_size, self._prepare)
+
+    def token_counter(self) -> TokenCounter:
+        """The model's own word pieces, counted without truncation (for token budgets)."""
+        return word_pieces(self._tokenizer_file, self._name)
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Tokenize once; a pass pads its run to its longest text and mean-pools the token

@@ -17,6 +17,7 @@ from typing import Any
 
 from membrane_es.embedding.batches import Forward, embed_in_runs
 from membrane_es.embedding.protocol import Matrix
+from membrane_es.embedding.tokens import CallableCount, TokenCounter
 from membrane_es.errors import MembraneError
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -157,6 +158,7 @@ class SentenceTransformerEmbedder:
         self._dimensions = dimensions
         self._name = name or default_name
         self._batch_size = batch_size
+        self._counter: TokenCounter | None = None
         self.source = source
         """Where the model was loaded from."""
 
@@ -174,6 +176,20 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length float32 row per text, in order; zeros for a blank text."""
         return embed_in_runs(texts, self._dimensions, self._batch_size, self._prepare)
+
+    def token_counter(self) -> TokenCounter:
+        """The model's own tokenizer, counted without truncation or special tokens (for
+        token budgets)."""
+        if self._counter is not None:
+            return self._counter
+        tokenizer = self._model.tokenizer
+
+        def count(texts: Sequence[str]) -> list[int]:
+            encoded = tokenizer(list(texts), add_special_tokens=False, truncation=False)
+            return [len(ids) for ids in encoded["input_ids"]]
+
+        self._counter = CallableCount(count, f"tokens of {self._name}")
+        return self._counter
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Token counts from the model's tokenizer (truncated as the model truncates); a pass

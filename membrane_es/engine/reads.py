@@ -1,4 +1,5 @@
-"""The facade's reads: a record, its history, layered and graph retrieval, metrics."""
+"""The facade's reads: a record, its history, layered and graph retrieval, a context packed
+to a token budget, metrics."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from membrane_es.application import EVENTS_TABLE, MemoryApplication
+from membrane_es.embedding.tokens import counter_for
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
@@ -24,12 +26,13 @@ from membrane_es.postgres_store import (
 )
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
+from membrane_es.queries import context as context_queries
 from membrane_es.queries import record_ids as listing
 from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries import retrieve_graph as graph_queries
 from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.schema.records import MemoryRecord, TrustContext
-from membrane_es.schema.results import RetrieveGraphResult, RetrieveResult
+from membrane_es.schema.results import ContextResult, RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import (
     VectorInput,
     check_chain_key,
@@ -219,6 +222,43 @@ class Reads(EngineCore):
             as_of=as_of,
             include_retracted=include_retracted,
         )
+
+    def context(
+        self,
+        task_descriptor: str,
+        *,
+        trust: TrustContext | None = _LEAST_PRIVILEGE,
+        budget_tokens: int = context_queries.DEFAULT_BUDGET_TOKENS,
+        as_of: datetime | None = None,
+        memory_types: Iterable[str] | None = None,
+        min_salience: float = 0.0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        min_position: int | None = None,
+    ) -> ContextResult:
+        """The memories a task needs, packed into ``budget_tokens`` as text a language model
+        reads: one line a memory (event date, who, the words, a short ref to cite — a prefix
+        of its id), the turns of a conversation together, in time order; with the ids held.
+
+        Ranked as :meth:`retrieve` ranks, under the same ``trust``, filters and ``as_of``
+        (a context as of T holds only records a retrieve at T returned); records the trust
+        would return redacted are left out, and an erased record has no words to pack.
+        Tokens are the embedder's (MiniLM's word pieces), or an estimate without one
+        (``counted_with`` says which). ``min_position``: as for :meth:`retrieve`.
+        See :mod:`membrane_es.queries.context`.
+        """
+        self.wait_for_position(min_position)
+        query = context_queries.Context(
+            task_descriptor=task_descriptor,
+            trust=trust,
+            budget_tokens=budget_tokens,
+            as_of=as_of,
+            memory_types=memory_types,
+            min_salience=min_salience,
+            created_after=created_after,
+            created_before=created_before,
+        )
+        return context_queries.context(query, self._sources(), counter_for(self._embedder))
 
     def _sources(self) -> retrieve_queries.Sources:
         return retrieve_queries.Sources(

@@ -2,7 +2,8 @@
 
 Routes, shapes, status codes and error bodies follow Arbiter's memory API: ``/v1/memory/
 entries`` (browse, search, create), ``/v1/memory/entries/{id}`` (read, revise, delete),
-``/v1/memory/entries/{id}/invalidate``, ``/v1/memory/relations`` and ``/v1/memory/graph``.
+``/v1/memory/entries/{id}/invalidate``, ``/v1/memory/relations`` and ``/v1/memory/graph``;
+``/v1/memory/context`` is membrane_es's own (a context packed into a token budget).
 Every error is ``{"error": "..."}`` with 400 (naming the bad field, or ``body``), 401, 403,
 404, 409 (a duplicate relation adds ``existing_id``) or 413. Bodies are decoded with strict
 types (:mod:`membrane_es.http_api.bodies`). The OpenAPI document is ``/openapi.json`` and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -48,6 +50,11 @@ from membrane_es.errors import (
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
+from membrane_es.queries.context import (
+    DEFAULT_BUDGET_TOKENS,
+    MAX_BUDGET_TOKENS,
+    MIN_BUDGET_TOKENS,
+)
 from membrane_es.queries.entries import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -69,6 +76,7 @@ from membrane_es.schema.entries import (
     NewRelation,
     RelationKind,
 )
+from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.tenants import Tenants
 
@@ -81,6 +89,7 @@ GRAPH_LIMIT = 200
 POSITION_HEADER = "x-membrane-position"
 MIN_POSITION_HEADER = "x-membrane-min-position"
 POSITION_WAIT_SECONDS = 5.0
+OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)  # a key without limits
 _TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
 _FALSE = frozenset({"", "0", "false", "no", "off", "f", "n"})
 
@@ -122,6 +131,18 @@ class InvalidateBody(msgspec.Struct, kw_only=True):
     before its ``valid_from``. It becomes the entry's ``valid_to``."""
 
     when: Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)] | str | None = None
+
+
+class ContextAnswer(msgspec.Struct, kw_only=True):
+    """A context: ``text`` to hand a model (one line a memory: event date, who, the words,
+    ``[ref]``, a prefix of its record id), the record ids it holds in the order of the text,
+    the tokens it counts (at most ``budget_tokens``) and what counted them."""
+
+    text: str
+    ids: list[str]
+    tokens: int
+    budget_tokens: int
+    counted_with: str
 
 
 class ErrorBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -236,14 +257,20 @@ def _types(value: str | None) -> tuple[str, ...]:
     return types
 
 
-def _epoch(name: str, value: str | None) -> int | None:
-    """A moment parameter in epoch seconds: given so, or as RFC 3339 text with its offset
-    (as the body's ``when`` and every other surface take it)."""
+def _moment(name: str, value: str | None) -> datetime | None:
+    """A moment parameter: epoch seconds, or RFC 3339 text with its offset (as the body's
+    ``when`` and every other surface take it)."""
     if value is None:
         return None
     text = value.strip()
     given: int | str = int(text) if text.isascii() and text.isdigit() else text
-    return int(moment_of(name, given).timestamp())
+    return moment_of(name, given)
+
+
+def _epoch(name: str, value: str | None) -> int | None:
+    """A moment parameter (see :func:`_moment`) in epoch seconds, as the entries queries take it."""
+    moment = _moment(name, value)
+    return None if moment is None else int(moment.timestamp())
 
 
 def _intent(value: str | None) -> bool:
@@ -507,6 +534,42 @@ class MemoryController(Controller):
             trust=access.trust, tenant=access.tenant, among=[e.id for e in entries]
         )
         return Graph(tenant_id=access.tenant, entries=entries, relations=relations)
+
+    @get("/v1/memory/context", sync_to_thread=True, operation_id="context", responses=ERRORS)
+    def context(
+        self,
+        access: Access,
+        q: Annotated[str | None, Parameter(description="the task, in words")] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Parameter(
+                ge=MIN_BUDGET_TOKENS,
+                le=MAX_BUDGET_TOKENS,
+                description=f"the most the text may count (default {DEFAULT_BUDGET_TOKENS})",
+            ),
+        ] = None,
+        memory_types: Annotated[
+            str | None, Parameter(description="csv of memory types (default: all)")
+        ] = None,
+        as_of: Moment = None,
+    ) -> ContextAnswer:
+        """The memories a task needs, packed into a token budget as text a model reads
+        (``Membrane.context``), under the key's ceiling; ``as_of``: as the store stood then."""
+        types = [t.strip() for t in (memory_types or "").split(",") if t.strip()]
+        packed = access.store().context(
+            q or "",
+            trust=access.trust or OWNER,
+            budget_tokens=budget_tokens or DEFAULT_BUDGET_TOKENS,
+            memory_types=types or None,
+            as_of=_moment("as_of", as_of),
+        )
+        return ContextAnswer(
+            text=packed.text,
+            ids=packed.ids,
+            tokens=packed.tokens,
+            budget_tokens=packed.budget_tokens,
+            counted_with=packed.counted_with,
+        )
 
 
 # --- errors -------------------------------------------------------------------------------

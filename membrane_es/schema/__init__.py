@@ -63,6 +63,8 @@ from membrane_es.schema.records import (
 )
 from membrane_es.schema.results import (
     ConsolidationResult,
+    ContextMemory,
+    ContextResult,
     ExplainedRetrieveGraphResult,
     ExplainedRetrieveResult,
     Explanation,
@@ -84,6 +86,8 @@ __all__ = [
     "CaptureMemoryResult",
     "CompetencePayload",
     "ConsolidationResult",
+    "ContextMemory",
+    "ContextResult",
     "Constraint",
     "DEFAULT_HALF_LIFE_SECONDS",
     "DEFAULT_REINFORCEMENT_GAIN",

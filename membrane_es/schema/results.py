@@ -117,3 +117,36 @@ class ConsolidationResult(msgspec.Struct, kw_only=True):
     plan_graphs_extracted: int = 0
     duplicates_resolved: int = 0
     extraction_skipped: int = 0
+
+
+class ContextMemory(_Result):
+    """One memory in a :class:`ContextResult`: its line's short ``ref`` (a prefix of ``id``,
+    unique in the context), its type, event time (``at``), who said it (the speaker of a
+    conversation turn, else empty), the score it was ranked by, and the tokens of its line."""
+
+    ref: str
+    id: str
+    type: str
+    at: datetime
+    who: str
+    score: float
+    tokens: int
+
+
+class ContextResult(_Result):
+    """The memories a task needs, packed into a token budget as text a language model reads.
+
+    ``text``: one line a memory (event date, who, the words, ``[ref]``), grouped by scope and
+    day, groups and lines in time order, groups apart by a blank line; ``ids``: the records
+    it holds, in the order of the text; ``memories``: the same, described; ``tokens``: what
+    the text counts (at most ``budget_tokens``), counted as ``counted_with`` says;
+    ``moment``: the moment answered for (now, or ``as_of``).
+    """
+
+    text: str
+    ids: list[str]
+    memories: list[ContextMemory]
+    tokens: int
+    budget_tokens: int
+    counted_with: str
+    moment: datetime

@@ -199,9 +199,20 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     assert explained["explanations"][0]["lexical_score"] > 0
     assert "why" in ok("retrieve", store, "Orchid", "--explain")
     assert "why these roots" in ok("graph", store, "Orchid", "--explain")
+    assert set(found["records"][0]) <= {"id", "type", "who", "text", "at", "score"}
+    full = as_json("retrieve", store, "where does Orchid deploy", "--limit", "3", "--detail")
+    assert [r["id"] for r in full["records"]] == [r["id"] for r in found["records"]]
+    assert all("payload" in r for r in full["records"])
     graph = as_json("graph", store, "Orchid", "--max-hops", "1")
-    assert graph["root_ids"] and graph["nodes"]
+    assert graph["nodes"][0]["hop"] == 0 and "edges" in graph
+    assert as_json("graph", store, "Orchid", "--detail")["root_ids"]
     assert "edges" in ok("graph", store, "Orchid")
+
+    # context: the text a model reads, packed into a budget; as of a moment
+    text = ok("context", store, "where does Orchid deploy", "--budget-tokens", "64")
+    assert "Orchid deploy_target production [" in text and "staging" not in text
+    packed = as_json("context", store, "Orchid", "--as-of", before_move)
+    assert packed["ids"] == [first["id"]] and packed["tokens"] <= packed["budget_tokens"]
 
     # metrics, stats, consolidate
     assert as_json("metrics", store, "--as-of", before_move)["total_records"] == 1
@@ -350,6 +361,7 @@ def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
         (("retrieve", store, "Orchid", "--limit", "-1"), 2, "'--limit'"),
         (("search", store, "Orchid", "--as-of", "2026-W47-1"), 1, "RFC 3339"),
         (("graph", store, "Orchid", "--root-limit", "0"), 2, "'--root-limit'"),
+        (("context", store, "Orchid", "--budget-tokens", "8"), 2, "'--budget-tokens'"),
         (("get", store), 2, "Missing argument 'RECORD_ID'"),
         (("history", store, "no-such-id"), 1, "not found: no-such-id"),
         (("metrics", store, "--trust", "low"), 1, "owner's trust"),
@@ -413,7 +425,8 @@ def test_export_checks_its_target_first_and_names_it(tmp_path: Path) -> None:
 
 COMMANDS = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
-    "consolidate list retrieve search graph get history metrics stats verify rebuild export "
+    "consolidate list retrieve search graph context get history metrics stats verify rebuild "
+    "export "
     "import serve mcp"
 ).split()
 # A Python type in the help (``<str>``, ``<list[str]>``, ``<StoreAddress>``)

@@ -12,6 +12,7 @@ from mcp.client import Client
 
 from membrane_es import Membrane, TrustContext
 from membrane_es.ceiling import Caller
+from membrane_es.embedding import HashingEmbedder
 from membrane_es.mcp_server import build_server
 from membrane_es.schema.enums import Sensitivity
 
@@ -62,8 +63,10 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         assert names == {
             "capture",
             "create_record",
+            "context",
             "retrieve",
             "retrieve_graph",
+            "list",
             "get",
             "history",
             "supersede",
@@ -73,6 +76,7 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             "contest",
             "reinforce",
             "penalize",
+            "forget",
         }
         first = await call(client, "create_record", record=fact("staging"))
         moved = await call(
@@ -105,12 +109,13 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             source_kind="event",
             scope="project:orchid",
         )
-        assert captured["primary_record"]["type"] == "episodic"
+        assert captured["type"] == "episodic"
+        assert captured["text"] == "Orchid deploys on Fridays" and captured["created"]
 
-        now = await call(client, "get", record_id=first["id"])
+        now = await call(client, "get", record_id=first["id"], detail=True)
         assert now["payload"]["revision"]["status"] == "retracted"
-        then = await call(client, "get", record_id=first["id"], as_of=first["updated_at"])
-        assert then["payload"]["object"] == "staging"
+        then = await call(client, "get", record_id=first["id"], as_of=first["at"])
+        assert then["text"] == "Orchid deploy_target staging"
         events = [
             e["event"] for e in (await call(client, "history", record_id=moved["id"]))["entries"]
         ]
@@ -119,16 +124,18 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         found = await call(client, "retrieve", task="where does Orchid deploy", limit=5)
         ids = [record["id"] for record in found["records"]]
         assert moved["id"] in ids and merged["id"] in ids and first["id"] not in ids
-        past = await call(client, "retrieve", task="Orchid", as_of=first["updated_at"])
+        past = await call(client, "retrieve", task="Orchid", as_of=first["at"])
         assert [record["id"] for record in past["records"]] == [first["id"]]
         graph = await call(client, "retrieve_graph", task="Orchid", max_hops=1)
-        assert graph["root_ids"] and graph["nodes"]
+        assert graph["nodes"][0]["hop"] == 0 and graph["edges"]
         explained = await call(client, "retrieve", task="Orchid", limit=2, explain=True)
         assert [e["record_id"] for e in explained["explanations"]] == [
             record["id"] for record in explained["records"]
         ]
         roots = await call(client, "retrieve_graph", task="Orchid", max_hops=0, explain=True)
-        assert [e["record_id"] for e in roots["explanations"]] == roots["root_ids"]
+        assert [e["record_id"] for e in roots["explanations"]] == [
+            node["id"] for node in roots["nodes"]
+        ]
 
         assert "record not found" in await error(client, "get", record_id="nope")
         assert "RFC 3339" in await error(client, "get", record_id=first["id"], as_of="2026-W47")
@@ -147,7 +154,7 @@ def test_the_server_ceiling_is_never_widened(memory: Membrane) -> None:
         found = await call(client, "retrieve", task="Orchid", max_sensitivity="hyper")
         by_id = {record["id"]: record for record in found["records"]}
         assert public.id in by_id and elsewhere.id not in by_id
-        assert secret.id not in by_id or "payload" not in by_id[secret.id]
+        assert secret.id not in by_id or by_id[secret.id]["redacted"]
         # asking for a scope outside the ceiling does not reach it
         wider = await call(client, "retrieve", task="Orchid", scopes=["project:lily"])
         assert elsewhere.id not in {record["id"] for record in wider["records"]}
@@ -167,3 +174,106 @@ def test_the_server_ceiling_is_never_widened(memory: Membrane) -> None:
     session(memory, caller, body)
     owner = TrustContext(max_sensitivity=Sensitivity.HYPER)
     assert memory.retrieve_by_id(secret.id, trust=owner).salience > 0  # not retracted
+
+
+SHORT = [
+    "Orchid deploys on Fridays",
+    "Orchid moved to the new cluster in March",
+    "The Orchid team prefers blue-green deploys",
+    "Lily deploys every day",
+]
+
+
+async def text_of(client: Client, tool: str, **arguments: Any) -> str:
+    """What the model reads of an answer: the text of its content."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_answers_are_compact_unless_detail_is_asked_for() -> None:
+    memory = Membrane.in_memory(embedder=HashingEmbedder())
+
+    async def body(client: Client) -> None:
+        for text in SHORT:
+            await call(
+                client,
+                "capture",
+                content={"text": text, "project": "Orchid"},
+                source_kind="event",
+                scope="project:orchid",
+            )
+        task = "when does Orchid deploy?"
+        short = await text_of(client, "retrieve", task=task, limit=3)
+        assert len(short) <= 1200, short
+        found = await call(client, "retrieve", task=task, limit=3)
+        for record in found["records"]:
+            assert set(record) <= {"id", "type", "who", "text", "at", "score"}
+            assert record["text"] and isinstance(record["score"], float)
+        full = await call(client, "retrieve", task=task, limit=3, detail=True)
+        assert [r["id"] for r in full["records"]] == [r["id"] for r in found["records"]]
+        assert "payload" in full["records"][0] and "audit_log" in full["records"][0]
+        assert len(await text_of(client, "retrieve", task=task, limit=3, detail=True)) > 4 * len(
+            short
+        )
+        assert len(await text_of(client, "retrieve_graph", task=task, node_limit=3)) <= 1200
+        one = await call(client, "get", record_id=found["records"][0]["id"])
+        assert one == {k: v for k, v in found["records"][0].items() if k != "score"}
+
+    session(memory, Caller(), body)
+
+
+def test_context_list_and_forget_tools() -> None:
+    memory = Membrane.in_memory(embedder=HashingEmbedder())
+
+    async def body(client: Client) -> None:
+        ids = []
+        for text in SHORT:
+            captured = await call(
+                client, "capture", content={"text": text}, source_kind="event", scope="project:x"
+            )
+            ids.append(captured["id"])
+        packed = await call(client, "context", task="Orchid deploys", budget_tokens=64)
+        assert set(packed) == {"text", "ids", "tokens", "budget_tokens"}
+        assert packed["ids"] and 0 < packed["tokens"] <= 64
+        assert all(f"[{i[:8]}]" in packed["text"] for i in packed["ids"])
+        detailed = await call(client, "context", task="Orchid deploys", detail=True)
+        assert detailed["counted_with"] and detailed["memories"][0]["ref"]
+        listed = await call(client, "list", limit=2)
+        assert len(listed["records"]) == 2 and "text" in listed["records"][0]
+        assert len((await call(client, "list", scope="project:none"))["records"]) == 0
+        assert (await call(client, "forget", record_id=ids[0], rationale="asked"))["forgotten"] == [
+            ids[0]
+        ]
+        after = await call(client, "context", task="Orchid deploys on Fridays")
+        assert ids[0] not in after["ids"] and "Fridays" not in after["text"]
+        assert "budget_tokens" in await error(client, "context", task="x", budget_tokens=3)
+
+    session(memory, Caller(), body)
+
+
+def test_context_and_forget_keep_to_the_ceiling() -> None:
+    memory = Membrane.in_memory(embedder=HashingEmbedder())
+    public = memory.capture_memory({"text": "Orchid budget is fine"}, scope="project:orchid")
+    secret = memory.capture_memory(
+        {"text": "Orchid budget secret 42"}, scope="project:orchid", sensitivity="high"
+    )
+    caller = Caller(max_sensitivity=Sensitivity.MEDIUM, scopes=("project:orchid",))
+
+    async def body(client: Client) -> None:
+        packed = await call(client, "context", task="Orchid budget", max_sensitivity="hyper")
+        assert packed["ids"] == [public.primary_record.id] and "42" not in packed["text"]
+        listed = await call(client, "list")
+        by_id = {record["id"]: record for record in listed["records"]}
+        assert by_id[secret.primary_record.id] == {
+            "id": secret.primary_record.id,
+            "type": "episodic",
+            "text": "",
+            "at": by_id[secret.primary_record.id]["at"],
+            "redacted": True,
+        }
+        assert "denied" in await error(
+            client, "forget", record_id=secret.primary_record.id, rationale="x"
+        )
+
+    session(memory, caller, body)
