@@ -167,11 +167,11 @@ def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
         exact=check_flag("exact", query.exact),
         explain=check_flag("explain", query.explain),
     )
-    # With a task, a record the task gives no evidence for (no shared word, no similar
-    # vector, not in a period it names) is not an answer: salience alone never returns one.
-    # Without one, every admitted record is listed by salience.
-    tasked = bool(plan.descriptor.strip()) or plan.query_vector is not None
-    plan = replace(plan, evidence_only=tasked)
+    # With a task in words, a record the task gives no evidence for (no shared word, no
+    # vector pointing its way, not in a period it names) is not an answer: salience alone
+    # never returns one. Without words every admitted record is listed, by salience or, for
+    # a caller's own query vector, by nearness (a nearest-neighbour search answers k).
+    plan = replace(plan, evidence_only=bool(plan.descriptor.strip()))
     return consistently(sources.views, sources.now, plan.as_of, partial(answer, plan, sources))
 
 
@@ -391,6 +391,19 @@ def _rank_by_evidence(
     return ranking
 
 
+def _some_evidence(
+    similarity: Array | None, lexical: Array | None, timing: Array | None
+) -> Array | None:
+    """Which candidates the task gives any evidence for, read from the raw signals (a
+    relative score puts the least similar at 0 though its vector points the task's way)."""
+    shown = None
+    for signal in (similarity, lexical, timing):
+        if signal is not None:
+            positive = np.nan_to_num(signal, nan=0.0) > 0.0
+            shown = positive if shown is None else shown | positive
+    return shown
+
+
 def _ranked(
     snapshot: Snapshot,
     plan: Plan,
@@ -418,7 +431,8 @@ def _ranked(
     picks = order(primary, found.salience, created, id_of, plan.limit)
     if plan.evidence_only:
         # Records with evidence rank above every one without, so the cut keeps the best.
-        picks = picks[:0] if evidence is None else picks[evidence[picks] > 0]
+        shown = _some_evidence(similarity, lexical, timing)
+        picks = picks[:0] if shown is None else picks[shown[picks]]
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
     kept = None
     if plan.explain:

@@ -297,12 +297,12 @@ def test_the_engine_embedder_ranks_by_meaning_words(clock: MonotonicClock) -> No
 
 
 def test_without_vectors_a_query_vector_changes_nothing(memory: Membrane) -> None:
-    """O5: no vector evidence, so nothing answers the query vector; without it, salience
-    order."""
+    """O5: no vector evidence → salience order (a bare query vector is a nearest-neighbour
+    search: it lists, where words given as a task would find nothing)."""
     low = create(memory, semantic("a", salience=0.2))
     high = create(memory, semantic("b", salience=0.9))
 
-    assert ids(memory.retrieve(query_embedding=QUERY).records) == []
+    assert ids(memory.retrieve(query_embedding=QUERY).records) == [high, low]
     assert ids(memory.retrieve().records) == [high, low]
 
 
