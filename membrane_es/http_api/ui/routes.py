@@ -134,8 +134,10 @@ class Inspector(Controller):
         page = _page_number(request.query_params.get("page"))
         found = reads.search(memory, reading, task, types, page)
         bars = {
-            hit.record.id: charts.share_bars([(s.name, s.part) for s in hit.shares])
-            for hit in found.hits
+            hit.record.id: charts.share_svg(
+                charts.share_bars([(s.name, s.part) for s in hit.shares]), f"why-{i}"
+            )
+            for i, hit in enumerate(found.hits)
         }
         keep = [("q", task), *(("type", t) for t in types)] if task or types else []
         return _page(

@@ -3,7 +3,6 @@ nothing can be written through it; ``/`` leads to ``/ui/``."""
 
 from __future__ import annotations
 
-
 from litestar import Litestar, get
 from litestar.response import Redirect
 
