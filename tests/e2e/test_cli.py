@@ -414,7 +414,7 @@ def test_export_checks_its_target_first_and_names_it(tmp_path: Path) -> None:
 COMMANDS = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
     "consolidate list retrieve search graph get history metrics stats verify rebuild export "
-    "import serve mcp"
+    "import serve mcp ui"
 ).split()
 # A Python type in the help (``<str>``, ``<list[str]>``, ``<StoreAddress>``)
 _TYPE_SHOWN = re.compile(r"<\w[\w\[\]|, ]*>")

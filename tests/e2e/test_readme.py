@@ -17,8 +17,8 @@ Most lines run exactly as written. A few kinds cannot, and are checked this way 
   above; the throwaway PostgreSQL server is CI's.
 * benchmarks (``-m bench.NAME``) run with ``--help`` (full runs take minutes to hours), except
   ``bench.plot``, which draws its plot for real into the scratch directory (``--out``).
-* servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``) start on port 0
-  of 127.0.0.1, must say they listen, and are then stopped with SIGTERM.
+* servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``, ``membrane-es
+  ui``) start on port 0 of 127.0.0.1, must say they listen, and are then stopped with SIGTERM.
 * a block that calls ``curl`` runs against the HTTP entries API: ``membraned -http`` is
   started on port 0 for it (its own store, API key ``$KEY``), and ``127.0.0.1:8080`` in the
   block is that port.
@@ -139,6 +139,8 @@ def _checked(step: str) -> str:
         r"(\S*/)?membrane-es (serve|mcp .*--http)\b", command
     ):
         return "serve_briefly env " + re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:0", step)
+    if re.match(r"(\S*/)?membrane-es ui\b", command):
+        return "serve_briefly env " + re.sub(r"--port \d+", "--port 0", step)
     return step
 
 
@@ -233,6 +235,9 @@ def test_the_rules() -> None:
         "serve_briefly env A=1 membraned -addr 127.0.0.1:0 -db x"
     )
     assert shell_line("membraned -version") == "membraned -version"
+    assert shell_line("membrane-es ui ./memory --port 8700  # x") == (
+        "serve_briefly env membrane-es ui ./memory --port 0"
+    )
     assert shell_line("echo 'a # b'  # c") == "echo 'a # b'"
     assert [b.language for b in blocks("<!-- not run: x -->\n```sh\nls\n```\n")] == ["sh"]
     assert blocks("<!-- not run: needs y -->\n```sh\nls\n```\n")[0].not_run == "needs y"

@@ -156,7 +156,7 @@ def ring_layout(graph: Neighbourhood, *, size: int = 640) -> Drawing:
     rings: dict[int, list[str]] = {}
     for record_id, node in graph.nodes.items():
         rings.setdefault(node.hop, []).append(record_id)
-    radius_step = (centre - 60) / max(max(rings, default=0), 1)
+    radius_step = (centre - 100) / max(max(rings, default=0), 1)  # labels fit inside
     where: dict[str, tuple[float, float]] = {}
     points = []
     for hop, members in sorted(rings.items()):
