@@ -221,8 +221,11 @@ class Inspector(Controller):
         return _page("integrity.html", here=f"{PREFIX}/integrity", reading=reading, report=report)
 
     @get("/key", sync_to_thread=False)
-    def key_form(self, request: Request[Any, Any, Any]) -> Response[str]:
-        return _page("key.html", reading=None, next=_next_page(request.query_params.get("next")))
+    def key_form(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        target = _next_page(request.query_params.get("next"))
+        if not request.app.state.key_ring.enabled:  # nothing to enter
+            return Redirect(target, status_code=303)
+        return _page("key.html", reading=None, next=target)
 
     @post("/key", status_code=303)
     async def enter_key(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[Any]:
