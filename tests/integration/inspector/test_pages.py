@@ -8,6 +8,7 @@ import re
 import httpx
 import pytest
 
+from membrane_es.http_api.ui import reads
 from membrane_es.http_api.ui.sessions import COOKIE
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.timestamps import rfc3339
@@ -190,3 +191,17 @@ def test_bad_parameters_are_named(store: Store, params: dict[str, str], field: s
 def test_the_inspector_is_not_in_the_api_document(store: Store) -> None:
     document = _get(store, OWNER, "/openapi.json").json()
     assert not [path for path in document["paths"] if path.startswith("/ui")]
+
+
+def test_pages_follow_on(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reads, "SEARCH_PAGE", 2)
+    monkeypatch.setattr(reads, "TIMELINE_PAGE", 2)
+    expected = [r.id for r in store.memory.retrieve("Orchid", trust=FULL, limit=5).records]
+    first = _get(store, OWNER, "/ui/", q="Orchid")
+    second = _get(store, OWNER, "/ui/", q="Orchid", page="2")
+    assert hits(first.text) == expected[:2] and hits(second.text) == expected[2:4]
+    assert 'rel="next"' in first.text and 'rel="prev"' in second.text
+    later = _get(store, OWNER, f"/ui/records/{store.moved}", page="2").text
+    assert re.findall(r"<td><strong>(\w+)</strong>", later) == ["Contested"]
+    # compared with the version before it, on the page before
+    assert re.search(r"revision\.status</code>:\s*<del>− active</del>", later)
