@@ -328,7 +328,10 @@ def _edges(memory: Membrane, reading: Reading, record: MemoryRecord) -> list[Edg
             source = memory.retrieve_by_id(source_id, trust=FULL_TRUST, as_of=reading.as_of)
         except NotFoundError:
             continue  # created after the moment
-        # the index is the latest one: keep the edges the source held at the moment
+        # a source the reader may not read in full keeps its relations to itself (a redacted
+        # record has none), and the index is the latest one: keep the edges held at the moment
+        if not allows(reading.trust, source):
+            continue
         if any(r.predicate == predicate and r.target_id == record.id for r in source.relations):
             found.append(Edge(source_id, predicate, record.id))
     return found

@@ -135,6 +135,7 @@ def _write(memory: Membrane) -> dict[str, object]:
         rationale=f"noted {FORGOTTEN_TEXT}",
     )
     memory.add_relation(forgotten.id, "mentions", moved.id, actor="ops-agent")
+    memory.add_relation(sensitive.id, "cites", moved.id, actor="ops-agent")
     memory.forget(forgotten.id, "dpo", "erasure request")
     return {
         "first": first.id,

@@ -149,6 +149,10 @@ def test_a_lower_ceiling_sees_a_more_sensitive_record_redacted(store: Store, lev
     assert SENSITIVE_TEXT not in record.text
     assert _get(store, READER, f"/ui/records/{store.secret}").status_code == 404
     assert SENSITIVE_TEXT in _get(store, OWNER, f"/ui/records/{store.sensitive}").text
+    # a redacted record's relations are not the reader's to see, from either end
+    graph = _get(store, READER, f"/ui/records/{store.moved}/graph", level=level).text
+    assert "cites" not in graph and store.sensitive not in graph
+    assert "cites" in _get(store, OWNER, f"/ui/records/{store.moved}/graph").text
 
 
 def test_the_owner_may_narrow_its_trust(store: Store) -> None:
