@@ -10,9 +10,10 @@ A record is loaded at full trust only to decide that, as the engine's own list r
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -212,9 +213,11 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
     if not allows(reading.trust, record):
         return RecordPage(record, "", redacted=True)
     history = memory.history(record_id, trust=reading.trust)
+    # Erasure reaches back: the content is unreadable at every moment, so it is told even
+    # when reading as of a moment before it.
+    erased = next((e for e in history if e.event == "Forgotten"), None)
     if reading.as_of is not None:
         history = [entry for entry in history if entry.timestamp <= reading.as_of]
-    erased = next((e for e in history if e.event == "Forgotten"), None)
     entries, has_next = _page_of(history, page, TIMELINE_PAGE)
     first = (page - 1) * TIMELINE_PAGE
     steps = []
@@ -393,15 +396,17 @@ class Integrity:
     checked: int = 0
     head: str = ""
     keyed: bool = False
-    took: timedelta = timedelta(0)
+    seconds: float = 0.0
 
 
 def integrity(memory: Membrane) -> Integrity:
     """Walk the log's hash chain (:meth:`Membrane.verify`): the outcome and the chain head."""
-    started = datetime.now()
+    started = time.perf_counter()
     try:
         report = memory.verify()
     except MembraneError as error:  # a store that keeps no chain
         return Integrity(False, str(error))
-    took = datetime.now() - started
-    return Integrity(bool(report.ok), str(report), report.checked, report.head, report.keyed, took)
+    seconds = time.perf_counter() - started
+    return Integrity(
+        bool(report.ok), str(report), report.checked, report.head, report.keyed, seconds
+    )

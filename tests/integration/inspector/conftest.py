@@ -73,6 +73,7 @@ class Store:
     secret: str
     forgotten: str
     before_move: datetime
+    before_forget: datetime  # the forgotten record existed, its content not yet erased
 
     @property
     def memory(self) -> Membrane:
@@ -134,6 +135,7 @@ def _write(memory: Membrane) -> dict[str, object]:
         actor="ops-agent",
         rationale=f"noted {FORGOTTEN_TEXT}",
     )
+    assert forgotten.updated_at is not None
     memory.add_relation(forgotten.id, "mentions", moved.id, actor="ops-agent")
     memory.add_relation(sensitive.id, "cites", moved.id, actor="ops-agent")
     memory.forget(forgotten.id, "dpo", "erasure request")
@@ -145,6 +147,7 @@ def _write(memory: Membrane) -> dict[str, object]:
         "secret": secret.id,
         "forgotten": forgotten.id,
         "before_move": before_move,
+        "before_forget": forgotten.updated_at,
     }
 
 

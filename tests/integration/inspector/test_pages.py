@@ -115,8 +115,9 @@ def test_forgotten_content_is_on_no_page(store: Store) -> None:
         _get(store, OWNER, f"/ui/records/{store.forgotten}/graph", hops="3"),
         _get(store, OWNER, f"/ui/records/{store.moved}/graph", hops="3"),
         _get(store, OWNER, "/ui/metrics"),
-        _get(store, OWNER, f"/ui/records/{store.forgotten}", as_of=rfc3339(store.before_move)),
+        _get(store, OWNER, f"/ui/records/{store.forgotten}", as_of=rfc3339(store.before_forget)),
     ]
+    assert "erasure reaches back" in pages[-1].text
     assert store.forgotten not in hits(pages[0].text)  # its words left the index
     erased = pages[2].text
     assert "Erased on" in erased and "dpo" in erased and "erasure request" in erased
