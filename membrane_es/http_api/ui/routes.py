@@ -106,6 +106,16 @@ def _page_number(text: str | None) -> int:
     return int(text)
 
 
+def _types(values: list[str]) -> list[str]:
+    known = [t.value for t in MemoryType]
+    for value in values:
+        if value and value not in known:
+            raise ValidationError(
+                "type", f"{value!r} is not a memory type; one of {', '.join(known)}"
+            )
+    return [value for value in values if value]
+
+
 def _hops(text: str | None) -> int:
     text = (text or "2").strip()
     if not (text.isascii() and text.isdigit()) or int(text) > reads.MAX_HOPS:
@@ -130,7 +140,7 @@ class Inspector(Controller):
         """Search (a task, or none: by salience), explained, under the reader's trust and moment."""
         memory, reading = _reader(request, sessions)
         task = request.query_params.get("q", "")
-        types = [t for t in request.query_params.getall("type", []) if t]
+        types = _types(request.query_params.getall("type", []))
         page = _page_number(request.query_params.get("page"))
         found = reads.search(memory, reading, task, types, page)
         bars = {

@@ -186,7 +186,12 @@ def test_elsewhere_after_the_key_is_refused(store: Store) -> None:
 
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({"as_of": "yesterday"}, "as_of"), ({"page": "0"}, "page"), ({"level": "top"}, "level")],
+    [
+        ({"as_of": "yesterday"}, "as_of"),
+        ({"page": "0"}, "page"),
+        ({"level": "top"}, "level"),
+        ({"type": "fact"}, "type"),
+    ],
 )
 def test_bad_parameters_are_named(store: Store, params: dict[str, str], field: str) -> None:
     page = _get(store, OWNER, "/ui/", **params)
