@@ -123,6 +123,29 @@ def _hops(text: str | None) -> int:
     return int(text)
 
 
+def search_page(
+    memory: Membrane, reading: Reading, task: str, types: list[str], page: int
+) -> Response[str]:
+    """The search page: a ranked read's page ``page``, each hit with its score's parts."""
+    found = reads.search(memory, reading, task, types, page)
+    bars = {
+        hit.record.id: charts.share_svg(
+            charts.share_bars([(s.name, s.part) for s in hit.shares]), f"why-{i}"
+        )
+        for i, hit in enumerate(found.hits)
+    }
+    keep = [("q", task), *(("type", t) for t in types)] if task or types else []
+    return _page(
+        "search.html", keep=keep, reading=reading, task=task, chosen=types, found=found, bars=bars
+    )
+
+
+def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -> Response[str]:
+    """A record's page: the record at the reader's moment and page ``page`` of its events."""
+    shown = reads.record_page(memory, reading, record_id, page)
+    return _page("record.html", here=f"{PREFIX}/records/{record_id}", reading=reading, shown=shown)
+
+
 # --- pages -------------------------------------------------------------------------------------
 
 
@@ -136,41 +159,22 @@ class Inspector(Controller):
     """The pages (a controller: Litestar makes fresh handlers for each application)."""
 
     @get("/", sync_to_thread=True)
-    def search_page(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[str]:
+    def search(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[str]:
         """Search (a task, or none: by salience), explained, under the reader's trust and moment."""
         memory, reading = _reader(request, sessions)
         task = request.query_params.get("q", "")
         types = _types(request.query_params.getall("type", []))
         page = _page_number(request.query_params.get("page"))
-        found = reads.search(memory, reading, task, types, page)
-        bars = {
-            hit.record.id: charts.share_svg(
-                charts.share_bars([(s.name, s.part) for s in hit.shares]), f"why-{i}"
-            )
-            for i, hit in enumerate(found.hits)
-        }
-        keep = [("q", task), *(("type", t) for t in types)] if task or types else []
-        return _page(
-            "search.html",
-            keep=keep,
-            reading=reading,
-            task=task,
-            chosen=types,
-            found=found,
-            bars=bars,
-        )
+        return search_page(memory, reading, task, types, page)
 
     @get("/records/{record_id:str}", sync_to_thread=True)
-    def record_page(
+    def record(
         self, request: Request[Any, Any, Any], sessions: Sessions, record_id: str
     ) -> Response[str]:
         """A record at the reader's moment and its timeline up to then."""
         memory, reading = _reader(request, sessions)
         page = _page_number(request.query_params.get("page"))
-        shown = reads.record_page(memory, reading, record_id, page)
-        return _page(
-            "record.html", here=f"{PREFIX}/records/{record_id}", reading=reading, shown=shown
-        )
+        return record_page(memory, reading, record_id, page)
 
     @get("/records/{record_id:str}/graph", sync_to_thread=True)
     def graph_page(
