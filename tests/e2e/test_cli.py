@@ -360,6 +360,7 @@ def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
         (("import", str(tmp_path / "copy"), str(tmp_path / "missing.jsonl")), 1, "missing.jsonl"),
         (("serve", "-bogus"), 2, "unrecognized arguments"),
         (("mcp", store, "--http", "127.0.0.1:99999"), 2, "--http"),
+        (("ui", typo), 1, f"no store at {typo}"),
         (("frobnicate",), 2, "No such command"),
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
