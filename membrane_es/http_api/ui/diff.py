@@ -62,13 +62,12 @@ def record_fields(record: MemoryRecord) -> dict[str, str]:
     return flatten(fields)
 
 
-def changes(before: MemoryRecord | None, after: MemoryRecord) -> list[Change]:
-    """The changes from ``before`` to ``after``, by path (``before`` None: all added)."""
-    old = {} if before is None else record_fields(before)
-    new = record_fields(after)
+def changes(before: dict[str, str], after: dict[str, str]) -> list[Change]:
+    """The changes from one version's :func:`record_fields` to the next's (``before`` empty:
+    all added)."""
     found = []
-    for path in sorted(old.keys() | new.keys()):
-        was, now = old.get(path), new.get(path)
+    for path in sorted(before.keys() | after.keys()):
+        was, now = before.get(path), after.get(path)
         if was != now:
             found.append(Change(path, was, now))
     return found

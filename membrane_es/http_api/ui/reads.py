@@ -22,7 +22,7 @@ from membrane_es.embedding.record_text import search_text
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.http_api.ui.context import Reading
-from membrane_es.http_api.ui.diff import Change, changes
+from membrane_es.http_api.ui.diff import Change, changes, record_fields
 from membrane_es.projections.record_table import STATUS_CONTESTED
 from membrane_es.projections.timecodes import from_micros, micros
 from membrane_es.queries.by_id import HistoryEntry
@@ -221,26 +221,23 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
     entries, has_next = _page_of(history, page, TIMELINE_PAGE)
     first = (page - 1) * TIMELINE_PAGE
     steps = []
-    before = None
+    before: dict[str, str] = {}
     if erased is None and first > 0:
-        before = memory.retrieve_by_id(
-            record_id, trust=reading.trust, as_of=history[first - 1].timestamp
+        before = record_fields(
+            memory.retrieve_by_id(
+                record_id, trust=reading.trust, as_of=history[first - 1].timestamp
+            )
         )
     for entry in entries:
         # An erased record reads redacted at every moment: there is nothing to compare.
-        after = None
+        changed: list[Change] = []
         if erased is None:
-            after = memory.retrieve_by_id(record_id, trust=reading.trust, as_of=entry.timestamp)
-        event_time = record.created_at if entry.event == "Created" else None
-        steps.append(
-            Step(
-                entry,
-                event_time,
-                [] if after is None else changes(before, after),
-                _RECORD_ID.findall(entry.rationale),
+            after = record_fields(
+                memory.retrieve_by_id(record_id, trust=reading.trust, as_of=entry.timestamp)
             )
-        )
-        before = after
+            changed, before = changes(before, after), after
+        event_time = record.created_at if entry.event == "Created" else None
+        steps.append(Step(entry, event_time, changed, _RECORD_ID.findall(entry.rationale)))
     return RecordPage(
         record,
         label(record),
