@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 LISTED = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
     "consolidate list retrieve search graph get show history metrics stats verify rebuild "
-    "export import serve mcp"
+    "export import serve mcp ui"
 ).split()
 
 

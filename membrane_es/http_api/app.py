@@ -50,6 +50,7 @@ from membrane_es.errors import (
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
+from membrane_es.http_api.ui import inspector
 from membrane_es.queries.context import (
     DEFAULT_BUDGET_TOKENS,
     MAX_BUDGET_TOKENS,
@@ -634,7 +635,7 @@ def create_app(
         security=[{"bearer": []}],
     )
     app = Litestar(
-        route_handlers=[MemoryController, *swagger_assets()],
+        route_handlers=[MemoryController, *swagger_assets(), inspector()],
         dependencies={"access": Provide(provide_access)},
         exception_handlers={
             MembraneError: _membrane_error,

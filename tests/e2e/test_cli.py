@@ -372,6 +372,7 @@ def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
         (("import", str(tmp_path / "copy"), str(tmp_path / "missing.jsonl")), 1, "missing.jsonl"),
         (("serve", "-bogus"), 2, "unrecognized arguments"),
         (("mcp", store, "--http", "127.0.0.1:99999"), 2, "--http"),
+        (("ui", typo), 1, f"no store at {typo}"),
         (("frobnicate",), 2, "No such command"),
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -426,8 +427,7 @@ def test_export_checks_its_target_first_and_names_it(tmp_path: Path) -> None:
 COMMANDS = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
     "consolidate list retrieve search graph context get history metrics stats verify rebuild "
-    "export "
-    "import serve mcp"
+    "export import serve mcp ui"
 ).split()
 # A Python type in the help (``<str>``, ``<list[str]>``, ``<StoreAddress>``)
 _TYPE_SHOWN = re.compile(r"<\w[\w\[\]|, ]*>")

@@ -17,11 +17,11 @@ Most lines run exactly as written. A few kinds cannot, and are checked this way 
   above; the throwaway PostgreSQL server is CI's.
 * benchmarks (``-m bench.NAME``) run with ``--help`` (full runs take minutes to hours), except
   ``bench.plot``, which draws its plot for real into the scratch directory (``--out``).
-* servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``) start on port 0
-  of 127.0.0.1, must say they listen, and are then stopped with SIGTERM — except a server
-  started in the background (its line ends with ``&``), which runs as written, as a reader's
-  would, for the blocks that follow until one of them stops it (whatever is still running
-  when the test ends is stopped then).
+* servers (``membraned``, ``membrane-es serve``, ``membrane-es mcp --http``, ``membrane-es
+  ui``) start on port 0 of 127.0.0.1, must say they listen, and are then stopped with
+  SIGTERM — except a server started in the background (its line ends with ``&``), which
+  runs as written, as a reader's would, for the blocks that follow until one of them stops
+  it (whatever is still running when the test ends is stopped then).
 * every ``127.0.0.1:PORT`` the README names is a free port of this machine (the same one in
   every block), so runs side by side never collide.
 * ``export NAME=value`` in a block holds for the blocks after it, as in the reader's shell.
@@ -147,6 +147,8 @@ def _checked(step: str) -> str:
         r"(\S*/)?membrane-es (serve|mcp .*--http)\b", command
     ):
         return "serve_briefly env " + re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:0", step)
+    if re.match(r"(\S*/)?membrane-es ui\b", command):
+        return "serve_briefly env " + re.sub(r"--port \d+", "--port 0", step)
     return step
 
 
@@ -244,6 +246,9 @@ def test_the_rules() -> None:
     )
     assert with_ports("a 127.0.0.1:80 b", {"127.0.0.1:80": "127.0.0.1:5"}) == "a 127.0.0.1:5 b"
     assert exported("export KEY=x  # the key\nls\n") == {"KEY": "x"}
+    assert shell_line("membrane-es ui ./memory --port 8700  # x") == (
+        "serve_briefly env membrane-es ui ./memory --port 0"
+    )
     assert shell_line("echo 'a # b'  # c") == "echo 'a # b'"
     assert [b.language for b in blocks("<!-- not run: x -->\n```sh\nls\n```\n")] == ["sh"]
     assert blocks("<!-- not run: needs y -->\n```sh\nls\n```\n")[0].not_run == "needs y"

@@ -51,6 +51,9 @@ def test_the_wheel_ships_types_licence_and_project_urls(tmp_path: Path) -> None:
 
     assert "membrane_es/py.typed" in names
     assert "membrane_es/grpc_server/proto/membrane/v1/membrane.proto" in names
+    # the inspector's pages render from templates and one style sheet shipped beside its code
+    assert "membrane_es/http_api/ui/templates/base.html" in names
+    assert "membrane_es/http_api/ui/static/ui.css" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
     assert licence == (ROOT / "LICENSE").read_bytes()
     assert metadata["License-Expression"] == "MIT"

@@ -1,0 +1,83 @@
+"""``membrane-es ui``: the browser inspector over a local store, read-only, on loopback."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from membrane_es.cli.app import MissingExtraError, UsageProblem, command
+from membrane_es.cli.embedder import EmbedderName, announce_loading, embedder_for
+from membrane_es.cli.options import Store, StoreAddress
+from membrane_es.engine import Membrane
+from membrane_es.errors import MembraneError
+
+LOOPBACK = "127.0.0.1"
+MAX_PORT = 65535
+
+
+def _open_read_only(store: StoreAddress, embedder: str) -> Membrane:
+    """The store, opened so nothing can write to it (LMDB: read-only; PostgreSQL: the
+    inspector has no route that writes)."""
+    choice = embedder_for(embedder)
+    if store.path is not None:
+        memory = Membrane.open(store.path, read_only=True, create=False, embedder=choice)
+    else:
+        assert store.dsn is not None
+        memory = Membrane.open_postgres(
+            store.dsn, schema=store.schema, create=False, follow=True, embedder=choice
+        )
+    announce_loading(memory)
+    return memory
+
+
+@command("ui", "membrane-es ui ./memory --port 8700")
+def ui(
+    store: Store,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            help="the port on 127.0.0.1 (0: a free one, printed)",
+            show_default=True,
+        ),
+    ] = 0,
+    embedder: EmbedderName = "default",
+) -> None:
+    """Open a store read-only in a browser: search explained, each record's timeline,
+    relations, metrics and integrity, at any moment. Serves on 127.0.0.1 only, until
+    interrupted; prints the address."""
+    if not 0 <= port <= MAX_PORT:
+        raise UsageProblem(f"--port: expected a port from 0 to {MAX_PORT}")
+    try:
+        from membrane_es.http_api import HttpServer
+        from membrane_es.http_api.ui.standalone import inspector_app
+        from membrane_es.tenants import Tenants
+    except ImportError as error:
+        raise MissingExtraError("server", error.name or "litestar") from None
+    memory = _open_read_only(store, embedder)
+
+    def only_this_store(tenant: str, path: Path | None) -> Membrane:
+        if tenant:
+            raise MembraneError(f"the inspector serves one store; no tenant {tenant!r}")
+        return memory
+
+    tenants = Tenants(str(store.path or ":memory:"), only_this_store)
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        with memory, HttpServer(inspector_app(tenants), f"{LOOPBACK}:{port}") as server:
+            address = f"http://{LOOPBACK}:{server.port}/ui/"
+            print(f"membrane-es ui: {store} (read-only) listening on {address}", file=sys.stderr)
+            print(address, flush=True)
+            stop.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

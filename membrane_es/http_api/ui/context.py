@@ -1,0 +1,106 @@
+"""What every page is read under: who asks (the key's caller), the trust it declares within
+its key's ceiling, and the moment it reads the store as of.
+
+These three travel in every link and form as query parameters (``as_of``, ``level``,
+``scopes``), so moving the time control, or narrowing the trust, holds on every page until
+changed. ``as_of`` takes RFC 3339 with its offset, or a moment without one (read as UTC).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from membrane_es.ceiling import Caller
+from membrane_es.errors import ValidationError
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import TrustContext
+from membrane_es.schema.rfc3339 import parse_moment
+from membrane_es.schema.timestamps import rfc3339
+
+_WITHOUT_OFFSET = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?")
+CARRIED = ("as_of", "level", "scopes")
+_RANK = {level: rank for rank, level in enumerate(Sensitivity)}
+
+
+def parse_as_of(text: str | None) -> datetime | None:
+    """The moment ``text`` names (None: now)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if _WITHOUT_OFFSET.fullmatch(text):
+        return datetime.fromisoformat(text.replace(" ", "T")).replace(tzinfo=UTC)
+    return parse_moment(text, "as_of")
+
+
+def parse_level(text: str | None, ceiling: Sensitivity) -> Sensitivity:
+    text = (text or "").strip().lower()
+    if not text:
+        return ceiling
+    try:
+        return Sensitivity(text)
+    except ValueError:
+        levels = ", ".join(level.value for level in Sensitivity)
+        raise ValidationError("level", f"{text!r} is not a sensitivity; one of {levels}") from None
+
+
+def parse_scopes(text: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s.strip() for s in (text or "").split(",") if s.strip()))
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One page's reader: its caller, declared trust, effective trust and moment."""
+
+    caller: Caller
+    level: Sensitivity
+    scopes: tuple[str, ...]
+    as_of: datetime | None
+
+    @classmethod
+    def from_params(cls, caller: Caller, params: Mapping[str, str]) -> Reading:
+        return cls(
+            caller=caller,
+            level=parse_level(params.get("level"), caller.max_sensitivity),
+            scopes=parse_scopes(params.get("scopes")),
+            as_of=parse_as_of(params.get("as_of")),
+        )
+
+    @property
+    def trust(self) -> TrustContext:
+        """The declared trust lowered to the key's ceiling: what every read here uses."""
+        declared = TrustContext(
+            max_sensitivity=self.level, authenticated=True, scopes=list(self.scopes)
+        )
+        return self.caller.clamp(declared)
+
+    @property
+    def levels(self) -> list[Sensitivity]:
+        """The levels the caller may declare (up to its key's ceiling)."""
+        top = _RANK[self.caller.max_sensitivity]
+        return [level for level in Sensitivity if _RANK[level] <= top]
+
+    @property
+    def as_of_text(self) -> str:
+        return "" if self.as_of is None else rfc3339(self.as_of)
+
+    def carried(self) -> dict[str, str]:
+        """The parameters every link keeps (only those set)."""
+        values = {
+            "as_of": self.as_of_text,
+            "level": "" if self.level is self.caller.max_sensitivity else self.level.value,
+            "scopes": ",".join(self.scopes),
+        }
+        return {k: v for k, v in values.items() if v}
+
+    def link(self, path: str, **extra: object) -> str:
+        """``path`` with the carried parameters and ``extra`` (None or "" left out)."""
+        params = {**self.carried(), **{k: str(v) for k, v in extra.items() if v not in (None, "")}}
+        return f"{path}?{urlencode(params)}" if params else path
+
+    def at(self, moment: datetime | None) -> Reading:
+        """The same reader at another moment (None: now)."""
+        return Reading(self.caller, self.level, self.scopes, moment)

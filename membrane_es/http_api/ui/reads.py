@@ -1,0 +1,409 @@
+"""What each inspector page shows, read through the engine under the page's reader.
+
+Every read goes through the engine with the reader's trust and moment, and what a page
+shows of a record is what a list read would return for it (:func:`visible`): the record,
+its redacted copy (one level above the trust: metadata only), or nothing (then the page
+answers as for a record that does not exist, so nothing beyond the ceiling can be learned).
+A record is loaded at full trust only to decide that, as the engine's own list reads do.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from membrane_es.embedding.record_text import search_text
+from membrane_es.engine import Membrane
+from membrane_es.errors import MembraneError, NotFoundError
+from membrane_es.http_api.ui.context import Reading
+from membrane_es.http_api.ui.diff import Change, changes, record_fields
+from membrane_es.projections.record_table import STATUS_CONTESTED
+from membrane_es.projections.timecodes import from_micros, micros
+from membrane_es.queries.by_id import HistoryEntry
+from membrane_es.queries.ranking import EVIDENCE_WEIGHT, SALIENCE_WEIGHT
+from membrane_es.queries.trust import allows, visible
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.schema.results import Explanation
+from membrane_es.schema.rfc3339 import parse_moment
+
+SEARCH_PAGE = 20
+TIMELINE_PAGE = 50
+MAX_HOPS = 3
+GRAPH_NODES = 40
+DAYS = 30
+LABEL_CHARS = 160
+FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
+_RECORD_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+
+
+def label(record: MemoryRecord) -> str:
+    """One line saying what a record holds (empty for a redacted or erased one)."""
+    text = " ".join(search_text(record).split()) if record.payload is not None else ""
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _page_of(items: list[Any], page: int, size: int) -> tuple[list[Any], bool]:
+    """Page ``page`` (from 1) of ``items``, and whether another follows."""
+    start = (page - 1) * size
+    return items[start : start + size], len(items) > start + size
+
+
+# --- search ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One part of a score: its name, the evidence it is (0..1) and what it added."""
+
+    name: str
+    value: float | None
+    part: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    record: MemoryRecord
+    explanation: Explanation
+    label: str
+    shares: list[Share]
+
+    @property
+    def redacted(self) -> bool:
+        return self.explanation.trust != "full"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    hits: list[Hit]
+    page: int
+    has_next: bool
+    moment: datetime | None
+
+
+def shares(explanation: Explanation) -> list[Share]:
+    """The score split into what each kind of evidence and salience added.
+
+    Relevance is the mean of the evidence present (equal shares), and the score is relevance
+    × (0.7 + 0.3 × salience) (:mod:`membrane_es.queries.ranking`): so each signal adds
+    relevance × 0.7 in proportion to its value, salience adds relevance × 0.3 × salience, and
+    the parts sum to the score (a graph root's boost aside). Without evidence (no task, or
+    one nothing matched) the order is by salience alone."""
+    signals = [
+        ("meaning", explanation.vector_score),
+        ("words", explanation.lexical_score),
+        ("time", explanation.time_score),
+    ]
+    relevance = explanation.relevance
+    salience = min(max(explanation.salience, 0.0), 1.0)
+    if relevance is None:
+        return [
+            *(Share(name, value, 0.0) for name, value in signals),
+            Share("salience", explanation.salience, explanation.score),
+        ]
+    total = sum(value or 0.0 for _, value in signals)
+    evidence = relevance * EVIDENCE_WEIGHT
+    parts = [
+        Share(name, value, evidence * (value or 0.0) / total if total > 0 else 0.0)
+        for name, value in signals
+    ]
+    return [*parts, Share("salience", explanation.salience, relevance * SALIENCE_WEIGHT * salience)]
+
+
+def search(
+    memory: Membrane, reading: Reading, task: str, types: list[str], page: int
+) -> SearchPage:
+    """One page of a ranked read, as :meth:`Membrane.retrieve` answers it, explained."""
+    result = memory.retrieve(
+        task,
+        trust=reading.trust,
+        memory_types=types or None,
+        limit=page * SEARCH_PAGE + 1,
+        as_of=reading.as_of,
+        explain=True,
+    )
+    explanations: list[Explanation] = getattr(result, "explanations", [])
+    pairs, has_next = _page_of(
+        list(zip(result.records, explanations, strict=True)), page, SEARCH_PAGE
+    )
+    hits = [Hit(record, why, label(record), shares(why)) for record, why in pairs]
+    return SearchPage(hits, page, has_next, reading.as_of)
+
+
+# --- a record and its timeline -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A record this one is tied to, and how."""
+
+    how: str
+    record_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One event of the record, with what it changed."""
+
+    entry: HistoryEntry
+    event_time: datetime | None
+    changes: list[Change]
+    links: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPage:
+    record: MemoryRecord
+    label: str
+    redacted: bool
+    steps: list[Step] = field(default_factory=list)
+    events: int = 0
+    page: int = 1
+    has_next: bool = False
+    erased: HistoryEntry | None = None
+    links: list[Link] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """The record's state, plainly: erased, retracted, contested, or active."""
+        if self.erased is not None:
+            return "erased"
+        revision = getattr(self.record.payload, "revision", None)
+        return (getattr(revision, "status", "") or "active") if revision else "active"
+
+
+def shown(memory: Membrane, reading: Reading, record_id: str) -> MemoryRecord:
+    """The record as the reader may see it at its moment (redacted or whole); a record it
+    may not see at all is not found, as one that does not exist."""
+    whole = memory.retrieve_by_id(record_id, trust=FULL_TRUST, as_of=reading.as_of)
+    seen = visible(reading.trust, whole)
+    if seen is None:
+        raise NotFoundError(record_id)
+    return seen
+
+
+def links_of(record: MemoryRecord) -> list[Link]:
+    """The records this one names: its relations, its revision and provenance."""
+    found: dict[tuple[str, str], None] = {}
+    revision = getattr(record.payload, "revision", None)
+    if revision is not None:
+        if revision.supersedes:
+            found[("supersedes", revision.supersedes)] = None
+        if revision.superseded_by:
+            found[("superseded by", revision.superseded_by)] = None
+    for relation in record.relations:
+        found[(relation.predicate.replace("_", " "), relation.target_id)] = None
+    for source in record.provenance.sources:
+        if _RECORD_ID.fullmatch(source.ref):
+            found[("provenance", source.ref)] = None
+    return [Link(how, record_id) for how, record_id in found]
+
+
+def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -> RecordPage:
+    """The record at the reader's moment and its events up to then, a page at a time, each
+    with what it changed; a redacted record shows its metadata only (its history, like the
+    API's, needs the record in full)."""
+    record = shown(memory, reading, record_id)
+    if not allows(reading.trust, record):
+        return RecordPage(record, "", redacted=True)
+    history = memory.history(record_id, trust=reading.trust)
+    # Erasure reaches back: the content is unreadable at every moment, so it is told even
+    # when reading as of a moment before it.
+    erased = next((e for e in history if e.event == "Forgotten"), None)
+    if reading.as_of is not None:
+        history = [entry for entry in history if entry.timestamp <= reading.as_of]
+    entries, has_next = _page_of(history, page, TIMELINE_PAGE)
+    first = (page - 1) * TIMELINE_PAGE
+    steps = []
+    before: dict[str, str] = {}
+    if erased is None and first > 0:
+        before = record_fields(
+            memory.retrieve_by_id(
+                record_id, trust=reading.trust, as_of=history[first - 1].timestamp
+            )
+        )
+    for entry in entries:
+        # An erased record reads redacted at every moment: there is nothing to compare.
+        changed: list[Change] = []
+        if erased is None:
+            after = record_fields(
+                memory.retrieve_by_id(record_id, trust=reading.trust, as_of=entry.timestamp)
+            )
+            changed, before = changes(before, after), after
+        event_time = record.created_at if entry.event == "Created" else None
+        steps.append(Step(entry, event_time, changed, _RECORD_ID.findall(entry.rationale)))
+    return RecordPage(
+        record,
+        label(record),
+        redacted=False,
+        steps=steps,
+        events=len(history),
+        page=page,
+        has_next=has_next,
+        erased=erased,
+        links=links_of(record),
+    )
+
+
+# --- relations and provenance ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    record: MemoryRecord
+    hop: int
+    label: str
+    redacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: str
+    predicate: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    root: str
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    hops: int
+    truncated: bool
+
+
+def neighbourhood(memory: Membrane, reading: Reading, root_id: str, hops: int) -> Neighbourhood:
+    """The records within ``hops`` relations of the root (either direction) and provenance
+    links, as the reader sees them at its moment; at most :data:`GRAPH_NODES`. A redacted
+    record is shown but not followed: its relations are not the reader's to see."""
+    hops = min(max(hops, 0), MAX_HOPS)
+    root = shown(memory, reading, root_id)
+    nodes = {root_id: _node(reading, root, 0)}
+    edges: dict[Edge, None] = {}
+    queue = deque([root_id])
+    truncated = False
+    while queue:
+        current = nodes[queue.popleft()]
+        if current.hop >= hops or current.redacted:
+            continue
+        for edge in _edges(memory, reading, current.record):
+            other = edge.target if edge.source == current.record.id else edge.source
+            if other not in nodes:
+                if len(nodes) >= GRAPH_NODES:
+                    truncated = True
+                    continue
+                try:
+                    record = shown(memory, reading, other)
+                except NotFoundError:
+                    continue  # not there at this moment, or not the reader's to see
+                nodes[other] = _node(reading, record, current.hop + 1)
+                queue.append(other)
+            edges[edge] = None
+    return Neighbourhood(root_id, nodes, list(edges), hops, truncated)
+
+
+def _node(reading: Reading, record: MemoryRecord, hop: int) -> Node:
+    return Node(record, hop, label(record), redacted=not allows(reading.trust, record))
+
+
+def _edges(memory: Membrane, reading: Reading, record: MemoryRecord) -> list[Edge]:
+    """The record's relations out and in, and its provenance, at the reader's moment."""
+    found = [Edge(record.id, r.predicate, r.target_id) for r in record.relations]
+    found += [
+        Edge(record.id, "provenance", s.ref)
+        for s in record.provenance.sources
+        if _RECORD_ID.fullmatch(s.ref) and s.ref != record.id
+    ]
+    views = memory.views
+    with views.lock:
+        pointing = list(views.graph.sources(record.id))
+    for source_id, predicate in pointing:
+        try:
+            source = memory.retrieve_by_id(source_id, trust=FULL_TRUST, as_of=reading.as_of)
+        except NotFoundError:
+            continue  # created after the moment
+        # a source the reader may not read in full keeps its relations to itself (a redacted
+        # record has none), and the index is the latest one: keep the edges held at the moment
+        if not allows(reading.trust, source):
+            continue
+        if any(r.predicate == predicate and r.target_id == record.id for r in source.relations):
+            found.append(Edge(source_id, predicate, record.id))
+    return found
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    snapshot: dict[str, Any]
+    moment: datetime
+    by_state: dict[str, int]
+    per_day: list[tuple[datetime, int]]
+
+
+def metrics(memory: Membrane, reading: Reading) -> Metrics:
+    """The store's metrics snapshot at the reader's moment (as ``GetMetrics`` answers it:
+    every record of the tenant counted), records by state, and records written per day over
+    the :data:`DAYS` days up to the moment, from the read views' columns."""
+    snapshot = memory.get_metrics(as_of=reading.as_of)
+    moment = parse_moment(snapshot["collected_at"], "collected_at")
+    assert moment is not None
+    at = micros(moment)
+    views = memory.views
+    with views.lock:
+        table = views.table
+        state = table.state_now() if reading.as_of is None else table.state_at(at)
+        size = state.size
+        rows = slice(0, size)
+        retracted = np.asarray(state.columns["retracted"][rows], dtype=bool)
+        contested = np.asarray(state.columns["status"][rows]) == STATUS_CONTESTED
+        hidden = np.asarray(table.hidden(rows, at, state), dtype=bool)
+        written = np.array(table.content["tx_time"][:size], copy=True)
+    by_state = {
+        "active": int((~retracted & ~contested & ~hidden).sum()),
+        "contested": int((contested & ~retracted & ~hidden).sum()),
+        "hidden": int((hidden & ~retracted).sum()),
+        "retracted": int(retracted.sum()),
+    }
+    day_us = 86_400 * 1_000_000
+    last_day = at // day_us
+    edges = np.arange(last_day - DAYS + 1, last_day + 2, dtype=np.int64) * day_us
+    counts, _ = np.histogram(written, bins=edges)
+    per_day = [
+        (from_micros(int(start)), int(count))
+        for start, count in zip(edges[:-1], counts, strict=True)
+    ]
+    return Metrics(snapshot, moment, by_state, per_day)
+
+
+# --- integrity -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Integrity:
+    ok: bool
+    summary: str
+    checked: int = 0
+    head: str = ""
+    keyed: bool = False
+    seconds: float = 0.0
+
+
+def integrity(memory: Membrane) -> Integrity:
+    """Walk the log's hash chain (:meth:`Membrane.verify`): the outcome and the chain head."""
+    started = time.perf_counter()
+    try:
+        report = memory.verify()
+    except MembraneError as error:  # a store that keeps no chain
+        return Integrity(False, str(error))
+    seconds = time.perf_counter() - started
+    return Integrity(
+        bool(report.ok), str(report), report.checked, report.head, report.keyed, seconds
+    )

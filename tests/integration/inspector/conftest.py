@@ -1,0 +1,179 @@
+"""One served store per test module, written once: two tenants, keys with and without a
+ceiling, a record revised (superseded, forked, contested), a sensitive one, a secret one and
+a forgotten one; and the moment before the revision, for ``as_of``."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from membrane_es.access import Caller, KeyRing
+from membrane_es.engine import Membrane
+from membrane_es.http_api import HttpServer, create_app
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.tenants import Tenants
+
+OWNER = "owner-secret"  # tenant "a", no ceiling
+READER = "reader-secret"  # tenant "a", reads up to low
+OTHER = "other-secret"  # tenant "b"
+FORGOTTEN_TEXT = "cobalt lighthouse manifest"  # the erased record's words
+SENSITIVE_TEXT = "vault combination ninety"  # medium: redacted for READER
+SECRET_TEXT = "obsidian launch codes"  # high: invisible to READER
+OTHER_TENANT_TEXT = "zebra migration ledger"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+KEYS = KeyRing(
+    "",
+    [
+        (_digest(OWNER), Caller(tenant="a", name="owner")),
+        (_digest(READER), Caller(tenant="a", max_sensitivity=Sensitivity.LOW, name="reader")),
+        (_digest(OTHER), Caller(tenant="b", name="other")),
+    ],
+)
+
+
+def _fact(obj: str, *, sensitivity: str = "low", ref: str = "") -> dict[str, object]:
+    record: dict[str, object] = {
+        "type": "semantic",
+        "sensitivity": sensitivity,
+        "tags": ["deploy"],
+        "payload": {
+            "kind": "semantic",
+            "subject": "Orchid",
+            "predicate": "deploy_target",
+            "object": obj,
+        },
+    }
+    if ref:
+        record["provenance"] = {"sources": [{"kind": "observation", "ref": ref}]}
+    return record
+
+
+@dataclass
+class Store:
+    """The served store and what was written to it."""
+
+    base: str
+    tenants: Tenants
+    first: str  # superseded by `moved`
+    moved: str  # forked to `variant`, contested by it
+    variant: str
+    sensitive: str
+    secret: str
+    forgotten: str
+    before_move: datetime
+    before_forget: datetime  # the forgotten record existed, its content not yet erased
+
+    @property
+    def memory(self) -> Membrane:
+        return self.tenants.get("a")
+
+    def client(self, key: str | None) -> httpx.Client:
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        return httpx.Client(base_url=self.base, headers=headers, timeout=30)
+
+
+def hits(html: str) -> list[str]:
+    """The record ids a search page lists, in order."""
+    return re.findall(r'data-record="([^"]+)"', html)
+
+
+def _write(memory: Membrane) -> dict[str, object]:
+    first = memory.create_record(_fact("staging"), actor="ops-agent", rationale="heard at stand-up")
+    assert first.updated_at is not None
+    before_move = first.updated_at
+    moved = memory.supersede(
+        first.id, _fact("production", ref="release-42"), "ops-agent", "release 42"
+    )
+    variant = memory.fork(moved.id, _fact("dev cluster", ref="runbook"), "ops-agent", "dev differs")
+    memory.contest(moved.id, variant.id, "reviewer", "runbook disagrees")
+    sensitive = memory.create_record(
+        {
+            "type": "semantic",
+            "sensitivity": "medium",
+            "payload": {
+                "kind": "semantic",
+                "subject": "Orchid",
+                "predicate": "vault",
+                "object": SENSITIVE_TEXT,
+            },
+        }
+    )
+    secret = memory.create_record(
+        {
+            "type": "semantic",
+            "sensitivity": "high",
+            "payload": {
+                "kind": "semantic",
+                "subject": "Orchid",
+                "predicate": "secret",
+                "object": SECRET_TEXT,
+            },
+        }
+    )
+    forgotten = memory.create_record(
+        {
+            "type": "semantic",
+            "payload": {
+                "kind": "semantic",
+                "subject": "Orchid",
+                "predicate": "note",
+                "object": FORGOTTEN_TEXT,
+            },
+        },
+        actor="ops-agent",
+        rationale=f"noted {FORGOTTEN_TEXT}",
+    )
+    assert forgotten.updated_at is not None
+    memory.add_relation(forgotten.id, "mentions", moved.id, actor="ops-agent")
+    memory.add_relation(sensitive.id, "cites", moved.id, actor="ops-agent")
+    memory.forget(forgotten.id, "dpo", "erasure request")
+    return {
+        "first": first.id,
+        "moved": moved.id,
+        "variant": variant.id,
+        "sensitive": sensitive.id,
+        "secret": secret.id,
+        "forgotten": forgotten.id,
+        "before_move": before_move,
+        "before_forget": forgotten.updated_at,
+    }
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    root = tmp_path_factory.mktemp("inspector")
+
+    def open_engine(tenant: str, path: Path | None) -> Membrane:
+        return Membrane.open(root / f"tenant-{tenant}", embedder=None)
+
+    tenants = Tenants(":memory:", open_engine)
+    written = _write(tenants.get("a"))
+    tenants.get("b").create_record(
+        {
+            "type": "semantic",
+            "payload": {
+                "kind": "semantic",
+                "subject": "Zebra",
+                "predicate": "note",
+                "object": OTHER_TENANT_TEXT,
+            },
+        }
+    )
+    server = HttpServer(create_app(tenants, KEYS), "127.0.0.1:0").start()
+    try:
+        yield Store(base=f"http://127.0.0.1:{server.port}", tenants=tenants, **written)
+    finally:
+        server.stop()
+        tenants.close()
