@@ -173,7 +173,7 @@ class EventStoreUnitOfWork:
     def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
         """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
         — from the record table's columns (no record is loaded unless it is in the window),
-        plus those created in this unit of work — oldest first, then by id."""
+        plus those created in this unit of work — oldest first, equal times in capture order."""
         low, high = micros(since), micros(until)
 
         def in_window(table: RecordTable) -> Array:
@@ -193,7 +193,7 @@ class EventStoreUnitOfWork:
 
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
         """Active records of one type from the record table, plus those created in this unit
-        of work, oldest first (then by id)."""
+        of work, oldest first (equal times in capture order)."""
         code = TYPE_CODE[memory_type]
 
         def of_type(table: RecordTable) -> Array:
@@ -218,11 +218,13 @@ class EventStoreUnitOfWork:
             return {table.ids[int(row)] for row in pick(table)}
 
     def _active_oldest_first(self, ids: set[str]) -> list[RecordData]:
-        """Those records now, retracted ones left out, oldest first (event time), then by id."""
+        """Those records now, retracted ones left out, oldest first (event time), then in the
+        order they were captured: callers often stamp a whole session or batch with one time,
+        and the order things were said in must not then depend on their random ids."""
         now = self._clock.now()
-        found = [a.view(now) for a in map(self.get, ids) if not a.state.retracted]
-        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
-        return found
+        kept = [a for a in map(self.get, ids) if not a.state.retracted]
+        kept.sort(key=_event_then_capture_order)
+        return [aggregate.view(now) for aggregate in kept]
 
     def referrers(self, record_id: str, predicate: str) -> list[str]:
         """Sources of ``predicate`` relations to ``record_id``: from the relation graph (the
@@ -310,3 +312,11 @@ def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
         content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
     )
     return rows[keep]
+
+
+def _event_then_capture_order(aggregate: RecordAggregate) -> tuple[int, int, str]:
+    """Event time, then the time the engine recorded the record's creation (strictly
+    increasing in log order, so capture order), then the id."""
+    content = aggregate.state.content
+    created = content.created_at or aggregate.created_on
+    return (micros(created), micros(aggregate.created_on), aggregate.record_id)

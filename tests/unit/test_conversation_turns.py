@@ -4,6 +4,7 @@ is forgotten."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from datetime import timedelta
 from pathlib import Path
@@ -91,6 +92,56 @@ def test_a_batch_and_single_writes_note_the_same_turns(clock: MonotonicClock) ->
 
 
 LINES = [("Ann", "hello there"), ("Ben", "hi Ann"), ("Ann", "how are you")]
+
+
+SESSION = [
+    ("Ann", "Did you go to the pottery class on Friday?"),
+    ("Ben", "Yes, I made a bowl"),
+    ("Cid", "A blue one?"),
+    ("Ann", "Show us a photo"),
+    ("Ben", "Tomorrow, it is still in the kiln"),
+    ("Cid", "I tried glazing once"),
+    ("Ann", "How did it turn out?"),
+    ("Cid", "Cracked in half"),
+    ("Ben", "The kiln was too hot then"),
+    ("Ann", "Next time we go together"),
+]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batch"])
+def test_turns_sharing_a_timestamp_are_linked_and_ranked_as_if_a_second_apart(
+    clock: MonotonicClock, time: ManualTime, batched: bool
+) -> None:
+    """A caller that dates sessions, not turns, stamps every turn of a session with one time:
+    which turn was said after which then follows the order they were captured, not their ids."""
+
+    def features(seconds_apart: float) -> tuple[list[list[int]], list[list[int]]]:
+        with Membrane.in_memory(clock=clock) as memory:
+            made: list[MemoryRecord] = []
+            for session in range(3):
+                with memory.batch() if batched else contextlib.nullcontext():
+                    for i, (speaker, text) in enumerate(SESSION):
+                        at = session * 24 * 60 + i * seconds_apart / 60
+                        made.append(turn(memory, speaker, f"{text} ({session})", minutes=at))
+            time.current = START + timedelta(days=5)
+            index = {record.id: i for i, record in enumerate(made)}
+            links = [[index[i] for i in said_after(record)] for record in made]
+            rankings = []
+            for question in ("pottery bowl kiln", "glazing cracked", "photo together"):
+                found = memory.retrieve(
+                    task_descriptor=question, trust=FULL_TRUST, memory_types=["episodic"]
+                ).records
+                evidence = {r.id: lexical(memory, question, r.id) for r in found}
+                # Ties in evidence are ordered by event time, which the two stores state
+                # differently; the evidence each turn gets is what must not differ.
+                rankings.append(sorted(index[r.id] for r in found if evidence[r.id] > 0))
+                rankings.append([round(evidence[made[i].id], 9) for i in rankings[-1]])
+            return links, rankings
+
+    apart, shared = features(seconds_apart=1.0), features(seconds_apart=0.0)
+
+    assert shared == apart
+    assert apart[0][:5] == [[], [0], [0, 1], [0, 1, 2], [1, 2, 3]]
 
 
 def test_other_sittings_scopes_sources_and_more_sensitive_turns_are_left_out(
