@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
 from membrane_es.embedding.hashing import HashingEmbedder
+from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder, Matrix
 from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
@@ -67,6 +68,11 @@ class BundledMiniLM:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return self._model().embed(texts)
+
+    def passages(self, text: str) -> list[str]:
+        """The model's passages of ``text`` (:mod:`~membrane_es.embedding.passages`)."""
+        split = splitter_of(self._model())
+        return split(text) if split is not None else [text]
 
     def _model(self) -> Embedder:
         with self._lock:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from membrane_es.embedding.batches import Forward, embed_in_runs
+from membrane_es.embedding.passages import cut
 from membrane_es.embedding.protocol import Matrix
 from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
@@ -104,8 +105,11 @@ class OnnxEmbedder:
         self._dimensions = settings["dimensions"]
         tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
         tokenizer.no_padding()
+        whole = Tokenizer.from_str(tokenizer.to_str())  # for passages: every token, no cut
+        whole.no_truncation()
         tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer = tokenizer
+        self._whole_tokenizer = whole
         if name is not None:
             self._name = name
         elif model_dir is None:
@@ -144,6 +148,12 @@ class OnnxEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length float32 row per text, in order; zeros for a blank text."""
         return embed_in_runs(texts, self._dimensions, self._batch_size, self._prepare)
+
+    def passages(self, text: str) -> list[str]:
+        """``text`` cut into overlapping windows the model reads whole
+        (:mod:`~membrane_es.embedding.passages`); ``[text]`` when it fits."""
+        spans = self._whole_tokenizer.encode(text, add_special_tokens=False).offsets
+        return cut(text, spans, self._max_tokens - 2)  # [CLS] and [SEP] take two places
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Tokenize once; a pass pads its run to its longest text and mean-pools the token

@@ -18,6 +18,7 @@ from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT
+from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import pack, record_embedding
@@ -96,12 +97,26 @@ class EventStoreUnitOfWork:
         return owed
 
     def _embed_owed(self) -> None:
-        """Fill in every vector :meth:`embed` promised, in one call to the embedder."""
+        """Fill in every vector :meth:`embed` promised, in one call to the embedder: each
+        record's, and those of the further passages of a text longer than the model reads
+        (:mod:`membrane_es.embedding.passages`)."""
         owed, self._unembedded = self._unembedded, []
-        if owed and self._embedder is not None:
-            vectors = self._embedder.embed([text for _, text in owed])
-            for (embedding, _), vector in zip(owed, vectors, strict=True):
-                embedding.vector = pack(embedding.model, vector).vector
+        if not owed or self._embedder is None:
+            return
+        texts = [text for _, text in owed]
+        split = splitter_of(self._embedder)
+        further = [split(text)[1:] if split is not None else [] for text in texts]
+        vectors = self._embedder.embed(texts + [p for passages in further for p in passages])
+        start = len(texts)
+        for (embedding, _), vector, passages in zip(
+            owed, vectors[: len(texts)], further, strict=True
+        ):
+            embedding.vector = pack(embedding.model, vector).vector
+            if passages:
+                embedding.passages = pack(
+                    embedding.model, vectors[start : start + len(passages)]
+                ).vector
+                start += len(passages)
 
     @property
     def interpreter(self) -> Interpreter | None:

@@ -30,6 +30,7 @@ from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import MetricsView
+from membrane_es.projections.passages import PassageIndex
 from membrane_es.projections.record_table import RecordTable
 from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.text_index import TextIndex
@@ -55,6 +56,7 @@ class ReadModel:
     def __init__(self) -> None:
         self.table = RecordTable()
         self.embeddings = EmbeddingIndex()
+        self.passages = PassageIndex()  # vectors of long texts' further passages
         self.graph = RelationGraph()
         self.text = TextIndex()
         self.entities = EntityIndex()
@@ -189,6 +191,7 @@ class ReadModel:
         for row in rows:
             self.embeddings.erase(row)
             self.entities.remove(row)
+        self.passages.erase(rows)
         self._text_purges.extend(rows)
         if text_now:
             self._purge_text()
@@ -247,6 +250,7 @@ class ReadModel:
             for scope, rows in self.embeddings.block_rows().items():
                 # The rows only: their vectors are in the log (see block_vectors).
                 arrays[f"block.{scope}.rows"] = rows
+            arrays.update({f"passages.{k}": v for k, v in self.passages.arrays().items()})
             _save_arrays(staging / "arrays.npz", arrays)
             manifest = {
                 "version": CHECKPOINT_VERSION,
@@ -338,6 +342,10 @@ class ReadModel:
             index = model.embeddings
             index.model, index.dimensions = manifest["model"], manifest["dimensions"]
             index.skipped = manifest["skipped"]
+            if "passages.rows" in arrays.files:
+                model.passages.restore(
+                    arrays["passages.rows"], arrays["passages.numbers"], arrays["passages.vectors"]
+                )
             block_rows = {
                 int(key.split(".")[1]): arrays[key]
                 for key in arrays.files

@@ -74,6 +74,8 @@ class ViewWrites:
         self.documents: list[tuple[int, str]] = []
         self.links: list[tuple[int, list[int]]] = []  # (turn, the turns it was said after)
         self.vectors: list[tuple[int, int, str, bytes]] = []
+        self.passages: list[tuple[int, bytes]] = []  # (row, its further passages' vectors)
+        self.dimensions = 0  # of the passages' vectors
         self.erased: set[int] = set()  # rows whose content is erased by an event here
         self.next_checkpoint = self.table.timeline.next_checkpoint()
 
@@ -107,6 +109,7 @@ class ViewWrites:
         if erased:  # text created and erased within these events is never indexed
             documents = [document for document in documents if document[0] not in erased]
         model.embeddings.add_many(self.vectors)
+        model.passages.add_many(self.passages, self.dimensions)
         (model.text.add_many if index_text is None else index_text)(documents)
         model.text.link(self.links)
         if erased:
@@ -136,6 +139,9 @@ class ViewWrites:
         embedding = event.embedding
         if embedding is not None:
             self.vectors.append((row, values[2], embedding.model, vector_bytes(embedding)))
+            if embedding.passages and embedding.vector:
+                self.passages.append((row, embedding.passages))
+                self.dimensions = len(embedding.vector) // 4
         self.pending[row] = initial_state(record, at, moment)
         return row
 

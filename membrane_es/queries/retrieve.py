@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from membrane_es.embedding.protocol import Embedder, normalise
 from membrane_es.errors import ValidationError
+from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
@@ -357,6 +358,9 @@ def _rank_by_evidence(
     else:
         selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
     rows = np.union1d(shortlisted.scan.rows[shortlisted.picks], selectable_rows)
+    # Long texts whose best passage is near the task, though their own vector may not be.
+    near = snapshot.views.passages.nearest(plan.query_vector, size, max(plan.limit, 1))
+    rows = np.union1d(rows, near if within is None else np.intersect1d(near, within))
     if matched is not None:
         rows = np.union1d(rows, matched[0])
     periods = named_periods(plan.descriptor, snapshot.moment)
@@ -400,6 +404,13 @@ def _ranked(
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
+    passage = None
+    if similarity is not None and plan.query_vector is not None:
+        # A long text is as close to the task as its closest passage.
+        similarity, passage = with_passages(
+            snapshot.views.passages, plan.query_vector, found.rows, similarity, snapshot.size
+        )
+
     if lexical is not None and found.redacted.any():
         # A record returned redacted shows the caller none of its words: words it cannot
         # see are no evidence that it answers the task (and ranking by them would leak them).
@@ -419,6 +430,7 @@ def _ranked(
             relevance=None if evidence is None else evidence[picks],
             score=primary[picks],
             timing=None if timing is None else timing[picks],
+            passage=None if passage is None else passage[picks],
         )
     return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
 
