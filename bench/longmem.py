@@ -215,10 +215,41 @@ class Results:
     session_embed_seconds: float = 0.0  # ... one call a session, as the captures batch them
 
     def add(
-        self, method: str, category: int, ranking: Sequence[str], evidence: frozenset[str]
+        self,
+        method: str,
+        category: int,
+        ranking: Sequence[str],
+        evidence: frozenset[str],
+        conversation: str = "",
     ) -> None:
-        self.tallies[method]["all"].add(ranking, evidence)
-        self.tallies[method][f"cat {category}"].add(ranking, evidence)
+        groups = ["all", f"cat {category}"]
+        if conversation:  # for leaving one conversation out (:func:`left_out`)
+            groups += [f"{conversation}|{group}" for group in groups]
+        for group in groups:
+            self.tallies[method][group].add(ranking, evidence)
+
+
+def left_out(results: Results, metric: str = "R@5") -> dict[str, list[float]]:
+    """For each group (all, each category): the engine's lead over the best baseline on the
+    questions of every conversation but one, one figure per conversation left out."""
+    methods = [m for m in METHODS if results.tallies[m]["all"].questions]
+    k = int(metric.split("@")[1])
+    field = "recall" if metric.startswith("R@") else "hits"
+    conversations = sorted({g.split("|")[0] for g in results.tallies["membrane_es"] if "|" in g})
+    leads: dict[str, list[float]] = defaultdict(list)
+    for group in [g for g in results.tallies["membrane_es"] if "|" not in g]:
+        for conversation in conversations:
+            figures = {}
+            for method in methods:
+                whole = results.tallies[method][group]
+                part = results.tallies[method].get(f"{conversation}|{group}", Tally())
+                count = whole.questions - part.questions
+                total = getattr(whole, field)[k] - getattr(part, field)[k]
+                figures[method] = total / count if count else float("nan")
+            rest = [m for m in methods if m != "membrane_es"]
+            if rest and figures["membrane_es"] == figures["membrane_es"]:  # not NaN
+                leads[group].append(figures["membrane_es"] - baselines.best(figures, rest)[1])
+    return dict(leads)
 
 
 def evaluate(
@@ -252,7 +283,13 @@ def evaluate(
                 for method, ranking in _rankings(
                     memory, dia_of, bm25, vectors, query, question.text, turns
                 ):
-                    results.add(method, question.category, ranking, question.evidence)
+                    results.add(
+                        method,
+                        question.category,
+                        ranking,
+                        question.evidence,
+                        conversation.name,
+                    )
         finally:
             memory.close()
             bm25.close()
@@ -293,7 +330,10 @@ def make_embedder(name: str) -> Embedder | None:
 
 def report(results: Results, embedder: str) -> str:
     methods = [m for m in METHODS if results.tallies[m]["all"].questions]
-    groups = sorted(results.tallies["membrane_es"], key=lambda g: (g != "all", g))
+    groups = sorted(
+        (g for g in results.tallies["membrane_es"] if "|" not in g),
+        key=lambda g: (g != "all", g),
+    )
     out = [f"embedder {embedder}; {results.turns} turns"]
     for group in groups:
         tally = results.tallies["membrane_es"][group]
@@ -306,6 +346,12 @@ def report(results: Results, embedder: str) -> str:
             row = " | ".join(f"{figures[m]:.3f}" for m in methods)
             lead = figures["membrane_es"] - value
             out.append(f"| {metric} | {row} | {name} | {lead:+.3f} |")
+    spread = left_out(results)
+    if spread:
+        out.append("\nR@5 lead over the best baseline, one conversation left out (min / max):")
+        for group in sorted(spread, key=lambda g: (g != "all", g)):
+            low, high = min(spread[group]), max(spread[group])
+            out.append(f"  {group}: {low:+.3f} / {high:+.3f}")
     ingest = results.turns / results.ingest_seconds if results.ingest_seconds else 0.0
     out.append(f"\ningestion: {ingest:.0f} turns/s (captures, embedding included)")
     if results.embed_seconds:

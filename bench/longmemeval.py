@@ -251,6 +251,7 @@ class Results:
     turns: int = 0
     questions: int = 0
     ingest_seconds: float = 0.0  # through capture_memory, vectors as the embedder gives them
+    types: list[str] = field(default_factory=list)  # of each question scored, in order
 
     def add(self, method: str, question: Question, ranking: Sequence[str]) -> None:
         scored = {
@@ -296,6 +297,7 @@ def evaluate(
                 vectors = embedder.embed([embedded[turn.id] for turn in turns])
                 query = embedder.embed([question.text])[0]
             ranking = engine_ranking(memory, turn_of, question.text, query)
+            results.types.append(question.type)
             results.add("membrane_es", question, ranking)
             ids = [turn.id for turn in turns]
             for method, found in baselines.rankings(
@@ -347,6 +349,28 @@ def time_ingestion(questions: Sequence[Question], embedder: Embedder) -> tuple[i
     return turns, engine, alone
 
 
+TARGETS = ("turn recall_all@10", "session recall_all@5")
+
+
+def left_out(results: Results, metric: str) -> dict[str, float]:
+    """The engine's lead over the best baseline on ``metric`` over every question but those
+    of one type, for each type left out."""
+    methods = [m for m in METHODS if results.values[m]["all"]]
+    types = np.array(results.types)
+    leads = {}
+    for kind in sorted(set(results.types)):
+        keep = types != kind
+        if not keep.any():
+            continue
+        figures = {
+            m: float(np.mean(np.array(results.values[m]["all"][metric])[keep])) for m in methods
+        }
+        rest = [m for m in methods if m != "membrane_es"]
+        if rest:
+            leads[kind] = figures["membrane_es"] - baselines.best(figures, rest)[1]
+    return leads
+
+
 def report(results: Results, embedder: str) -> str:
     methods = [m for m in METHODS if results.values[m]["all"]]
     groups = sorted(results.values["membrane_es"], key=lambda g: (g != "all", g))
@@ -361,6 +385,11 @@ def report(results: Results, embedder: str) -> str:
             row = " | ".join(f"{values[m]:.3f}" for m in methods)
             lead = values["membrane_es"] - value
             out.append(f"| {metric} | {row} | {name} | {lead:+.3f} |")
+    for metric in TARGETS:
+        leads = left_out(results, metric)
+        if leads:
+            out.append(f"\n{metric}: lead over the best baseline, one question type left out")
+            out.extend(f"  without {kind}: {lead:+.3f}" for kind, lead in leads.items())
     return "\n".join(out)
 
 
