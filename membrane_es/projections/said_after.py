@@ -44,6 +44,7 @@ def share(own: Array, earlier: Array) -> Array:
     earlier = np.asarray(earlier, dtype=np.float64)
     return np.where(earlier > own, own / np.maximum(earlier, 1.0), 1.0) * (own > 0)
 
+
 _TAIL_FRACTION = 8  # pairs added since the sorted copy, at most 1/8 of it (or _TAIL_MIN)
 _TAIL_MIN = 4096
 

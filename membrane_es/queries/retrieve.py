@@ -35,6 +35,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from membrane_es.projections.tokens import tokens
 from membrane_es.queries import vectors
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
@@ -363,6 +364,10 @@ def _rank_by_evidence(
     rows = np.union1d(rows, near if within is None else np.intersect1d(near, within))
     if matched is not None:
         rows = np.union1d(rows, matched[0])
+    if plan.descriptor.strip():
+        named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+        named = named[named < size]
+        rows = np.union1d(rows, named if within is None else np.intersect1d(named, within))
     periods = named_periods(plan.descriptor, snapshot.moment)
     if periods:
         created = table.content["created_at"]
@@ -417,7 +422,8 @@ def _ranked(
         lexical = np.where(found.redacted, 0.0, lexical)
     periods = named_periods(plan.descriptor, snapshot.moment)
     timing = periods.contain(created).astype(np.float64) if periods else None
-    evidence = relevance(similarity, lexical, timing)
+    spoken = _said_by_named(snapshot, plan, found)
+    evidence = relevance(similarity, lexical, timing, spoken)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
@@ -431,8 +437,21 @@ def _ranked(
             score=primary[picks],
             timing=None if timing is None else timing[picks],
             passage=None if passage is None else passage[picks],
+            speaker=None if spoken is None else spoken[picks],
         )
     return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
+
+
+def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
+    """1 for each candidate said by a participant the descriptor names, else 0 (a record
+    returned redacted shows no one who said it); None when it names none."""
+    if not plan.descriptor.strip() or not len(snapshot.views.speakers):
+        return None
+    named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+    if not len(named):
+        return None
+    spoken: Array = np.isin(found.rows, named) & ~found.redacted
+    return spoken.astype(np.float64)
 
 
 def _has_vector(snapshot: Snapshot, plan: Plan) -> bool:

@@ -70,7 +70,8 @@ class Explanation(_Result):
     names ("in October 2023", "last week"), else 0 (None: it names none); ``passage``: for a
     text longer than the embedder reads, which of its passages the similarity is of — it is
     scored by its best (1: its opening, the record's own vector; None: a text read whole);
-    ``searched_with``:
+    ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names,
+    else 0 (None: it names no one who spoke); ``searched_with``:
     the conversation turns it was said after, whose words its lexical score counts at half
     weight (:mod:`membrane_es.projections.said_after`); ``relevance``:
     the evidence combined (None: the read had none and ordered by
@@ -93,6 +94,7 @@ class Explanation(_Result):
     time_score: float | None = None
     searched_with: list[str] = msgspec.field(default_factory=list)
     passage: int | None = None
+    speaker_score: float | None = None
 
 
 class ExplainedRetrieveResult(RetrieveResult):
