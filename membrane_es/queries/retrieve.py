@@ -409,7 +409,7 @@ def _ranked(
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
-    passage = None
+    passage, own_similarity = None, similarity  # the selector reads records' own vectors
     if similarity is not None and plan.query_vector is not None:
         # A long text is as close to the task as its closest passage.
         similarity, passage = with_passages(
@@ -426,7 +426,7 @@ def _ranked(
     evidence = relevance(similarity, lexical, timing, spoken)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
-    chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
+    chosen, selection = _select(snapshot, found, own_similarity, selectable, threshold)
     kept = None
     if plan.explain:
         kept = Evidence(
