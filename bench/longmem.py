@@ -16,14 +16,21 @@ Procedure, per conversation, in a fresh in-memory store:
 * each question (category 5, the adversarial ones, left out as is standard) is asked a day
   after the last session: ``retrieve(question, limit=25)``; the turns among the records
   returned, in order, are scored against the question's evidence turns;
-* baselines over the same turn texts (``"speaker: text"``), measured in the same run: BM25 of
-  SQLite FTS5 (porter unicode61, the question's words OR-ed), plain cosine of the same embedder,
-  their reciprocal-rank fusion (k = 60) and their min-max score fusion (equal weights).
+* baselines over the same turn texts (``"speaker: text"``), measured in the same run
+  (:mod:`bench.baselines`): BM25 of SQLite FTS5 with every word of the question, and with only
+  the words the engine searches by (its tokenizer and stop words), plain cosine of the same
+  embedder, and each BM25's reciprocal-rank fusion (k = 60) and min-max score fusion (equal
+  weights) with cosine. "best" is the strongest of them on each figure.
 
 Metrics per question, averaged overall and per category: recall@k = evidence turns in the top k
 / evidence turns; hit@k = whether any is. Ingestion is reported as turns per second of the
 engine's captures (embedding included), beside the embedder alone on the same texts: a
 conversation's turns in one call, and one call a session (as the captures batch them).
+
+``--cache`` keeps vectors on disk by text digest (:mod:`bench.vector_cache`): reruns take a
+fraction of the time, and the ingestion figures then mean nothing. ``--shared-times`` stamps
+every turn of a session with the session's time (the data dates sessions, not turns) instead
+of a second apart.
 """
 
 from __future__ import annotations
@@ -31,18 +38,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from bench import baselines
+from bench.baselines import BASELINES, Bm25
+from bench.vector_cache import DiskCachedEmbedder
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder
@@ -51,9 +59,8 @@ from membrane_es.schema import Sensitivity
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/locomo_dev.json"
 KS = (5, 10, 25)
 ADVERSARIAL = 5
-RRF_K = 60
 FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
-METHODS = ("membrane_es", "bm25", "cosine", "rrf", "minmax")
+METHODS = ("membrane_es", *BASELINES)
 
 Vectors = npt.NDArray[np.float32]
 
@@ -93,7 +100,9 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def load(path: Path) -> list[Conversation]:
+def load(path: Path, shared_times: bool = False) -> list[Conversation]:
+    """The conversations of a LoCoMo file; a session's turns a second apart, or all at the
+    session's time with ``shared_times``."""
     conversations = []
     for index, item in enumerate(json.loads(path.read_text())):
         dialogue = item["conversation"]
@@ -110,7 +119,7 @@ def load(path: Path) -> list[Conversation]:
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text += f" [shares an image: {turn['blip_caption']}]"
-                moment = at + timedelta(seconds=offset)
+                moment = at if shared_times else at + timedelta(seconds=offset)
                 session.append(Turn(turn["dia_id"], turn["speaker"], text, moment))
             sessions.append(session)
         known = {turn.dia_id for session in sessions for turn in session}
@@ -171,59 +180,6 @@ def engine_ranking(
     return [dia_of[record.id] for record in found.records if record.id in dia_of]
 
 
-# --- the baselines ------------------------------------------------------------------------
-
-
-class Bm25:
-    """SQLite FTS5 BM25 over the turn lines (porter unicode61), the question's words OR-ed."""
-
-    def __init__(self, lines: Sequence[str]) -> None:
-        self._db = sqlite3.connect(":memory:")
-        self._db.execute(
-            "CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61 "
-            "remove_diacritics 2')"
-        )
-        self._db.executemany("INSERT INTO turns(rowid, body) VALUES (?, ?)", list(enumerate(lines)))
-
-    def scores(self, question: str, count: int) -> npt.NDArray[np.float64]:
-        """BM25 of every turn (0 where no word matches), higher is better."""
-        words = re.findall(r"\w+", question.lower())
-        out = np.zeros(count, dtype=np.float64)
-        if not words:
-            return out
-        match = " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
-        for row, value in self._db.execute(
-            "SELECT rowid, -bm25(turns) FROM turns WHERE turns MATCH ?", (match,)
-        ):
-            out[row] = value
-        return out
-
-
-def top(scores: npt.NDArray[Any], present: npt.NDArray[np.bool_] | None = None) -> list[int]:
-    """Indices by score, best first (ties by index); only where ``present`` when given."""
-    order = np.lexsort((np.arange(len(scores)), -scores))
-    if present is not None:
-        order = order[present[order]]
-    return [int(i) for i in order[: max(KS)]]
-
-
-def rrf(*rankings: list[int]) -> list[int]:
-    fused: dict[int, float] = defaultdict(float)
-    for ranking in rankings:
-        for place, item in enumerate(ranking):
-            fused[item] += 1.0 / (RRF_K + place + 1)
-    return sorted(fused, key=lambda item: (-fused[item], item))[: max(KS)]
-
-
-def minmax(*scores: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-    total = np.zeros(len(scores[0]), dtype=np.float64)
-    for values in scores:
-        low, high = float(values.min()), float(values.max())
-        if high > low:
-            total += (values - low) / (high - low)
-    return total / len(scores)
-
-
 # --- scoring ------------------------------------------------------------------------------
 
 
@@ -259,10 +215,41 @@ class Results:
     session_embed_seconds: float = 0.0  # ... one call a session, as the captures batch them
 
     def add(
-        self, method: str, category: int, ranking: Sequence[str], evidence: frozenset[str]
+        self,
+        method: str,
+        category: int,
+        ranking: Sequence[str],
+        evidence: frozenset[str],
+        conversation: str = "",
     ) -> None:
-        self.tallies[method]["all"].add(ranking, evidence)
-        self.tallies[method][f"cat {category}"].add(ranking, evidence)
+        groups = ["all", f"cat {category}"]
+        if conversation:  # for leaving one conversation out (:func:`left_out`)
+            groups += [f"{conversation}|{group}" for group in groups]
+        for group in groups:
+            self.tallies[method][group].add(ranking, evidence)
+
+
+def left_out(results: Results, metric: str = "R@5") -> dict[str, list[float]]:
+    """For each group (all, each category): the engine's lead over the best baseline on the
+    questions of every conversation but one, one figure per conversation left out."""
+    methods = [m for m in METHODS if results.tallies[m]["all"].questions]
+    k = int(metric.split("@")[1])
+    field = "recall" if metric.startswith("R@") else "hits"
+    conversations = sorted({g.split("|")[0] for g in results.tallies["membrane_es"] if "|" in g})
+    leads: dict[str, list[float]] = defaultdict(list)
+    for group in [g for g in results.tallies["membrane_es"] if "|" not in g]:
+        for conversation in conversations:
+            figures = {}
+            for method in methods:
+                whole = results.tallies[method][group]
+                part = results.tallies[method].get(f"{conversation}|{group}", Tally())
+                count = whole.questions - part.questions
+                total = getattr(whole, field)[k] - getattr(part, field)[k]
+                figures[method] = total / count if count else float("nan")
+            rest = [m for m in methods if m != "membrane_es"]
+            if rest and figures["membrane_es"] == figures["membrane_es"]:  # not NaN
+                leads[group].append(figures["membrane_es"] - baselines.best(figures, rest)[1])
+    return dict(leads)
 
 
 def evaluate(
@@ -278,6 +265,7 @@ def evaluate(
         memory, dia_of = ingest(conversation, embedder)
         results.ingest_seconds += time.perf_counter() - started
         results.turns += len(turns)
+        bm25 = Bm25(lines)
         try:
             vectors = None
             if embedder is not None:
@@ -290,15 +278,21 @@ def evaluate(
                 results.session_embed_seconds += time.perf_counter() - started
             questions = [q.text for q in conversation.questions]
             query_vectors = embedder.embed(questions) if embedder is not None else None
-            bm25 = Bm25(lines)
             for i, question in enumerate(conversation.questions):
                 query = None if query_vectors is None else query_vectors[i]
                 for method, ranking in _rankings(
                     memory, dia_of, bm25, vectors, query, question.text, turns
                 ):
-                    results.add(method, question.category, ranking, question.evidence)
+                    results.add(
+                        method,
+                        question.category,
+                        ranking,
+                        question.evidence,
+                        conversation.name,
+                    )
         finally:
             memory.close()
+            bm25.close()
         progress(
             f"{conversation.name}: {len(turns)} turns, {len(conversation.questions)} questions"
         )
@@ -316,53 +310,8 @@ def _rankings(
 ) -> Iterator[tuple[str, list[str]]]:
     ids = [turn.dia_id for turn in turns]
     yield "membrane_es", engine_ranking(memory, dia_of, question, query)
-    lexical = bm25.scores(question, len(turns))
-    by_words = top(lexical, lexical > 0)
-    yield "bm25", [ids[i] for i in by_words]
-    if vectors is None or query is None:
-        return
-    cosine = vectors @ query
-    by_meaning = top(cosine)
-    yield "cosine", [ids[i] for i in by_meaning]
-    yield "rrf", [ids[i] for i in rrf(by_words, by_meaning)]
-    yield "minmax", [ids[i] for i in top(minmax(lexical, cosine))]
-
-
-class CachedEmbedder:
-    """An embedder whose vectors are kept in a file between runs (``--cache``): for working
-    on ranking without re-running the model; its ingestion figures mean nothing."""
-
-    def __init__(self, inner: Embedder, path: Path) -> None:
-        self.inner, self.path = inner, path
-        self.known: dict[str, Vectors] = {}
-        if path.exists():
-            with np.load(path) as stored:
-                texts = json.loads(str(stored["texts"]))
-                self.known = dict(zip(texts, stored["vectors"], strict=True))
-
-    @property
-    def dimensions(self) -> int:
-        return self.inner.dimensions
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
-        if missing:
-            self.known.update(zip(missing, self.inner.embed(missing), strict=True))
-        return (
-            np.stack([self.known[t] for t in texts])
-            if texts
-            else np.zeros((0, self.dimensions), np.float32)
-        )
-
-    def save(self) -> None:
-        texts = list(self.known)
-        np.savez(
-            self.path, texts=json.dumps(texts), vectors=np.stack([self.known[t] for t in texts])
-        )
+    for method, ranking in baselines.rankings(bm25, question, vectors, query, max(KS)).items():
+        yield method, [ids[i] for i in ranking]
 
 
 def make_embedder(name: str) -> Embedder | None:
@@ -381,16 +330,28 @@ def make_embedder(name: str) -> Embedder | None:
 
 def report(results: Results, embedder: str) -> str:
     methods = [m for m in METHODS if results.tallies[m]["all"].questions]
-    groups = sorted(results.tallies["membrane_es"], key=lambda g: (g != "all", g))
+    groups = sorted(
+        (g for g in results.tallies["membrane_es"] if "|" not in g),
+        key=lambda g: (g != "all", g),
+    )
     out = [f"embedder {embedder}; {results.turns} turns"]
     for group in groups:
         tally = results.tallies["membrane_es"][group]
         out.append(f"\n{group} ({tally.questions} questions)")
-        out.append("| metric | " + " | ".join(methods) + " |")
-        out.append("| --- |" + " --- |" * len(methods))
+        out.append("| metric | " + " | ".join(methods) + " | best baseline | lead |")
+        out.append("| --- |" + " --- |" * (len(methods) + 2))
         for metric in [f"R@{k}" for k in KS] + [f"hit@{k}" for k in KS]:
-            row = [results.tallies[m][group].mean()[metric] for m in methods]
-            out.append(f"| {metric} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+            figures = {m: results.tallies[m][group].mean()[metric] for m in methods}
+            name, value = baselines.best(figures, [m for m in methods if m != "membrane_es"])
+            row = " | ".join(f"{figures[m]:.3f}" for m in methods)
+            lead = figures["membrane_es"] - value
+            out.append(f"| {metric} | {row} | {name} | {lead:+.3f} |")
+    spread = left_out(results)
+    if spread:
+        out.append("\nR@5 lead over the best baseline, one conversation left out (min / max):")
+        for group in sorted(spread, key=lambda g: (g != "all", g)):
+            low, high = min(spread[group]), max(spread[group])
+            out.append(f"  {group}: {low:+.3f} / {high:+.3f}")
     ingest = results.turns / results.ingest_seconds if results.ingest_seconds else 0.0
     out.append(f"\ningestion: {ingest:.0f} turns/s (captures, embedding included)")
     if results.embed_seconds:
@@ -414,18 +375,21 @@ def main() -> None:
     parser.add_argument(
         "--embedder", choices=["minilm", "minilm-torch", "hashing", "none"], default="minilm"
     )
-    parser.add_argument("--cache", type=Path, help="keep vectors in this .npz between runs")
+    parser.add_argument(
+        "--cache", action="store_true", help="vectors kept on disk by text digest (reruns)"
+    )
+    parser.add_argument(
+        "--shared-times", action="store_true", help="a session's turns share its time"
+    )
     args = parser.parse_args()
-    conversations = load(args.path)
+    conversations = load(args.path, args.shared_times)
     if args.conversations:
         conversations = [conversations[int(i)] for i in args.conversations.split(",")]
     embedder = make_embedder(args.embedder)
-    cached = None
-    if args.cache is not None and embedder is not None:
-        embedder = cached = CachedEmbedder(embedder, args.cache)
+    if args.cache and embedder is not None:
+        embedder = DiskCachedEmbedder(embedder)
     results = evaluate(conversations, embedder, progress=print)
-    if cached is not None:
-        cached.save()
+    if args.cache:
         print("(vectors from a cache: the ingestion figures below mean nothing)")
     print(report(results, args.embedder))
 

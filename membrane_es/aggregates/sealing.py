@@ -50,6 +50,7 @@ class SealedContent(msgspec.Struct, kw_only=True, omit_defaults=True):
     rationale: str = ""
     embedding: Embedding | None = None  # as boxes written before ``vector`` kept it
     vector: bytes = b""  # the vector's bytes (its model and length stay in the clear)
+    passages: bytes = b""  # the vectors of a long text's further passages
 
 
 class _StoredVector(msgspec.Struct):
@@ -119,6 +120,7 @@ class ContentSealer:
             audit_log=record.audit_log,
             rationale=state["rationale"],
             vector=b"" if state["embedding"] is None else state["embedding"].vector,
+            passages=b"" if state["embedding"] is None else state["embedding"].passages,
         )
         nonce = os.urandom(NONCE_BYTES)
         box = nonce + cipher.encrypt(nonce, _encode(content), key_id)
@@ -150,7 +152,9 @@ class ContentSealer:
         fields = event.__dict__
         fields["rationale"] = content.rationale
         if content.vector:
-            fields["embedding"] = Embedding(model=event.embedding.model, vector=content.vector)
+            fields["embedding"] = Embedding(
+                model=event.embedding.model, vector=content.vector, passages=content.passages
+            )
         elif content.embedding is not None:
             fields["embedding"] = content.embedding
         return event

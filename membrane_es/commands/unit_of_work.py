@@ -63,16 +63,16 @@ class UnitOfWork(Protocol):
 
     def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
         """Active episodic records of exactly ``scope`` whose event time (``created_at``) is
-        in ``[since, until]``, oldest first (then by id): what capture reads to find the
-        turns a conversation turn was said after."""
+        in ``[since, until]``, oldest first (equal times in the order captured): what capture
+        reads to find the turns a conversation turn was said after."""
         ...
 
     # --- reads consolidation needs (spec §5.5) --------------------------------------------
 
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
-        """Every active (not retracted) record of ``memory_type``, oldest first (then by id),
-        including records created earlier in this unit of work; current state, not to be
-        mutated."""
+        """Every active (not retracted) record of ``memory_type``, oldest first (equal times in
+        the order captured), including records created earlier in this unit of work; current
+        state, not to be mutated."""
         ...
 
     def referrers(self, record_id: str, predicate: str) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
 from membrane_es.embedding.hashing import HashingEmbedder
+from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder, Matrix
 from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
@@ -79,6 +80,11 @@ class BundledMiniLM:
             if tokenizer_file.is_file():
                 return word_pieces(tokenizer_file, DEFAULT_MODEL)
         return counter_for(self._model())
+
+    def passages(self, text: str) -> list[str]:
+        """The model's passages of ``text`` (:mod:`~membrane_es.embedding.passages`)."""
+        split = splitter_of(self._model())
+        return split(text) if split is not None else [text]
 
     def _model(self) -> Embedder:
         with self._lock:

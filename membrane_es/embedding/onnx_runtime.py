@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from membrane_es.embedding.batches import Forward, embed_in_runs
+from membrane_es.embedding.passages import cut
 from membrane_es.embedding.protocol import Matrix
 from membrane_es.embedding.sentence_transformers import (
     DEFAULT_MODEL,
@@ -105,9 +106,12 @@ class OnnxEmbedder:
         self._dimensions = settings["dimensions"]
         tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
         tokenizer.no_padding()
+        whole = Tokenizer.from_str(tokenizer.to_str())  # for passages: every token, no cut
+        whole.no_truncation()
         tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer = tokenizer
         self._tokenizer_file = source / "tokenizer.json"
+        self._whole_tokenizer = whole
         if name is not None:
             self._name = name
         elif model_dir is None:
@@ -150,6 +154,12 @@ class OnnxEmbedder:
     def token_counter(self) -> TokenCounter:
         """The model's own word pieces, counted without truncation (for token budgets)."""
         return word_pieces(self._tokenizer_file, self._name)
+
+    def passages(self, text: str) -> list[str]:
+        """``text`` cut into overlapping windows the model reads whole
+        (:mod:`~membrane_es.embedding.passages`); ``[text]`` when it fits."""
+        spans = self._whole_tokenizer.encode(text, add_special_tokens=False).offsets
+        return cut(text, spans, self._max_tokens - 2)  # [CLS] and [SEP] take two places
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Tokenize once; a pass pads its run to its longest text and mean-pools the token

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from membrane_es.embedding.batches import Forward, embed_in_runs
+from membrane_es.embedding.passages import cut
 from membrane_es.embedding.protocol import Matrix
 from membrane_es.embedding.tokens import CallableCount, TokenCounter
 from membrane_es.errors import MembraneError
@@ -190,6 +191,15 @@ class SentenceTransformerEmbedder:
 
         self._counter = CallableCount(count, f"tokens of {self._name}")
         return self._counter
+
+    def passages(self, text: str) -> list[str]:
+        """``text`` cut into overlapping windows the model reads whole
+        (:mod:`~membrane_es.embedding.passages`); ``[text]`` when it fits."""
+        limit = int(getattr(self._model, "max_seq_length", 0) or 512)
+        spans = self._model.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )["offset_mapping"]
+        return cut(text, [tuple(span) for span in spans], limit - 2)
 
     def _prepare(self, texts: list[str]) -> tuple[list[int], Forward]:
         """Token counts from the model's tokenizer (truncated as the model truncates); a pass

@@ -18,6 +18,7 @@ from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT
+from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.vectors import pack, record_embedding
@@ -96,12 +97,26 @@ class EventStoreUnitOfWork:
         return owed
 
     def _embed_owed(self) -> None:
-        """Fill in every vector :meth:`embed` promised, in one call to the embedder."""
+        """Fill in every vector :meth:`embed` promised, in one call to the embedder: each
+        record's, and those of the further passages of a text longer than the model reads
+        (:mod:`membrane_es.embedding.passages`)."""
         owed, self._unembedded = self._unembedded, []
-        if owed and self._embedder is not None:
-            vectors = self._embedder.embed([text for _, text in owed])
-            for (embedding, _), vector in zip(owed, vectors, strict=True):
-                embedding.vector = pack(embedding.model, vector).vector
+        if not owed or self._embedder is None:
+            return
+        texts = [text for _, text in owed]
+        split = splitter_of(self._embedder)
+        further = [split(text)[1:] if split is not None else [] for text in texts]
+        vectors = self._embedder.embed(texts + [p for passages in further for p in passages])
+        start = len(texts)
+        for (embedding, _), vector, passages in zip(
+            owed, vectors[: len(texts)], further, strict=True
+        ):
+            embedding.vector = pack(embedding.model, vector).vector
+            if passages:
+                embedding.passages = pack(
+                    embedding.model, vectors[start : start + len(passages)]
+                ).vector
+                start += len(passages)
 
     @property
     def interpreter(self) -> Interpreter | None:
@@ -173,7 +188,7 @@ class EventStoreUnitOfWork:
     def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
         """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
         — from the record table's columns (no record is loaded unless it is in the window),
-        plus those created in this unit of work — oldest first, then by id."""
+        plus those created in this unit of work — oldest first, equal times in capture order."""
         low, high = micros(since), micros(until)
 
         def in_window(table: RecordTable) -> Array:
@@ -193,7 +208,7 @@ class EventStoreUnitOfWork:
 
     def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
         """Active records of one type from the record table, plus those created in this unit
-        of work, oldest first (then by id)."""
+        of work, oldest first (equal times in capture order)."""
         code = TYPE_CODE[memory_type]
 
         def of_type(table: RecordTable) -> Array:
@@ -218,11 +233,13 @@ class EventStoreUnitOfWork:
             return {table.ids[int(row)] for row in pick(table)}
 
     def _active_oldest_first(self, ids: set[str]) -> list[RecordData]:
-        """Those records now, retracted ones left out, oldest first (event time), then by id."""
+        """Those records now, retracted ones left out, oldest first (event time), then in the
+        order they were captured: callers often stamp a whole session or batch with one time,
+        and the order things were said in must not then depend on their random ids."""
         now = self._clock.now()
-        found = [a.view(now) for a in map(self.get, ids) if not a.state.retracted]
-        found.sort(key=lambda r: (micros(r.created_at) if r.created_at else 0, r.id))
-        return found
+        kept = [a for a in map(self.get, ids) if not a.state.retracted]
+        kept.sort(key=_event_then_capture_order)
+        return [aggregate.view(now) for aggregate in kept]
 
     def referrers(self, record_id: str, predicate: str) -> list[str]:
         """Sources of ``predicate`` relations to ``record_id``: from the relation graph (the
@@ -310,3 +327,11 @@ def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
         content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
     )
     return rows[keep]
+
+
+def _event_then_capture_order(aggregate: RecordAggregate) -> tuple[int, int, str]:
+    """Event time, then the time the engine recorded the record's creation (strictly
+    increasing in log order, so capture order), then the id."""
+    content = aggregate.state.content
+    created = content.created_at or aggregate.created_on
+    return (micros(created), micros(aggregate.created_on), aggregate.record_id)

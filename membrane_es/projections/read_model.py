@@ -30,16 +30,19 @@ from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import MetricsView
+from membrane_es.projections.passages import PassageIndex
 from membrane_es.projections.record_table import RecordTable
 from membrane_es.projections.relation_graph import RelationGraph
+from membrane_es.projections.speakers import SpeakerIndex
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.view_writes import TextSink, ViewWrites
 from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-CHECKPOINT_VERSION = 5  # 2: validity columns, entity names, text lengths; 3: metrics;
-# 4: the text index's tokenizer removes every diacritic, as queries do; 5: no vectors
+CHECKPOINT_VERSION = 6  # 2: validity columns, entity names, text lengths; 3: metrics;
+# 4: the text index's tokenizer removes every diacritic, as queries do; 5: no vectors;
+# 6: long texts' passages, who said each turn
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
@@ -55,6 +58,8 @@ class ReadModel:
     def __init__(self) -> None:
         self.table = RecordTable()
         self.embeddings = EmbeddingIndex()
+        self.passages = PassageIndex()  # vectors of long texts' further passages
+        self.speakers = SpeakerIndex()  # who said each conversation turn
         self.graph = RelationGraph()
         self.text = TextIndex()
         self.entities = EntityIndex()
@@ -189,6 +194,8 @@ class ReadModel:
         for row in rows:
             self.embeddings.erase(row)
             self.entities.remove(row)
+        self.passages.erase(rows)
+        self.speakers.remove(rows)
         self._text_purges.extend(rows)
         if text_now:
             self._purge_text()
@@ -247,6 +254,7 @@ class ReadModel:
             for scope, rows in self.embeddings.block_rows().items():
                 # The rows only: their vectors are in the log (see block_vectors).
                 arrays[f"block.{scope}.rows"] = rows
+            arrays.update({f"passages.{k}": v for k, v in self.passages.arrays().items()})
             _save_arrays(staging / "arrays.npz", arrays)
             manifest = {
                 "version": CHECKPOINT_VERSION,
@@ -258,6 +266,7 @@ class ReadModel:
                 "model": self.embeddings.model,
                 "dimensions": self.embeddings.dimensions,
                 "skipped": self.embeddings.skipped,
+                "speakers": self.speakers.saved(),
                 "graph": self.graph.outgoing,
                 "entities": [
                     [row, canonical, list(aliases)]
@@ -338,6 +347,10 @@ class ReadModel:
             index = model.embeddings
             index.model, index.dimensions = manifest["model"], manifest["dimensions"]
             index.skipped = manifest["skipped"]
+            if "passages.rows" in arrays.files:
+                model.passages.restore(
+                    arrays["passages.rows"], arrays["passages.numbers"], arrays["passages.vectors"]
+                )
             block_rows = {
                 int(key.split(".")[1]): arrays[key]
                 for key in arrays.files
@@ -355,6 +368,7 @@ class ReadModel:
         for source, relations in manifest["graph"].items():
             for relation in relations:
                 model.graph.add(source, relation_type(relation, Relation, strict=False))
+        model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))
         model.text.load(current / "text.sqlite")

@@ -4,7 +4,8 @@ A captured conversation turn names the turns it was said after
 (:mod:`membrane_es.schema.conversation`). The text index
 (:class:`~membrane_es.projections.text_index.TextIndex`) searches the turn as if its document
 went on with theirs: a query word in an earlier turn counts for the reply too, and the
-reply's length includes theirs, both at :data:`WEIGHT`.
+reply's length includes theirs, both at :data:`WEIGHT` — and at most as much of them as the
+reply says itself (:func:`share`).
 Nothing is copied: each word lives in one document, so erasing a turn takes it out of every
 reply's search at once, and an answer ``as_of`` a moment counts only the replies that existed
 then.
@@ -30,6 +31,19 @@ WEIGHT = 0.5
 (a field weight, as BM25F gives one per field: occurrences and length alike). Below 1, so a
 turn that says a thing itself ranks above the turns that answer it; the exact value is a
 choice on that principle, not fitted to any question set."""
+
+
+def share(own: Array, earlier: Array) -> Array:
+    """How much of an earlier turn's words a turn borrows, beside :data:`WEIGHT`: all of them
+    when it is at least as long, else in proportion to its own length (token counts; a turn
+    without a document borrows nothing). A short reply to a short question takes the
+    question's words whole; a short message after a long one takes no more of its words than
+    it says itself, so the neighbour's words cannot outweigh its own, nor its length bury the
+    message under BM25's length normalisation."""
+    own = np.maximum(np.asarray(own, dtype=np.float64), 0.0)
+    earlier = np.asarray(earlier, dtype=np.float64)
+    return np.where(earlier > own, own / np.maximum(earlier, 1.0), 1.0) * (own > 0)
+
 
 _TAIL_FRACTION = 8  # pairs added since the sorted copy, at most 1/8 of it (or _TAIL_MIN)
 _TAIL_MIN = 4096

@@ -27,7 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.said_after import WEIGHT, SaidAfter
+from membrane_es.projections.said_after import WEIGHT, SaidAfter, share
 from membrane_es.projections.tokens import STOP_TERMS, TOKENIZER, query_terms, stem, tokens
 
 Array = npt.NDArray[Any]
@@ -198,7 +198,8 @@ class TextIndex:
         if not len(turns):
             return rows, counts
         merged, where = np.unique(np.concatenate([rows, turns]), return_inverse=True)
-        weights = np.concatenate([counts, WEIGHT * counts[places]])
+        lent = share(self.own_lengths(turns), self.own_lengths(rows[places]))
+        weights = np.concatenate([counts, WEIGHT * lent * counts[places]])
         return merged, np.bincount(where, weights=weights, minlength=len(merged))
 
     def corpus(self, below: int) -> tuple[int, float]:
@@ -217,8 +218,8 @@ class TextIndex:
         tokens = float(lengths[present].sum(dtype=np.int64))
         turns, earlier = self.said_after.below(below)
         if len(turns):
-            said = np.maximum(self.own_lengths(earlier), 0)[self.own_lengths(turns) >= 0]
-            tokens += WEIGHT * float(said.sum(dtype=np.int64))
+            own, said = self.own_lengths(turns), np.maximum(self.own_lengths(earlier), 0)
+            tokens += WEIGHT * float((share(own, said) * said).sum())
         self._corpus_memo = (version, below, documents, tokens)
         return documents, tokens
 
@@ -230,7 +231,8 @@ class TextIndex:
         places, earlier = self.said_after.earlier_of(rows)
         if len(places):
             said = np.maximum(self.own_lengths(earlier), 0)
-            extra = WEIGHT * np.bincount(places, weights=said, minlength=len(rows))
+            lent = share(self.own_lengths(rows[places]), said) * said
+            extra = WEIGHT * np.bincount(places, weights=lent, minlength=len(rows))
             out = np.where(out >= 0, out + extra, out)
         return out
 

@@ -33,7 +33,7 @@ from membrane_es.projections.record_table import (
     initial_state,
 )
 from membrane_es.projections.timecodes import micros
-from membrane_es.schema.conversation import said_after
+from membrane_es.schema.conversation import said_after, speaker_of_record
 from membrane_es.schema.enums import GraphPredicate, MemoryType
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Relation
@@ -73,7 +73,10 @@ class ViewWrites:
         self.audit: list[tuple[int, int]] = []
         self.documents: list[tuple[int, str]] = []
         self.links: list[tuple[int, list[int]]] = []  # (turn, the turns it was said after)
+        self.speakers: list[tuple[int, str]] = []  # (turn, who said it)
         self.vectors: list[tuple[int, int, str, bytes]] = []
+        self.passages: list[tuple[int, bytes]] = []  # (row, its further passages' vectors)
+        self.dimensions = 0  # of the passages' vectors
         self.erased: set[int] = set()  # rows whose content is erased by an event here
         self.next_checkpoint = self.table.timeline.next_checkpoint()
 
@@ -107,8 +110,10 @@ class ViewWrites:
         if erased:  # text created and erased within these events is never indexed
             documents = [document for document in documents if document[0] not in erased]
         model.embeddings.add_many(self.vectors)
+        model.passages.add_many(self.passages, self.dimensions)
         (model.text.add_many if index_text is None else index_text)(documents)
         model.text.link(self.links)
+        model.speakers.add_many(self.speakers)
         if erased:
             model.purge(sorted(erased), text_now=index_text is None)
 
@@ -128,6 +133,9 @@ class ViewWrites:
         for relation in record.relations:
             self.model.graph.add(record.id, relation)
         self.documents.append((row, search_text(record)))
+        speaker = speaker_of_record(record)
+        if speaker:
+            self.speakers.append((row, speaker))
         earlier = said_after(record)
         if earlier:
             self.links.append((row, self._earlier_turns(earlier, row, values)))
@@ -136,6 +144,9 @@ class ViewWrites:
         embedding = event.embedding
         if embedding is not None:
             self.vectors.append((row, values[2], embedding.model, vector_bytes(embedding)))
+            if embedding.passages and embedding.vector:
+                self.passages.append((row, embedding.passages))
+                self.dimensions = len(embedding.vector) // 4
         self.pending[row] = initial_state(record, at, moment)
         return row
 

@@ -39,6 +39,8 @@ class Evidence:
     relevance: Array | None
     score: Array
     timing: Array | None = None
+    passage: Array | None = None  # the passage of a long text its similarity is of (0: none)
+    speaker: Array | None = None  # 1: said by someone the descriptor names (None: it names none)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ def explain_rows(
         at = positions.get(item.row)
         score = boost
         similarity = vector = lexical = relevance = timing = None
+        passage = speaker = None
         if evidence is not None and at is not None:
             score += float(evidence.score[at])
             similarity = _value(evidence.similarity, at)
@@ -77,6 +80,9 @@ def explain_rows(
             lexical = _value(evidence.lexical, at)
             relevance = _value(evidence.relevance, at)
             timing = _value(evidence.timing, at)
+            speaker = _value(evidence.speaker, at)
+            if evidence.passage is not None and evidence.passage[at] > 0:
+                passage = int(evidence.passage[at])
         out.append(
             Explanation(
                 record_id=ids[item.row],
@@ -86,6 +92,8 @@ def explain_rows(
                 vector_score=vector,
                 lexical_score=lexical,
                 time_score=timing,
+                passage=passage,
+                speaker_score=speaker,
                 searched_with=(searched_with or {}).get(item.row, []),
                 relevance=relevance,
                 salience=item.salience,

@@ -32,6 +32,11 @@ widened from vector rank alone to every kind of evidence the engine holds for th
   "last week": :mod:`membrane_es.queries.periods`), 1 for a record whose event time is
   within it and 0 otherwise: a question that says when is answered by what happened then.
 
+* **speaker**: when the descriptor names a participant of a captured conversation
+  ("Where has Melanie camped?": :mod:`membrane_es.projections.speakers`), 1 for the turns
+  that participant said and 0 otherwise: a question about what someone did is answered by
+  what they said, not by what others said to them.
+
 The signals present are averaged with the shares below (a signal is present when at least
 one candidate has some of that evidence). So without an embedder relevance is the lexical
 evidence alone, a descriptor that names no period (or a period nothing happened in) gets no
@@ -59,6 +64,7 @@ SALIENCE_WEIGHT = 0.3  # ... and of "how important it still is": the most fading
 VECTOR_SHARE = 0.5  # within relevance: semantic similarity
 LEXICAL_SHARE = 0.5  # ... and shared words
 TIME_SHARE = 0.5  # ... and happening when the task says
+SPEAKER_SHARE = 0.5  # ... and said by someone the task names
 
 
 def relative(scores: Array) -> Array:
@@ -76,16 +82,21 @@ def lexical_evidence(coverage: Array) -> Array:
 
 
 def relevance(
-    similarity: Array | None, lexical: Array | None, timing: Array | None = None
+    similarity: Array | None,
+    lexical: Array | None,
+    timing: Array | None = None,
+    speaker: Array | None = None,
 ) -> Array | None:
     """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
-    no vector), lexical coverage and time evidence (1: it happened in a period the task
-    names); None when there is no evidence at all."""
+    no vector), lexical coverage, time evidence (1: it happened in a period the task
+    names) and speaker evidence (1: said by someone the task names); None when there is no
+    evidence at all."""
     signals = []
     for share, scores in (
         (VECTOR_SHARE, None if similarity is None else relative(similarity)),
         (LEXICAL_SHARE, None if lexical is None else lexical_evidence(lexical)),
         (TIME_SHARE, timing),
+        (SPEAKER_SHARE, speaker),
     ):
         if scores is not None and scores.any():
             signals.append((share, scores))

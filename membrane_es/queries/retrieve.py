@@ -32,8 +32,10 @@ import numpy.typing as npt
 
 from membrane_es.embedding.protocol import Embedder, normalise
 from membrane_es.errors import ValidationError
+from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from membrane_es.projections.tokens import tokens
 from membrane_es.queries import vectors
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
@@ -364,8 +366,15 @@ def _rank_by_evidence(
     else:
         selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
     rows = np.union1d(shortlisted.scan.rows[shortlisted.picks], selectable_rows)
+    # Long texts whose best passage is near the task, though their own vector may not be.
+    near = snapshot.views.passages.nearest(plan.query_vector, size, max(plan.limit, 1))
+    rows = np.union1d(rows, near if within is None else np.intersect1d(near, within))
     if matched is not None:
         rows = np.union1d(rows, matched[0])
+    if plan.descriptor.strip():
+        named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+        named = named[named < size]
+        rows = np.union1d(rows, named if within is None else np.intersect1d(named, within))
     periods = named_periods(plan.descriptor, snapshot.moment)
     if periods:
         created = table.content["created_at"]
@@ -392,12 +401,15 @@ def _rank_by_evidence(
 
 
 def _some_evidence(
-    similarity: Array | None, lexical: Array | None, timing: Array | None
+    similarity: Array | None,
+    lexical: Array | None,
+    timing: Array | None,
+    spoken: Array | None,
 ) -> Array | None:
     """Which candidates the task gives any evidence for, read from the raw signals (a
     relative score puts the least similar at 0 though its vector points the task's way)."""
     shown = None
-    for signal in (similarity, lexical, timing):
+    for signal in (similarity, lexical, timing, spoken):
         if signal is not None:
             positive = np.nan_to_num(signal, nan=0.0) > 0.0
             shown = positive if shown is None else shown | positive
@@ -420,20 +432,28 @@ def _ranked(
     def id_of(i: int) -> str:
         return table.ids[int(found.rows[i])]
 
+    passage, own_similarity = None, similarity  # the selector reads records' own vectors
+    if similarity is not None and plan.query_vector is not None:
+        # A long text is as close to the task as its closest passage.
+        similarity, passage = with_passages(
+            snapshot.views.passages, plan.query_vector, found.rows, similarity, snapshot.size
+        )
+
     if lexical is not None and found.redacted.any():
         # A record returned redacted shows the caller none of its words: words it cannot
         # see are no evidence that it answers the task (and ranking by them would leak them).
         lexical = np.where(found.redacted, 0.0, lexical)
     periods = named_periods(plan.descriptor, snapshot.moment)
     timing = periods.contain(created).astype(np.float64) if periods else None
-    evidence = relevance(similarity, lexical, timing)
+    spoken = _said_by_named(snapshot, plan, found)
+    evidence = relevance(similarity, lexical, timing, spoken)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     if plan.evidence_only:
         # Records with evidence rank above every one without, so the cut keeps the best.
-        shown = _some_evidence(similarity, lexical, timing)
+        shown = _some_evidence(similarity, lexical, timing, spoken)
         picks = picks[:0] if shown is None else picks[shown[picks]]
-    chosen, selection = _select(snapshot, found, similarity, selectable, threshold)
+    chosen, selection = _select(snapshot, found, own_similarity, selectable, threshold)
     kept = None
     if plan.explain:
         kept = Evidence(
@@ -443,8 +463,22 @@ def _ranked(
             relevance=None if evidence is None else evidence[picks],
             score=primary[picks],
             timing=None if timing is None else timing[picks],
+            passage=None if passage is None else passage[picks],
+            speaker=None if spoken is None else spoken[picks],
         )
     return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
+
+
+def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
+    """1 for each candidate said by a participant the descriptor names, else 0 (a record
+    returned redacted shows no one who said it); None when it names none."""
+    if not plan.descriptor.strip() or not len(snapshot.views.speakers):
+        return None
+    named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+    if not len(named):
+        return None
+    spoken: Array = np.isin(found.rows, named) & ~found.redacted
+    return spoken.astype(np.float64)
 
 
 def _has_vector(snapshot: Snapshot, plan: Plan) -> bool:

@@ -30,6 +30,14 @@ def speaker_of(content: Any) -> str:
     return ""
 
 
+def speaker_of_record(record: MemoryRecord) -> str:
+    """Who said a captured conversation turn ("" for any other record)."""
+    payload = record.payload
+    if not isinstance(payload, EpisodicPayload) or payload.environment is None:
+        return ""
+    return speaker_of(payload.environment.context.get("capture_content"))
+
+
 def said_after(record: MemoryRecord | Payload | None) -> list[str]:
     """The ids of the turns a captured conversation turn was said after (see
     :data:`SAID_AFTER`); empty for any other record."""

@@ -150,12 +150,16 @@ class MemoryRecord(_Part, kw_only=True):
 class Embedding(_Part):
     """A record's vector as stored in its ``Created`` event: float32, little-endian bytes.
 
-    Once the record is forgotten its vector is gone: ``vector`` is empty and ``dimensions``
-    says how many zeros stand in its place (the row keeps its position in the views)."""
+    A text longer than the model reads also keeps ``passages``: the vectors of its further
+    passages (:mod:`membrane_es.embedding.passages`), one after another, in the same form.
+    Once the record is forgotten its vectors are gone: ``vector`` and ``passages`` are empty
+    and ``dimensions`` says how many zeros stand in the vector's place (the row keeps its
+    position in the views)."""
 
     model: str
     vector: bytes
     dimensions: int = 0
+    passages: bytes = b""
 
 
 class TrustContext(_Part):

@@ -67,7 +67,11 @@ class Explanation(_Result):
     [0, 1]); ``lexical_score``: BM25 of the descriptor's words as the fraction of a full
     match, in [0, 1] (0 for a record returned redacted: words the caller cannot see are no
     evidence); ``time_score``: 1 when its event time is within a period the descriptor
-    names ("in October 2023", "last week"), else 0 (None: it names none); ``searched_with``:
+    names ("in October 2023", "last week"), else 0 (None: it names none); ``passage``: for a
+    text longer than the embedder reads, which of its passages the similarity is of — it is
+    scored by its best (1: its opening, the record's own vector; None: a text read whole);
+    ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names,
+    else 0 (None: it names no one who spoke); ``searched_with``:
     the conversation turns it was said after, whose words its lexical score counts at half
     weight (:mod:`membrane_es.projections.said_after`); ``relevance``:
     the evidence combined (None: the read had none and ordered by
@@ -89,6 +93,8 @@ class Explanation(_Result):
     moment: datetime
     time_score: float | None = None
     searched_with: list[str] = msgspec.field(default_factory=list)
+    passage: int | None = None
+    speaker_score: float | None = None
 
 
 class ExplainedRetrieveResult(RetrieveResult):

@@ -66,15 +66,25 @@ def test_loading_keeps_times_captions_and_scorable_questions(dataset: Path) -> N
 def test_every_method_is_scored_in_one_run(dataset: Path, embedder: HashingEmbedder | None) -> None:
     results = longmem.evaluate(longmem.load(dataset), embedder)
 
-    expected = {"membrane_es", "bm25"} | ({"cosine", "rrf", "minmax"} if embedder else set())
+    fused = {"cosine", "rrf", "minmax", "rrf-content", "minmax-content"}
+    expected = {"membrane_es", "bm25", "bm25-content"} | (fused if embedder else set())
     scored = {m for m in longmem.METHODS if results.tallies[m]["all"].questions}
     assert scored == expected
     ours = results.tallies["membrane_es"]
     assert ours["all"].questions == 3
-    assert set(ours) == {"all", "cat 1", "cat 4"}
+    assert {g for g in ours if "|" not in g} == {"all", "cat 1", "cat 4"}
+    assert longmem.left_out(results) == {}  # one conversation: none to leave out and keep
     assert ours["all"].mean()["hit@25"] == 1.0  # four turns: every one is returned
     assert results.turns == 4
     assert "| R@5 |" in longmem.report(results, "hashing" if embedder else "none")
+
+
+def test_shared_times_stamp_a_session_once(dataset: Path) -> None:
+    (conversation,) = longmem.load(dataset, shared_times=True)
+
+    assert {turn.at for turn in conversation.sessions[0]} == {
+        datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    }
 
 
 def test_recall_and_hits_count_evidence_turns() -> None:

@@ -54,18 +54,17 @@ def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
     first."""
     happened = _timestamp(request)
     level = Sensitivity(request.sensitivity).level
-    latest: dict[str, RecordData] = {}  # speaker (casefolded) -> their latest earlier turn
+    # speaker (casefolded) -> (place in the sitting, their latest earlier turn)
+    latest: dict[str, tuple[int, RecordData]] = {}
     since = happened - timedelta(seconds=SITTING_SECONDS)
-    for record in uow.episodes_between(request.scope, since, happened):  # oldest first
+    # Oldest first, turns of equal event time in the order captured: a session stamped with
+    # one time still says who answered whom.
+    sitting = uow.episodes_between(request.scope, since, happened)
+    for place, record in enumerate(sitting):
         speaker = speaker_of(_captured_content(record))
         if speaker and _source(record) == request.source and record.sensitivity.level <= level:
-            latest[speaker.casefold()] = record
-    turns = sorted(latest.values(), key=_event_order)
-    return [turn.id for turn in turns]
-
-
-def _event_order(record: RecordData) -> tuple[float, str]:
-    return (record.created_at.timestamp() if record.created_at else 0.0, record.id)
+            latest[speaker.casefold()] = (place, record)
+    return [record.id for _, record in sorted(latest.values(), key=lambda item: item[0])]
 
 
 def _captured_content(record: RecordData) -> object:

@@ -1,0 +1,148 @@
+"""A text longer than the embedder reads is searched by all of it: one vector per passage,
+scored by its best; its own vector is still the one everything else uses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from membrane_es import Membrane
+from membrane_es.embedding.passages import cut, windows
+from membrane_es.embedding.protocol import Matrix, normalise
+from membrane_es.projections.read_model import ReadModel
+from tests.unit.builders import FULL_TRUST
+
+WINDOW = 64  # words the test model reads; the rest of a text never reaches its vector
+
+# Words that mean the same thing share a dimension, so a question and a text can match by
+# meaning with no word in common; every other word adds only to the last dimension.
+CONCEPTS = {
+    **dict.fromkeys(("vehicle", "automobile", "car"), 0),
+    **dict.fromkeys(("hue", "colour", "crimson", "scarlet"), 1),
+    **dict.fromkeys(("garden", "tulips", "roses"), 2),
+}
+DIMENSIONS = 8
+
+
+class WindowedConcepts:
+    """A deterministic model that reads only the first :data:`WINDOW` words of a text."""
+
+    dimensions = DIMENSIONS
+
+    @property
+    def model(self) -> str:
+        return f"concepts-window-{WINDOW}"
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        rows = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        for row, text in zip(rows, texts, strict=True):
+            for word in re.findall(r"\w+", text.lower())[:WINDOW]:
+                concept = CONCEPTS.get(word)
+                if concept is None:
+                    row[DIMENSIONS - 1] += 0.02
+                else:
+                    row[concept] += 1.0
+        return normalise(rows)
+
+
+class WindowedConceptsWithPassages(WindowedConcepts):
+    """The same model, offering the passages it reads whole."""
+
+    def passages(self, text: str) -> list[str]:
+        spans = [match.span() for match in re.finditer(r"\w+", text)]
+        return cut(text, spans, WINDOW)
+
+
+FILLER = "The committee met on Tuesday and discussed the quarterly budget at length. "
+LONG = (FILLER * 168).strip() + "\n\nOne more thing: my automobile is crimson."  # 2,023 words
+QUESTION = "What hue is my vehicle?"
+
+
+def store(embedder: WindowedConcepts) -> tuple[Membrane, str]:
+    memory = Membrane.in_memory(embedder=embedder)
+    long_id = memory.capture_memory(
+        {"speaker": "user", "text": LONG}, source_kind="dialogue_turn", source="chat"
+    ).primary_record.id
+    for text in (
+        "I bought an automobile last year",
+        "The sunset was scarlet and crimson",
+        "My garden is full of tulips and roses",
+    ):
+        memory.capture_memory({"speaker": "user", "text": text}, source="chat")
+    return memory, long_id
+
+
+def test_the_long_message_is_as_long_as_the_test_says() -> None:
+    assert len(re.findall(r"\w+", LONG)) > 2000
+    assert not {"hue", "vehicle"} & set(re.findall(r"\w+", LONG.lower()))  # meaning alone
+
+
+def test_a_fact_in_the_last_paragraph_of_a_long_message_is_found_by_meaning() -> None:
+    memory, long_id = store(WindowedConceptsWithPassages())
+
+    result = memory.retrieve(task_descriptor=QUESTION, trust=FULL_TRUST, explain=True)
+
+    assert result.records[0].id == long_id
+    top = result.explanations[0]
+    assert top.lexical_score in (None, 0.0)  # no word in common: meaning alone
+    assert top.passage is not None and top.passage > 1  # a later passage, not the opening
+    assert top.vector_similarity is not None
+    assert top.vector_similarity > (result.explanations[1].vector_similarity or 0.0)
+    memory.close()
+
+
+def test_without_passages_the_model_never_reads_the_fact() -> None:
+    memory, long_id = store(WindowedConcepts())
+
+    result = memory.retrieve(task_descriptor=QUESTION, trust=FULL_TRUST, explain=True)
+
+    assert result.records[0].id != long_id
+    assert all(explanation.passage is None for explanation in result.explanations)
+    memory.close()
+
+
+def test_forgetting_a_long_message_forgets_its_passages() -> None:
+    memory, long_id = store(WindowedConceptsWithPassages())
+    assert len(memory.views.passages) > 0
+
+    memory.forget(long_id, actor="user", rationale="asked to")
+
+    assert len(memory.views.passages) == 0
+    found = memory.retrieve(task_descriptor=QUESTION, trust=FULL_TRUST).records
+    assert long_id not in [record.id for record in found]
+    memory.close()
+
+
+def test_windows_overlap_by_a_quarter_and_reach_the_end() -> None:
+    spans = [(i * 2, i * 2 + 1) for i in range(10)]
+
+    assert windows(spans, 4) == [(0, 7), (6, 13), (12, 19)]
+    assert cut("short text", [(0, 5), (6, 10)], 4) == ["short text"]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["log", "checkpoint"])
+def test_passages_are_kept_in_the_log_and_the_checkpoint(
+    tmp_path: Path, checkpointed: bool
+) -> None:
+    embedder = WindowedConceptsWithPassages()
+    with Membrane.open(tmp_path, embedder=embedder) as memory:
+        long_id = memory.capture_memory(
+            {"speaker": "user", "text": LONG}, source_kind="dialogue_turn", source="chat"
+        ).primary_record.id
+        memory.capture_memory({"speaker": "user", "text": "I bought an automobile"}, source="x")
+        held = memory.views.passages.arrays()
+        if checkpointed:
+            memory.checkpoint()
+
+    with Membrane.open(tmp_path, embedder=embedder) as memory:
+        for name, values in memory.views.passages.arrays().items():
+            assert np.array_equal(values, held[name]), name
+        rebuilt = ReadModel.rebuild(memory.application).passages.arrays()
+        for name, values in rebuilt.items():
+            assert np.array_equal(values, held[name]), name
+        found = memory.retrieve(task_descriptor=QUESTION, trust=FULL_TRUST).records
+        assert found[0].id == long_id
