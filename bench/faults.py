@@ -34,6 +34,7 @@ Then a fresh (forked) process opens the store and checks:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -419,9 +420,16 @@ class Tally:
 
 
 def _fork(work: Callable[[], None], report: Path | None = None) -> int:
-    """Run ``work`` in a forked child; returns its pid. The child never returns here."""
+    """Run ``work`` in a forked child; returns its pid. The child never returns here.
+
+    Garbage is collected in the parent first and what is left is frozen: the child's
+    collector must never finalise an object of the parent's (a native library's session
+    waits there on threads that exist only in the parent, and the child hangs)."""
+    gc.collect()
+    gc.freeze()
     pid = os.fork()
     if pid:
+        gc.unfreeze()
         return pid
     code = 0
     try:
