@@ -58,7 +58,8 @@ from unittest.mock import patch
 import numpy as np
 import numpy.typing as npt
 
-from bench.longmem import RRF_K, Conversation, SessionClock, Turn, minmax
+from bench.baselines import RRF_K, minmax
+from bench.longmem import Conversation, SessionClock, Turn
 from bench.longmem import load as load_locomo
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
