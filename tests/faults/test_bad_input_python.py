@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from membrane_es import Membrane, MembraneError, TrustContext, ValidationError
+from membrane_es import Membrane, MembraneError, Sensitivity, TrustContext, ValidationError
 from membrane_es.queries.entries import EntryQuery
 from membrane_es.schema.entries import EntryPatch, NewEntry
 from tests.faults import input_classes as classes
 
-FULL = TrustContext(max_sensitivity="hyper")
+FULL = TrustContext(max_sensitivity=Sensitivity.HYPER)
 _WEST = timezone(-timedelta(hours=23, minutes=59))
 _EAST = timezone(timedelta(hours=14))
 
@@ -615,7 +615,8 @@ def _class_value(data: st.DataObject, kind: str, param: str) -> Any:
         text = data.draw(st.booleans(), label="as text")
         return data.draw(classes.MOMENT_TEXT if text else classes.MOMENT_OBJECTS, label="value")
     level = data.draw(classes.LEVELS, label="level")
-    return TrustContext(max_sensitivity=level) if param == "trust" else level
+    # a level of any type, as a caller might pass one
+    return TrustContext(max_sensitivity=level) if param == "trust" else level  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", classes.CLASSES)
@@ -817,7 +818,7 @@ def test_one_bad_entry_field(store: Store, data: st.DataObject) -> None:
         (lambda m, a: m.create_entry(_entry(content=5)), "entry.content"),
         (lambda m, a: m.create_entry(_entry(conversation_id=2**70)), "entry.conversation_id"),
         (lambda m, a: m.create_entry(_entry(title="\ud800")), "entry.title"),
-        (lambda m, a: m.revise_entry(1, EntryPatch(tags=[3])), "patch.tags[0]"),
+        (lambda m, a: m.revise_entry(1, EntryPatch(tags=[3])), "patch.tags[0]"),  # type: ignore[list-item]
         (lambda m, a: m.delete_entry(1, erase="maybe"), "erase"),
         (lambda m, a: m.relate_entries(1, 2, "bogus"), "relation"),
         (lambda m, a: m.export_log(5), "out"),
@@ -908,10 +909,10 @@ def test_a_bad_writer_is_refused_before_the_entry_is_looked_up() -> None:
         memory.create_entry(_entry())
         count = memory.application.recorder.max_notification_id()
         calls: list[Callable[[], Any]] = [
-            lambda: memory.revise_entry(10**6, EntryPatch(content="x"), writer=5),
-            lambda: memory.invalidate_entry(10**6, writer=5),
-            lambda: memory.delete_entry(10**6, writer=5),
-            lambda: memory.relate_entries(10**6, 10**6 + 1, "supports", writer=5),
+            lambda: memory.revise_entry(10**6, EntryPatch(content="x"), writer=5),  # type: ignore[arg-type]
+            lambda: memory.invalidate_entry(10**6, writer=5),  # type: ignore[arg-type]
+            lambda: memory.delete_entry(10**6, writer=5),  # type: ignore[arg-type]
+            lambda: memory.relate_entries(10**6, 10**6 + 1, "supports", writer=5),  # type: ignore[arg-type]
         ]
         for call in calls:
             with pytest.raises(ValidationError) as raised:

@@ -247,7 +247,10 @@ def test_encryption_key_encrypts_the_postgres_log(
     # without a key the same write leaves its rationale readable (so the check above bites)
     with Membrane.open_postgres(postgres_dsn, schema="plain", follow=False) as plain:
         record = plain.create_record(
-            {"type": "semantic", "payload": {"kind": "semantic", "subject": "Orchid"}}
+            {
+                "type": "semantic",
+                "payload": {"kind": "semantic", "subject": "Orchid", "predicate": "runs"},
+            }
         )
         plain.reinforce(record.id, actor.decode(), marker.decode())
     assert any(marker in s for s in _states(postgres_dsn, "plain"))

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from membrane_es.access import Caller, KeyRing
+from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.engine import Membrane
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.schema.enums import Sensitivity
@@ -156,7 +157,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     root = tmp_path_factory.mktemp("inspector")
 
     def open_engine(tenant: str, path: Path | None) -> Membrane:
-        return Membrane.open(root / f"tenant-{tenant}", embedder=None)
+        # vectors give a record the reader sees only redacted its evidence by meaning (its
+        # words are no evidence to that reader), so searches show it, redacted
+        return Membrane.open(root / f"tenant-{tenant}", embedder=HashingEmbedder())
 
     tenants = Tenants(":memory:", open_engine)
     written = _write(tenants.get("a"))

@@ -128,7 +128,7 @@ def test_forgotten_content_is_on_no_page(store: Store) -> None:
 
 
 def test_another_tenant_sees_nothing_of_this_one(store: Store) -> None:
-    theirs = _get(store, OTHER, "/ui/", q="Orchid deploy target")
+    theirs = _get(store, OTHER, "/ui/", q="zebra Orchid deploy target")
     ours = {store.first, store.moved, store.variant, store.sensitive, store.secret}
     assert hits(theirs.text) and not ours & set(hits(theirs.text))
     assert "production" not in theirs.text and SENSITIVE_TEXT not in theirs.text
