@@ -417,9 +417,7 @@ def test_a_question_returns_only_what_it_has_evidence_for(tmp_path: Path) -> Non
     ok("capture", store, "--text", "Orchid deploys on Fridays")
     ok("capture", store, "--text", "the coffee machine is broken")
     found = json.loads(ok("retrieve", store, "when does Orchid deploy?", "--json"))
-    assert [r["text"] for r in found["records"]] == [
-        "Orchid deploys on Fridays"
-    ]
+    assert [r["text"] for r in found["records"]] == ["Orchid deploys on Fridays"]
     assert json.loads(ok("retrieve", store, "what is a quasar?", "--json"))["records"] == []
     listed = json.loads(ok("retrieve", store, "", "--json"))["records"]  # no task: by salience
     assert len(listed) == 2
