@@ -157,7 +157,18 @@ def graph_tables(result: RetrieveGraphResult) -> None:
 def explanations_table(explanations: Sequence[Explanation], title: str = "why") -> None:
     """Per ranked record, the evidence it was ordered by (a dash: none of that kind)."""
     table = Table(title=title)
-    columns = ("rank", "id", "score", "vector", "lexical", "time", "salience", "boost", "trust")
+    columns = (
+        "rank",
+        "id",
+        "score",
+        "vector",
+        "lexical",
+        "time",
+        "speaker",
+        "salience",
+        "boost",
+        "trust",
+    )
     for column in columns:
         table.add_column(column, no_wrap=column == "id")
     for item in explanations:
@@ -165,9 +176,10 @@ def explanations_table(explanations: Sequence[Explanation], title: str = "why") 
             str(item.rank),
             item.record_id,
             f"{item.score:.3f}",
-            _figure(item.vector_score),
+            _figure(item.vector_score) + _passage(item.passage),
             _figure(item.lexical_score) + _turns(len(item.searched_with)),
             _figure(item.time_score),
+            _figure(item.speaker_score),
             f"{item.salience:.3f}",
             f"{item.boost:.3f}" if item.boost else "",
             item.trust,
@@ -177,6 +189,11 @@ def explanations_table(explanations: Sequence[Explanation], title: str = "why") 
 
 def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _passage(index: int | None) -> str:
+    """Which passage of a text longer than the embedder reads the similarity is of."""
+    return "" if index is None else f" (passage {index})"
 
 
 def _turns(count: int) -> str:
