@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+from rich.console import Console
+
 from membrane_es.cli import render
 from membrane_es.schema.results import Explanation
 
@@ -30,6 +33,12 @@ def _table(explanation: Explanation) -> str:
     with render.console.capture() as captured:
         render.explanations_table([explanation])
     return captured.get()
+
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console wide enough that no cell wraps, whatever the terminal running the tests."""
+    monkeypatch.setattr(render, "console", Console(width=240))
 
 
 def test_the_passage_a_long_text_was_scored_by_and_the_speaker_evidence_are_shown() -> None:
