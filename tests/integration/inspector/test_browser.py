@@ -77,7 +77,9 @@ class Tab:
     def enter_key(self, key: str) -> None:
         self.page.goto(f"{self.store.base}/ui/")
         assert self.page.title().startswith("Key")
-        self.page.keyboard.type(key)  # the key field has the focus
+        # the key field takes the focus by itself (autofocus, applied once the page renders)
+        sync_api.expect(self.page.locator("#key")).to_be_focused()
+        self.page.keyboard.type(key)
         self.submit()
         assert self.page.title().startswith("Search")
 
