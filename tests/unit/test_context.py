@@ -157,7 +157,7 @@ def test_nothing_redacted_or_out_of_scope_is_packed(store: Membrane) -> None:
     assert secret in {r.id for r in redacted}
     result = store.context("orchid budget", trust=reader)
     assert result.ids == [public]
-    assert "secret" not in result.text and "42" not in result.text
+    assert "secret" not in result.text and "figure 42" not in result.text
     assert hidden not in result.ids and "other team" not in result.text
     assert secret in store.context("orchid budget", trust=OWNER).ids
 

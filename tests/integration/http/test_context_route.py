@@ -35,7 +35,7 @@ def test_context_packs_what_the_key_may_read_as_of_a_moment(served: Served) -> N
     assert 0 < body["tokens"] <= body["budget_tokens"] == 1024 and body["counted_with"]
 
     low = served.low.get("/v1/memory/context", params={"q": "orchid release"}).json()
-    assert secret.id not in low["ids"] and "42" not in low["text"]
+    assert secret.id not in low["ids"] and "bonus 42" not in low["text"]
     past = served.alpha.get(
         "/v1/memory/context", params={"q": "orchid release", "as_of": then}
     ).json()

@@ -262,7 +262,7 @@ def test_context_and_forget_keep_to_the_ceiling() -> None:
 
     async def body(client: Client) -> None:
         packed = await call(client, "context", task="Orchid budget", max_sensitivity="hyper")
-        assert packed["ids"] == [public.primary_record.id] and "42" not in packed["text"]
+        assert packed["ids"] == [public.primary_record.id] and "secret 42" not in packed["text"]
         listed = await call(client, "list")
         by_id = {record["id"]: record for record in listed["records"]}
         assert by_id[secret.primary_record.id] == {
