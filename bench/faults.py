@@ -50,11 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from membrane_es import MembraneError, Sensitivity, TrustContext
-from membrane_es._lmdb_env import LMDBStore
 from membrane_es.engine import Membrane
 from membrane_es.engine.checkpoints import Checkpoints
-from membrane_es.lmdb_store import LMDBApplicationRecorder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.stores.lmdb.environment import LMDBEnvironment
+from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder
 
 FULL = TrustContext(max_sensitivity=Sensitivity.HYPER)
 JOURNAL = "journal.jsonl"
@@ -111,18 +111,18 @@ class Writer:
     def _announce_on(self, fd: int) -> None:
         """Tell the harness (one byte on its pipe) when a checkpoint write or a map growth
         starts, so it can kill there."""
-        save, grow = Checkpoints.save, LMDBStore._set_map_size
+        save, grow = Checkpoints.save, LMDBEnvironment._set_map_size
 
         def announced_save(checkpoints: Checkpoints, views: ReadModel) -> None:
             os.write(fd, CHECKPOINT)
             save(checkpoints, views)
 
-        def announced_grow(store: LMDBStore, size: int) -> None:
+        def announced_grow(store: LMDBEnvironment, size: int) -> None:
             os.write(fd, GROW)
             grow(store, size)
 
         Checkpoints.save = announced_save  # type: ignore[method-assign,assignment]
-        LMDBStore._set_map_size = announced_grow  # type: ignore[method-assign,assignment]
+        LMDBEnvironment._set_map_size = announced_grow  # type: ignore[method-assign,assignment]
 
     def _journal_writes(self) -> None:
         """Journal how many events each write to the log is handed, before it starts: what

@@ -58,8 +58,8 @@ import numpy.typing as npt
 
 from bench.core import write_section
 from membrane_es import Membrane, TrustContext
-from membrane_es._lmdb_heads import is_head
-from membrane_es._lmdb_packs import RowReader, is_pack
+from membrane_es.stores.lmdb.heads import is_head
+from membrane_es.stores.lmdb.packs import RowReader, is_pack
 
 Matrix = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]
@@ -348,7 +348,7 @@ def rebuild_probe(directory: str) -> dict[str, Any]:
 
     scan_events, scan_first = raw_scan(directory)
     app = MemoryApplication(
-        {"PERSISTENCE_MODULE": "membrane_es.lmdb_store", "LMDB_PATH": directory, "LMDB_SYNC": "n"}
+        {"PERSISTENCE_MODULE": "membrane_es.stores.lmdb", "LMDB_PATH": directory, "LMDB_SYNC": "n"}
     )
     gc.collect()
     before = _rss_anon()

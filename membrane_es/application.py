@@ -24,10 +24,10 @@ from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.key_binding import bind_key_store
-from membrane_es.keystore import KeyStore, open_key_store
-from membrane_es.log_order import EVENT_TIMES
 from membrane_es.record_cache import RecordCache
-from membrane_es.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
+from membrane_es.stores.event_times import EVENT_TIMES
+from membrane_es.stores.key_store import KeyStore, open_key_store
+from membrane_es.stores.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
 
 APPLICATION_NAME = "memory"
 # eventsourcing names the log's table after the application.
@@ -257,7 +257,7 @@ class MemoryApplication(Application):
     def position_at(self, moment: datetime) -> int:
         """The log position at ``moment``: the id of the newest notification whose event
         time is at or before it (0 before the first). Event times never go backwards along
-        the log (see :mod:`membrane_es.log_order`), so a binary search reads a few dozen
+        the log (see :mod:`membrane_es.stores.event_times`), so a binary search reads a few dozen
         events, not the whole log; ids may have gaps (PostgreSQL's sequence), which the
         search steps over."""
         known, beyond = 0, (self.recorder.max_notification_id() or 0) + 1

@@ -1,7 +1,7 @@
 """Which key store a log belongs to, and which of its records' keys are gone.
 
 Every record's content is sealed under a key kept apart from the log (see
-:mod:`membrane_es.keystore`). Lost, that key store would make every record read blank — the
+:mod:`membrane_es.stores.key_store`). Lost, that key store would make every record read blank — the
 look of a store whose records were all forgotten, but nothing was forgotten. So a log records
 the identity of its key store when it is first opened with one, and every later open checks
 it: a key store that is missing or belongs to another store is refused
@@ -23,7 +23,7 @@ from eventsourcing.utils import get_topic
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.errors import KeyStoreError
-from membrane_es.keystore import foreign_key_store
+from membrane_es.stores.key_store import foreign_key_store
 
 CREATED_TOPIC = get_topic(RecordAggregate.Created)
 FORGOTTEN_TOPIC = get_topic(RecordAggregate.Forgotten)

@@ -20,18 +20,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
 # Storage and vocabulary: bytes, files, time and the words of the domain; no domain logic.
 STORAGE = (
     "membrane_es.errors",
-    "membrane_es.log_order",
-    "membrane_es.record_numbers",
     "membrane_es.codec",
-    "membrane_es.keystore",
-    "membrane_es.lmdb_store",
-    "membrane_es._lmdb_env",
-    "membrane_es._lmdb_format",
-    "membrane_es._lmdb_heads",
-    "membrane_es._lmdb_packs",
-    "membrane_es.postgres_log",
-    "membrane_es.postgres_store",
-    "membrane_es.transfer",
+    # the backends and what they agree on (one package: see its docstring)
+    "membrane_es.stores",
 )
 VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.decay", "membrane_es.clock")
 EMBEDDING = ("membrane_es.embedding",)
@@ -45,7 +36,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "membrane_es.schema": ("membrane_es.errors",),
     "membrane_es.decay": ("membrane_es.schema",),
     "membrane_es.embedding": VOCABULARY,
-    "membrane_es.aggregates": (*VOCABULARY, *EMBEDDING, "membrane_es.keystore"),
+    "membrane_es.aggregates": (*VOCABULARY, *EMBEDDING, "membrane_es.stores.key_store"),
     # the eventsourcing wiring: the aggregates, their bytes and where they are kept
     "membrane_es.application": (
         *STORAGE,
@@ -133,3 +124,15 @@ def test_the_integrations_package_imports_no_framework() -> None:
     package = PACKAGE / "integrations" / "__init__.py"
     tree = ast.parse(package.read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+# Inside the stores a backend uses the neutral pieces (the chain, keys, event times, record
+# numbers), never another backend: a new backend is a package beside these two.
+BACKENDS = ("membrane_es.stores.lmdb", "membrane_es.stores.postgres")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, BACKENDS)))
+def test_a_backend_never_imports_another(module: str) -> None:
+    own = next(backend for backend in BACKENDS if _within(module, (backend,)))
+    others = tuple(backend for backend in BACKENDS if backend != own)
+    assert not {i for i in MODULES[module] if _within(i, others)}, module

@@ -110,7 +110,7 @@ class RecordAggregate(Aggregate):
         # event is stored, and in events written before per-record keys.
         key_id: bytes = b""
         sealed: bytes = b""
-        # The record's number in its store (see :mod:`membrane_es.record_numbers`): written
+        # The record's number in its store (see :mod:`membrane_es.stores.record_numbers`): written
         # when the event is saved; 0 in events written before records carried numbers.
         number: int = 0
 

@@ -2,10 +2,10 @@
 
 A ``Created`` event carries everything a record *is*: payload, tags, provenance,
 interpretation, imported audit entries, the creation rationale and the vector. In the log that
-content is one AES-256-GCM box under the record's data key (:mod:`membrane_es.keystore`); what
-stays in the clear is the record's structure — id, type, sensitivity, scope, confidence,
-salience, times, lifecycle, relations — which the views and the trust rules need even once the
-content is gone, and the key's id.
+content is one AES-256-GCM box under the record's data key
+(:mod:`membrane_es.stores.key_store`); what stays in the clear is the record's structure —
+id, type, sensitivity, scope, confidence, salience, times, lifecycle, relations — which the
+views and the trust rules need even once the content is gone, and the key's id.
 
 The codec seals when it writes an event and opens the box when it reads one, so the rest of
 the engine sees whole events. A box whose key was destroyed opens to the *redacted* record:
@@ -26,7 +26,6 @@ from cryptography.exceptions import InvalidTag
 
 from membrane_es.embedding.vectors import erased, vector_bytes
 from membrane_es.errors import IntegrityViolationError
-from membrane_es.keystore import KeyStore
 from membrane_es.schema.payloads import Payload
 from membrane_es.schema.records import (
     AuditEntry,
@@ -35,6 +34,7 @@ from membrane_es.schema.records import (
     Provenance,
 )
 from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.stores.key_store import KeyStore
 
 NONCE_BYTES = 12
 

@@ -20,10 +20,10 @@ from membrane_es.cli.embedder import announce_loading, embedder_for
 from membrane_es.embedding.default import EmbedderChoice
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
-from membrane_es.postgres_store import DEFAULT_SCHEMA
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.store_places import announced_if_new
+from membrane_es.stores.postgres.database import DEFAULT_SCHEMA
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

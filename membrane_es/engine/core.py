@@ -32,13 +32,13 @@ from membrane_es.errors import (
     ReadOnlyError,
     ValidationError,
 )
-from membrane_es.log_order import EventTimeBehind
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.validation import check_unit_interval
+from membrane_es.stores.event_times import EventTimeBehind
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load,
 # and the first pause before a retry (doubled each time, with full jitter, so writers in other

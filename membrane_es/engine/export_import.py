@@ -1,4 +1,5 @@
-"""The facade's export and import of the whole event log (see :mod:`membrane_es.transfer`)."""
+"""The facade's export and import of the whole event log
+(see :mod:`membrane_es.stores.transfer`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import os
 from collections.abc import Iterator
 from typing import IO
 
-from membrane_es import transfer
 from membrane_es.engine.core import EngineCore
 from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.schema.validation import check_path
+from membrane_es.stores import transfer
 
 
 class ExportImport(EngineCore):
@@ -29,7 +30,7 @@ class ExportImport(EngineCore):
         """Load an export file into this store, which must hold no events; returns how many.
 
         The file is checked whole first: a malformed or tampered file raises
-        :class:`~membrane_es.transfer.TransferError` naming its first bad line, and nothing
+        :class:`~membrane_es.stores.transfer.TransferError` naming its first bad line, and nothing
         is written. Afterwards the store answers every read, at every moment, as the
         exported one did.
         """

@@ -21,16 +21,6 @@ from membrane_es.engine.core import (
 )
 from membrane_es.engine.follower import LogFollower
 from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError
-from membrane_es.postgres_store import (
-    DEFAULT_SCHEMA,
-    connect,
-    creating_tables,
-    ensure_schema,
-    has_store,
-    postgres_settings,
-    store_identity,
-    store_location,
-)
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
@@ -41,6 +31,16 @@ from membrane_es.schema.validation import (
     check_path,
     check_settings,
     check_unit_interval,
+)
+from membrane_es.stores.postgres.database import (
+    DEFAULT_SCHEMA,
+    connect,
+    creating_tables,
+    ensure_schema,
+    has_store,
+    postgres_settings,
+    store_identity,
+    store_location,
 )
 
 log = logging.getLogger("membrane_es")
@@ -113,7 +113,7 @@ class Opening(EngineCore):
             raise StoreNotFoundError(str(path))
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
-            "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+            "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",
             "LMDB_PATH": str(directory),
             "LMDB_SYNC": "y" if sync else "n",
             **({"LMDB_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
@@ -160,7 +160,7 @@ class Opening(EngineCore):
         :attr:`last_position`). Without ``follow``, every read first catches up with the log.
 
         :param dsn: a libpq connection string or URL (``postgresql://user:pw@host:5432/db``);
-            see :mod:`membrane_es.postgres_store` for the parameters it may carry.
+            see :mod:`membrane_es.stores.postgres.database` for the parameters it may carry.
         :param views_dir: where the read views are checkpointed (created if missing), so a
             restart replays only what follows; None replays the whole log at every open.
         :param schema: the PostgreSQL schema holding this store (one store per schema).

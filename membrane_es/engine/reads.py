@@ -16,14 +16,6 @@ from membrane_es.engine.core import (
 )
 from membrane_es.engine.store_check import verify_lmdb_store
 from membrane_es.errors import MembraneError, StoreNotFoundError
-from membrane_es.lmdb_store import ChainReport
-from membrane_es.postgres_store import (
-    DEFAULT_SCHEMA,
-    connect,
-    has_store,
-    postgres_settings,
-    store_location,
-)
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import context as context_queries
@@ -38,6 +30,14 @@ from membrane_es.schema.validation import (
     check_chain_key,
     check_moment,
     check_path,
+)
+from membrane_es.stores.chain import ChainReport
+from membrane_es.stores.postgres.database import (
+    DEFAULT_SCHEMA,
+    connect,
+    has_store,
+    postgres_settings,
+    store_location,
 )
 
 

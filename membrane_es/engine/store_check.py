@@ -15,8 +15,9 @@ from pathlib import Path
 from membrane_es.application import APPLICATION_NAME, MemoryApplication
 from membrane_es.errors import IntegrityError, KeyStoreError
 from membrane_es.key_binding import key_census
-from membrane_es.keystore import KEY_STORE_FILE, KEY_STORE_PATH, missing_key_store
-from membrane_es.lmdb_store import ChainFault, ChainReport, verify_store
+from membrane_es.stores.chain import ChainFault, ChainReport
+from membrane_es.stores.key_store import KEY_STORE_FILE, KEY_STORE_PATH, missing_key_store
+from membrane_es.stores.lmdb.recorders import verify_store
 
 
 def verify_lmdb_store(
@@ -31,7 +32,7 @@ def verify_lmdb_store(
     if not report.ok:
         return report
     settings = {
-        "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+        "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",
         "LMDB_PATH": str(directory),
         "CREATE_TABLE": "n",
         KEY_STORE_PATH: str(key_file),

@@ -30,9 +30,9 @@ from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
-from membrane_es.postgres_store import DEFAULT_SCHEMA, tenant_schema
 from membrane_es.signals import wait_for_stop_signal
 from membrane_es.store_places import announced_if_new
+from membrane_es.stores.postgres.database import DEFAULT_SCHEMA, tenant_schema
 from membrane_es.tenants import Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"

@@ -10,7 +10,7 @@ entry field            where it lives in the record
 ``id``                 the ``number`` written in the ``Created`` event of the entry's first
                        record: its place among the store's (the tenant's) records, taken
                        under the lock that orders the log (see
-                       :mod:`membrane_es.record_numbers`); events from before numbers read
+                       :mod:`membrane_es.stores.record_numbers`); events from before numbers read
                        as their place, the same number. Unique, increasing, never reused,
                        but not dense: every record takes a number, so ids skip the ones
                        that revisions (each a new record) and other records took

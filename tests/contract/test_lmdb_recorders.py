@@ -35,19 +35,19 @@ from eventsourcing.tests.projection import (
 )
 from eventsourcing.utils import Environment, get_topic
 
-from membrane_es.lmdb_store import (
+from membrane_es.stores.lmdb.recorders import (
     LMDBAggregateRecorder,
     LMDBApplicationRecorder,
     LMDBFactory,
     LMDBProcessRecorder,
     LMDBTrackingRecorder,
-    open_store,
+    open_environment,
 )
 
 if TYPE_CHECKING:
-    from membrane_es._lmdb_env import Txn
+    from membrane_es.stores.lmdb.environment import Txn
 
-MODULE = "membrane_es.lmdb_store"
+MODULE = "membrane_es.stores.lmdb"
 _COUNT = struct.Struct(">Q")
 
 
@@ -62,7 +62,7 @@ class TempDirMixin(TestCase):
         super().setUp()
 
     def open_recorder(self, cls: type[Any], *args: Any) -> Any:
-        store = open_store(self.lmdb_path, sync=self.sync)
+        store = open_environment(self.lmdb_path, sync=self.sync)
         try:
             recorder = cls(store, *args)
         finally:
@@ -222,7 +222,7 @@ class TestApplicationWithLMDB(LMDBEnvironMixin, ApplicationTestCase):
 
 
 class TestExampleApplicationWithLMDB(LMDBEnvironMixin, ExampleApplicationTestCase):
-    expected_factory_topic = "membrane_es.lmdb_store:LMDBFactory"
+    expected_factory_topic = "membrane_es.stores.lmdb.recorders:LMDBFactory"
 
 
 # Projections -------------------------------------------------------------------------

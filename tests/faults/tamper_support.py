@@ -8,8 +8,9 @@ from pathlib import Path
 
 import lmdb
 
-from membrane_es._lmdb_format import HASH_SIZE, HEAD_KEY, U64, Chain, decode_row
-from membrane_es._lmdb_heads import COUNT_KEY, head_key, is_head
+from membrane_es.stores.chain import HASH_SIZE, U64, Chain
+from membrane_es.stores.lmdb.heads import COUNT_KEY, head_key, is_head
+from membrane_es.stores.lmdb.layout import HEAD_KEY, decode_row
 
 APP = "memory"
 

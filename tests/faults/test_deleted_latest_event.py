@@ -12,7 +12,7 @@ from eventsourcing.persistence import StoredEvent
 
 from membrane_es import IntegrityError, Membrane, TrustContext
 from membrane_es.aggregates.identity import record_key
-from membrane_es.lmdb_store import ChainFault
+from membrane_es.stores.chain import ChainFault
 from tests.faults.tamper_support import delete_event, drop_head, event_key_of, unindex_heads
 from tests.faults.test_tampering import _make_store, _record
 

@@ -20,9 +20,9 @@ import lmdb
 import pytest
 
 from membrane_es import IntegrityError, Membrane, TrustContext
-from membrane_es._lmdb_env import translate_error
 from membrane_es.aggregates.identity import record_key
 from membrane_es.cli import main
+from membrane_es.stores.lmdb.environment import translate_error
 
 PAGE = 4096  # LMDB's page size on the machines tested
 BOUNDS = slice(12, 16)  # mp_lower, mp_upper: after the page number, padding and flags

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from membrane_es import IntegrityError, KeyStoreError, Membrane, TrustContext
-from membrane_es._lmdb_format import KEY_STORE_KEY
 from membrane_es.cli import main
+from membrane_es.stores.lmdb.layout import KEY_STORE_KEY
 from tests.faults.tamper_support import raw_store
 
 FULL = TrustContext(max_sensitivity="hyper")

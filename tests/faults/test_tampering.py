@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from membrane_es import IntegrityError, Membrane, MembraneError, ReadOnlyError, TrustContext
-from membrane_es._lmdb_format import PLAIN_CHAIN, Chain
 from membrane_es.cli import main
+from membrane_es.stores.chain import PLAIN_CHAIN, Chain
 from tests.faults.grpc_support import running_daemon
 from tests.faults.tamper_support import (
     change_a_byte,

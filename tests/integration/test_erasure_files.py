@@ -12,7 +12,7 @@ import pytest
 
 from membrane_es import Membrane
 from membrane_es.embedding import HashingEmbedder
-from membrane_es.keystore import KEY_STORE_FILE
+from membrane_es.stores.key_store import KEY_STORE_FILE
 from tests.unit.builders import FULL_TRUST, entity, semantic
 
 SECRET = "Zanzibarquux"

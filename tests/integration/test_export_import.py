@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import MembraneError
-from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.schema import Sensitivity
-from membrane_es.transfer import TransferError
+from membrane_es.stores.event_times import EVENT_TIMES, EventTimeBehind
+from membrane_es.stores.transfer import TransferError
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER)
 START = datetime(2025, 1, 1, tzinfo=UTC)

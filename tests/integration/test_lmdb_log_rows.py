@@ -15,7 +15,7 @@ from tests.integration.test_lmdb_store import events, log_key, make_recorder, ra
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from membrane_es.lmdb_store import LMDBApplicationRecorder, LogRows
+    from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, LogRows
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es import Membrane
-from membrane_es._lmdb_packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
 from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.lmdb_store import ChainFault, LMDBApplicationRecorder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.stores.chain import ChainFault
+from membrane_es.stores.lmdb.packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
+from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder
 from tests.integration.test_lmdb_store import make_recorder
 
 if TYPE_CHECKING:

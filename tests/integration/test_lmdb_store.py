@@ -27,12 +27,12 @@ from eventsourcing.persistence import (
 )
 
 from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.lmdb_store import (
+from membrane_es.stores.lmdb.recorders import (
     ChainFault,
     LMDBApplicationRecorder,
     LMDBFactory,
     LMDBProcessRecorder,
-    open_store,
+    open_environment,
     verify_store,
 )
 
@@ -46,7 +46,7 @@ TIMEOUT = 20.0
 def make_recorder(
     path: Path, *, map_size: int = 64 << 20, sync: bool = True
 ) -> LMDBApplicationRecorder:
-    store = open_store(str(path), map_size=map_size, sync=sync)
+    store = open_environment(str(path), map_size=map_size, sync=sync)
     try:
         recorder = LMDBApplicationRecorder(store, "app")
     finally:
@@ -88,9 +88,9 @@ def run_python(code: str, *args: str) -> str:
 WRITER = """
 import sys, uuid
 from eventsourcing.persistence import StoredEvent
-from membrane_es.lmdb_store import LMDBApplicationRecorder, open_store
+from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, open_environment
 
-store = open_store(sys.argv[1], map_size=int(sys.argv[3]))
+store = open_environment(sys.argv[1], map_size=int(sys.argv[3]))
 recorder = LMDBApplicationRecorder(store, "app")
 recorder.create_table()
 originator = uuid.UUID(sys.argv[2])
@@ -102,9 +102,9 @@ store.release()
 
 READER = """
 import json, sys
-from membrane_es.lmdb_store import LMDBApplicationRecorder, open_store
+from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, open_environment
 
-store = open_store(sys.argv[1])
+store = open_environment(sys.argv[1])
 recorder = LMDBApplicationRecorder(store, "app")
 print(json.dumps([
     [n.id, str(n.originator_id), type(n.originator_id).__name__, n.originator_version, n.topic]
@@ -327,7 +327,7 @@ def test_integrity_error_leaves_nothing_written(recorder: LMDBApplicationRecorde
 
 
 def test_process_recorder_writes_events_and_tracking_atomically(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path))
+    store = open_environment(str(tmp_path))
     recorder = LMDBProcessRecorder(store, "proc")
     store.release()
     recorder.create_table()
@@ -353,7 +353,7 @@ def test_lmdb_errors_become_eventsourcing_errors(recorder: LMDBApplicationRecord
 
 
 def test_closing_one_factory_keeps_a_shared_environment_open(tmp_path: Path) -> None:
-    env = {"PERSISTENCE_MODULE": "membrane_es.lmdb_store", "LMDB_PATH": str(tmp_path)}
+    env = {"PERSISTENCE_MODULE": "membrane_es.stores.lmdb", "LMDB_PATH": str(tmp_path)}
     first = InfrastructureFactory.construct(env)
     second = InfrastructureFactory.construct(env)
     assert isinstance(first, LMDBFactory) and isinstance(second, LMDBFactory)

@@ -22,9 +22,9 @@ from membrane_es import ConflictError, Membrane, MembraneError
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
-from membrane_es.lmdb_store import ChainFault
-from membrane_es.log_order import EVENT_TIMES, EventTimeBehind
 from membrane_es.projections.log_pages import event_decoder
+from membrane_es.stores.chain import ChainFault
+from membrane_es.stores.event_times import EVENT_TIMES, EventTimeBehind
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
 
@@ -272,7 +272,7 @@ def test_a_batch_that_loses_a_race_writes_nothing(open_store: OpenStore, postgre
 def test_a_log_written_before_the_chain_is_chained_at_open(
     open_store: OpenStore, postgres_dsn: str
 ) -> None:
-    from membrane_es.postgres_store import postgres_settings
+    from membrane_es.stores.postgres.database import postgres_settings
 
     # written by eventsourcing's own recorder, as stores were before the chain existed
     settings = {**postgres_settings(postgres_dsn), "PERSISTENCE_MODULE": "eventsourcing.postgres"}

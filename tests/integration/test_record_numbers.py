@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from membrane_es import Membrane
-from membrane_es._lmdb_format import RECORDS_KEY
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.schema.entries import EntryPatch, NewEntry
+from membrane_es.stores.lmdb.layout import RECORDS_KEY
 
 WRITERS = 3
 ENTRIES_EACH = 12

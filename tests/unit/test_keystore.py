@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from membrane_es import MembraneError
-from membrane_es.keystore import (
+from membrane_es.stores.key_store import (
     KEY_STORE_FILE,
     KEY_STORE_PATH,
     POOL_SIZE,
@@ -57,13 +57,13 @@ def test_ids_follow_issue_order_and_unused_pool_keys_go_on_close(tmp_path: Path)
 
 def test_each_kind_of_log_gets_a_key_store_that_outlives_the_process(tmp_path: Path) -> None:
     store = str(tmp_path)
-    lmdb = open_key_store({"PERSISTENCE_MODULE": "membrane_es.lmdb_store", "LMDB_PATH": store})
+    lmdb = open_key_store({"PERSISTENCE_MODULE": "membrane_es.stores.lmdb", "LMDB_PATH": store})
     assert isinstance(lmdb, SqliteKeyStore) and lmdb.path == tmp_path / KEY_STORE_FILE
     lmdb.close()
     elsewhere = tmp_path / "keys-elsewhere.sqlite"
     moved = open_key_store(
         {
-            "PERSISTENCE_MODULE": "membrane_es.lmdb_store",
+            "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",
             "LMDB_PATH": "x",
             KEY_STORE_PATH: str(elsewhere),
         }

@@ -16,10 +16,10 @@ from eventsourcing.compressor import ZlibCompressor
 from membrane_es import Membrane
 from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding import HashingEmbedder
-from membrane_es.lmdb_store import LMDBApplicationRecorder, open_store
 from membrane_es.projections import read_model
 from membrane_es.projections.log_pages import LogReader, NotificationSource, event_decoder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, open_environment
 from tests.views_support import assert_same_views, random_history
 
 
@@ -84,7 +84,7 @@ def test_a_compressed_log_is_decoded_by_the_mapper(memory: Membrane, tmp_path: P
     random_history(memory, random.Random(5), 25)
     originals = expected(memory.application)
     compressing = MsgspecMapper(compressor=ZlibCompressor())
-    store = open_store(str(tmp_path / "compressed"), sync=False)
+    store = open_environment(str(tmp_path / "compressed"), sync=False)
     recorder = LMDBApplicationRecorder(store, "compressed")
     store.release()
     recorder.create_table()

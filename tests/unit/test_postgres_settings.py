@@ -7,12 +7,12 @@ import socket
 import pytest
 
 from membrane_es import Membrane, MembraneError
-from membrane_es.postgres_store import postgres_settings, tenant_schema
+from membrane_es.stores.postgres.database import postgres_settings, tenant_schema
 
 
 def test_a_url_is_split_into_the_settings_the_module_reads() -> None:
     settings = postgres_settings("postgresql://agent:p%40ss@db.example:6543/memory", "mine")
-    assert settings["PERSISTENCE_MODULE"] == "membrane_es.postgres_log:ChainedPostgresFactory"
+    assert settings["PERSISTENCE_MODULE"] == "membrane_es.stores.postgres"
     assert settings["CREATE_TABLE"] == "y"
     assert (
         settings["POSTGRES_HOST"],

@@ -10,8 +10,8 @@ import msgspec
 
 from membrane_es.aggregates.sealing import NONCE_BYTES, ContentSealer, SealedContent
 from membrane_es.embedding.vectors import erased
-from membrane_es.keystore import SqliteKeyStore
 from membrane_es.schema.records import Embedding, MemoryRecord
+from membrane_es.stores.key_store import SqliteKeyStore
 from tests.unit.builders import semantic
 
 

@@ -1,6 +1,6 @@
 """Packs: events too large to share an LMDB page with another, written side by side.
 
-Package-private support for :mod:`membrane_es._lmdb_format`, which owns the rest of the
+Package-private support for :mod:`membrane_es.stores.lmdb.layout`, which owns the rest of the
 layout; the row layout lives here because a row may point into a pack.
 
 Packs exist because LMDB gives a value longer than about half a page (an event carrying a
@@ -11,7 +11,7 @@ partial page a pack), each topic once per pack, and each row keeps only where it
 and its topic's number in the pack. The chain hashes the topic and state wherever they lie,
 so a pack changed or lost is caught as an altered or missing event. A commit with one large
 event (a single write) stores it in its row; later, ``repack`` (in
-:mod:`membrane_es._lmdb_format`) moves such rows into packs: every ``REPACK_EVERY``
+:mod:`membrane_es.stores.lmdb.layout`) moves such rows into packs: every ``REPACK_EVERY``
 notifications, in the write that reaches that many, and when the read views are
 checkpointed. An event's bytes never change: only where they lie does.
 """
@@ -29,7 +29,7 @@ from membrane_es.errors import IntegrityError as DamageError
 if TYPE_CHECKING:
     import lmdb
 
-    from membrane_es._lmdb_env import BufferTxn, Txn
+    from membrane_es.stores.lmdb.environment import BufferTxn, Txn
 
 U64 = struct.Struct(">Q")
 # An events row: u64(notification id) ‖ u32(len topic, or PACKED | topic number) ‖ …

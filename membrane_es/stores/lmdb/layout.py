@@ -1,12 +1,12 @@
 """How events, the notification log and tracking are laid out in LMDB, and checked.
 
-Package-private support for :mod:`membrane_es.lmdb_store`. Sub-databases:
+Package-private support for :mod:`membrane_es.stores.lmdb.recorders`. Sub-databases:
 
 events         key: originator key ‖ u64(version + 2**63)
                value: u64(notification id, 0 if none) ‖ u32(len topic) ‖ topic ‖ state
                   or, for a packed event, u64(notification id) ‖ u32(2**31 | topic number)
                   ‖ u64(pack id) ‖ u32(offset of its state in the pack) ‖ u32(len state)
-               and, per originator of the log, its head (see :mod:`membrane_es._lmdb_heads`)
+               and, per originator of the log, its head (see :mod:`membrane_es.stores.lmdb.heads`)
                and the packs: key b"\x00" ‖ u64(pack id) → u16(topics) ‖ (u16(len topic) ‖
                topic)… ‖ the state of each event packed in it, one after the other (the id:
                the first one's notification)
@@ -28,7 +28,7 @@ contiguous. The chain hash of a notification is
 blake2b-256(previous hash ‖ id ‖ events key ‖ topic ‖ state), keyed with the chain key in a
 keyed store (blake2b's own keyed mode: a MAC, so nobody without the key can recompute it).
 
-Events too large to share a page are packed (see :mod:`membrane_es._lmdb_packs`).
+Events too large to share a page are packed (see :mod:`membrane_es.stores.lmdb.packs`).
 
 Every read checks what it returns against the chain: an event read by its originator is
 hashed with its log entry's predecessor and compared with the hash its log entry holds, and a
@@ -39,24 +39,35 @@ that stops before its originator's latest logged version raises
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from eventsourcing.persistence import (
-    DataError,
     IntegrityError,
     Notification,
     StoredEvent,
     Tracking,
 )
 
-import membrane_es._lmdb_heads as heads
-from membrane_es._lmdb_packs import (
+import membrane_es.stores.lmdb.heads as heads
+from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.stores.chain import (
+    GENESIS,
+    HASH_SIZE,
+    PLAIN_CHAIN,
+    Chain,
+    ChainFault,
+    ChainReport,
+    decode_originator,
+    originator_key,
+    version_of,
+    version_suffix,
+)
+from membrane_es.stores.event_times import EventTimeBehind
+from membrane_es.stores.lmdb.packs import (
     INLINE_LIMIT,
     PACKED,
     PACKED_KEY,
@@ -69,24 +80,15 @@ from membrane_es._lmdb_packs import (
     pack_count,
     write_packs,
 )
-from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.errors import MembraneError
-from membrane_es.log_order import EventTimeBehind
-from membrane_es.record_numbers import INITIAL_VERSION, check_numbers, creations
+from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     import lmdb
 
-    from membrane_es._lmdb_env import BufferTxn, LMDBStore, Txn
+    from membrane_es.stores.lmdb.environment import BufferTxn, LMDBEnvironment, Txn
 
-_U32 = struct.Struct(">I")
-_UUID_TAG = 1
-_STR_TAG = 2
-_VERSION_BIAS = 1 << 63  # big-endian keys then sort negative versions first
-HASH_SIZE = 32
-GENESIS = bytes(HASH_SIZE)
 HEAD_KEY = b"head"
 CHAIN_KEY = b"chain"
 KEY_STORE_KEY = b"keys"
@@ -94,42 +96,8 @@ TIME_KEY = b"time"
 RECORDS_KEY = b"records"
 _I64 = struct.Struct(">q")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PLAIN = b"plain"
-_KEYED = b"keyed"
 # How many log entries a read may scan to name the notification of a missing event row.
 _GAP_SCAN = 10_000
-
-
-def originator_key(originator_id: UUID | str) -> bytes:
-    """Return the key prefix shared by all events of one originator."""
-    if isinstance(originator_id, UUID):
-        return bytes((_UUID_TAG,)) + originator_id.bytes
-    if isinstance(originator_id, str):
-        raw = originator_id.encode("utf-8")
-        return bytes((_STR_TAG,)) + _U32.pack(len(raw)) + raw
-    raise DataError(f"Originator id must be a UUID or str: {originator_id!r}")
-
-
-def decode_originator(key: bytes) -> UUID | str:
-    """Return the originator id an events key starts with."""
-    if key[0] == _UUID_TAG:
-        return UUID(bytes=key[1:17])
-    (length,) = _U32.unpack_from(key, 1)
-    return key[5 : 5 + length].decode("utf-8")
-
-
-def version_suffix(version: int) -> bytes:
-    """Return the part of an events key that orders one originator's versions."""
-    try:
-        return U64.pack(version + _VERSION_BIAS)
-    except struct.error:
-        raise DataError(f"Originator version out of range: {version}") from None
-
-
-def version_of(key: bytes) -> int:
-    """Return the version an events key ends with."""
-    (biased,) = U64.unpack_from(key, len(key) - 8)
-    return int(biased) - _VERSION_BIAS
 
 
 def decode_row(value: bytes) -> tuple[int, str, bytes]:
@@ -137,65 +105,6 @@ def decode_row(value: bytes) -> tuple[int, str, bytes]:
     notification_id, topic_length = ROW.unpack_from(value)
     end = ROW.size + topic_length
     return notification_id, value[ROW.size : end].decode("utf-8"), value[end:]
-
-
-class Chain:
-    """How one log links its notifications: plain blake2b-256, or keyed (a MAC) when the
-    store's chain has a key: one kept outside the store, or the one its key store holds."""
-
-    __slots__ = ("key", "mode")
-
-    def __init__(self, key: bytes | None = None) -> None:
-        if key is not None and not isinstance(key, bytes):
-            raise MembraneError("the chain key must be bytes")
-        if key is not None and not key:
-            raise MembraneError("the chain key must not be empty")
-        if key is not None and len(key) > hashlib.blake2b.MAX_KEY_SIZE:
-            key = hashlib.blake2b(key).digest()  # blake2b takes keys of at most 64 bytes
-        self.key = key or b""
-        self.mode = _PLAIN if key is None else _KEYED + self.fingerprint()
-
-    def fingerprint(self) -> bytes:
-        """What the store records of the key: enough to tell a wrong key, nothing more."""
-        return hashlib.blake2b(b"membrane-es chain key", key=self.key, digest_size=16).digest()
-
-    def link(
-        self, previous: bytes, notification_id: int, event_key: bytes, topic: bytes, state: bytes
-    ) -> bytes:
-        """Return the hash chaining one notification to the previous one."""
-        # Every field before the state is self-delimiting, so the input is unambiguous.
-        return hashlib.blake2b(
-            previous
-            + U64.pack(notification_id)
-            + event_key
-            + _U32.pack(len(topic))
-            + topic
-            + state,
-            digest_size=HASH_SIZE,
-            key=self.key,
-        ).digest()
-
-    def check_mode(self, recorded: bytes | None) -> None:
-        """Refuse a key the store's chain was not made with (or a missing one)."""
-        if recorded is None:
-            recorded = _PLAIN  # logs written before the mode was recorded are plain
-        if recorded == self.mode:
-            return
-        if recorded == _PLAIN:
-            raise MembraneError("this store's hash chain is not keyed: open it without a key")
-        if self.mode == _PLAIN:
-            raise MembraneError("this store's hash chain is keyed: open it with its chain key")
-        raise MembraneError("wrong chain key for this store")
-
-
-PLAIN_CHAIN = Chain()
-
-
-def chain_hash(
-    previous: bytes, notification_id: int, event_key: bytes, topic: bytes, state: bytes
-) -> bytes:
-    """Return the plain (unkeyed) hash chaining one notification to the previous one."""
-    return PLAIN_CHAIN.link(previous, notification_id, event_key, topic, state)
 
 
 def read_chain_mode(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
@@ -288,10 +197,10 @@ def append_events(
     that keep the times they had, the newest of them): not checked, but the log's time moves
     up to it, so the next write is checked against them. ``numbers`` (the first
     record number the save wrote, and how many): refused with
-    :class:`~membrane_es.record_numbers.RecordNumberBehind` unless the first is one more
-    than the count of records in the log (see :mod:`membrane_es.record_numbers`).
+    :class:`~membrane_es.stores.record_numbers.RecordNumberBehind` unless the first is one more
+    than the count of records in the log (see :mod:`membrane_es.stores.record_numbers`).
     Each originator's head is kept with the log; a version at or below it is refused (its
-    row was deleted: see :mod:`membrane_es._lmdb_heads`).
+    row was deleted: see :mod:`membrane_es.stores.lmdb.heads`).
     """
     events_db, log_db, meta_db = dbs
     known_heads = heads.index_log(txn, events_db, log_db, meta_db)
@@ -413,7 +322,7 @@ def _count_records(
         count = sum(
             1
             for key in txn.cursor(db=events_db).iternext(keys=True, values=False)
-            if U64.unpack_from(key, len(key) - 8)[0] == _VERSION_BIAS + INITIAL_VERSION
+            if version_of(key) == INITIAL_VERSION
         )
     else:
         (count,) = U64.unpack(stored)
@@ -763,51 +672,6 @@ def _missing_row(
 # Verification ------------------------------------------------------------------------
 
 
-class ChainFault(StrEnum):
-    """What is wrong at the first bad position of a notification log."""
-
-    ALTERED = "altered"
-    MISSING = "missing"
-    REORDERED = "reordered"
-    UNLOGGED = "unlogged"
-    CORRUPTED = "corrupted"  # the store file itself is unreadable there (LMDB damage)
-    KEYS = "keys"  # the key store is missing or another store's: nothing could be unsealed
-    UNSEALABLE = "unsealable"  # records whose keys are missing (not erased by forget)
-
-
-@dataclass(frozen=True)
-class ChainReport:
-    """The outcome of verifying a notification log: OK, or its first fault.
-
-    ``head`` is the log's last chain hash (hex) when the walk reached it: recorded outside
-    the store, it lets a later check tell that the log was not cut back to an earlier prefix.
-    """
-
-    checked: int
-    fault: ChainFault | None = None
-    notification_id: int | None = None
-    detail: str = ""
-    keyed: bool = False
-    head: str = ""
-    forgotten: int = 0  # records erased by forget (their keys destroyed on purpose)
-    unsealable: int = 0  # records not forgotten whose keys the key store does not hold
-
-    @property
-    def ok(self) -> bool:
-        return self.fault is None
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        if self.ok:
-            keyed = " (keyed hash chain)" if self.keyed else ""
-            forgotten = f"; {self.forgotten} records forgotten" if self.forgotten else ""
-            return f"OK: {self.checked} notifications verified{keyed}{forgotten}"
-        where = "" if self.notification_id is None else f" at notification {self.notification_id}"
-        return f"{self.fault}{where}: {self.detail}"
-
-
 def _misplaced(
     txn: Txn | BufferTxn, log_db: lmdb._Database, event_key: bytes, recorded_id: int
 ) -> tuple[ChainFault, str]:
@@ -828,7 +692,7 @@ def _misplaced(
 
 
 def verify_log(
-    store: LMDBStore,
+    store: LMDBEnvironment,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     chunk_size: int = 1000,
     chain: Chain = PLAIN_CHAIN,
@@ -844,7 +708,7 @@ def verify_log(
 
 
 def _walk(
-    store: LMDBStore,
+    store: LMDBEnvironment,
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     chunk_size: int,
     chain: Chain,
@@ -854,8 +718,8 @@ def _walk(
     with store.reading() as txn:
         head_id, head_hash = read_head(txn, meta_db)
         mode = read_chain_mode(txn, meta_db)
-    keyed = chain.mode != _PLAIN
-    if head_id and (mode or _PLAIN) != chain.mode:
+    keyed = chain.mode != PLAIN_CHAIN.mode
+    if head_id and (mode or PLAIN_CHAIN.mode) != chain.mode:
         detail = "the chain's mode or key does not match the one given"
         return ChainReport(0, ChainFault.ALTERED, None, detail, keyed)
     expected, previous = 1, GENESIS

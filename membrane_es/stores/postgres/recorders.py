@@ -17,14 +17,14 @@ leaves neither behind):
   newest of them; a log chained after the fact gets its newest event's time from the engine
   that opens it (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.
 
-The chain hash is the LMDB store's (:class:`membrane_es._lmdb_format.Chain`: plain, or keyed
+The chain hash is the LMDB store's (:class:`membrane_es.stores.lmdb.layout.Chain`: plain, or keyed
 with ``POSTGRES_CHAIN_KEY``) over the same fields; PostgreSQL's ids may have gaps (a
 rolled-back insert consumes them), so each hash links to the previous notification that
 exists. :meth:`ChainedApplicationRecorder.verify`
 walks the chain and reports the first altered, missing or unlogged event.
 
-Selected with ``PERSISTENCE_MODULE=membrane_es.postgres_log:ChainedPostgresFactory`` (the
-settings of :func:`membrane_es.postgres_store.postgres_settings`); every other setting is
+Selected with ``PERSISTENCE_MODULE=membrane_es.stores.postgres`` (the
+settings of :func:`membrane_es.stores.postgres.database.postgres_settings`); every other setting is
 eventsourcing's PostgreSQL module's.
 """
 
@@ -47,7 +47,8 @@ from eventsourcing.postgres import (
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
-from membrane_es._lmdb_format import (
+from membrane_es.errors import IntegrityError, MembraneError
+from membrane_es.stores.chain import (
     GENESIS,
     Chain,
     ChainFault,
@@ -55,9 +56,8 @@ from membrane_es._lmdb_format import (
     originator_key,
     version_suffix,
 )
-from membrane_es.errors import IntegrityError, MembraneError
-from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME, EventTimeBehind
-from membrane_es.record_numbers import (
+from membrane_es.stores.event_times import EVENT_TIMES, IMPORTED_TIME, EventTimeBehind
+from membrane_es.stores.record_numbers import (
     INITIAL_VERSION,
     RECORD_NUMBERS,
     check_numbers,

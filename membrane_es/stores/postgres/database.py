@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import psycopg
 
 # eventsourcing's PostgreSQL module, its recorder given the hash chain and event times in log
-# order (postgres_log).
-PERSISTENCE_MODULE = "membrane_es.postgres_log:ChainedPostgresFactory"
+# order (stores/postgres/recorders.py).
+PERSISTENCE_MODULE = "membrane_es.stores.postgres"
 DEFAULT_SCHEMA = "public"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 

@@ -16,7 +16,7 @@ keys were issued in (a rebuild reading the log).
 A key store kept in a file also holds two facts made with it: its identity, which the log it
 serves records (a log opened with a missing or foreign key store is refused: see
 :mod:`membrane_es.key_binding`), and the key of the log's hash chain for a store not given
-one of its own (see :mod:`membrane_es.lmdb_store`).
+one of its own (see :mod:`membrane_es.stores.lmdb.recorders`).
 
 Two stores:
 
@@ -373,7 +373,7 @@ class PostgresKeyStore(KeyStore):
         super().__init__()
         from psycopg import sql
 
-        from membrane_es.postgres_store import open_connection
+        from membrane_es.stores.postgres.database import open_connection
 
         self._connection: Any = open_connection(settings)
         self._table = sql.Identifier(settings.get("POSTGRES_SCHEMA") or "public", self.TABLE)

@@ -1,6 +1,6 @@
 """An eventsourcing persistence module over LMDB.
 
-Select it with ``PERSISTENCE_MODULE=membrane_es.lmdb_store``. Settings, each
+Select it with ``PERSISTENCE_MODULE=membrane_es.stores.lmdb``. Settings, each
 looked up with the application-name prefix first (``MYAPP_LMDB_PATH``):
 
 ``LMDB_PATH``
@@ -21,7 +21,7 @@ looked up with the application-name prefix first (``MYAPP_LMDB_PATH``):
     blake2b MAC, which nobody without the key can recompute. Keep it outside the store.
     A log's first write fixes whether its chain is keyed (and by which key); opening it
     with another key, or none, is an error. Without it, a new store's chain is keyed with
-    the chain key its key store holds (see :mod:`membrane_es.keystore`), and a store
+    the chain key its key store holds (see :mod:`membrane_es.stores.key_store`), and a store
     whose chain is keyed with that key opens with it; a store begun unkeyed stays so.
 ``LMDB_PLAIN_CHAIN``
     ``y``: a new store's chain is plain (unkeyed), as stores made before keyed chains
@@ -59,18 +59,36 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import resolve_topic, strtobool
 
-from membrane_es._lmdb_env import DEFAULT_MAP_SIZE, DEFAULT_MAX_DBS, LMDBStore, open_store
-from membrane_es._lmdb_format import (
-    KEY_STORE_KEY,
+from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import KeyStoreError
+from membrane_es.stores.chain import (
     PLAIN_CHAIN,
     U64,
     Chain,
     ChainFault,
     ChainReport,
+    originator_key,
+    version_suffix,
+)
+from membrane_es.stores.event_times import EVENT_TIMES, IMPORTED_TIME
+from membrane_es.stores.key_store import (
+    KEY_STORE_FILE,
+    SqliteKeyStore,
+    foreign_key_store,
+    key_store_file,
+    missing_key_store,
+)
+from membrane_es.stores.lmdb.environment import (
+    DEFAULT_MAP_SIZE,
+    DEFAULT_MAX_DBS,
+    LMDBEnvironment,
+    open_environment,
+)
+from membrane_es.stores.lmdb.layout import (
+    KEY_STORE_KEY,
     LogRows,
     append_events,
     check_log_end,
-    originator_key,
     put_records,
     put_tracking,
     read_chain_mode,
@@ -83,19 +101,8 @@ from membrane_es._lmdb_format import (
     repack,
     stored_hash,
     verify_log,
-    version_suffix,
 )
-from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.errors import KeyStoreError
-from membrane_es.keystore import (
-    KEY_STORE_FILE,
-    SqliteKeyStore,
-    foreign_key_store,
-    key_store_file,
-    missing_key_store,
-)
-from membrane_es.log_order import EVENT_TIMES, IMPORTED_TIME
-from membrane_es.record_numbers import RECORD_NUMBERS
+from membrane_es.stores.record_numbers import RECORD_NUMBERS
 
 REPACK_LIMIT = 100_000  # log entries one repack looks at (it is one write transaction)
 
@@ -106,7 +113,7 @@ if TYPE_CHECKING:
     import lmdb
     from eventsourcing.utils import Environment, EnvType
 
-    from membrane_es._lmdb_env import Txn
+    from membrane_es.stores.lmdb.environment import Txn
 
     _LogDbs: TypeAlias = tuple[lmdb._Database, lmdb._Database, lmdb._Database]
 
@@ -120,11 +127,11 @@ __all__ = [
     "LMDBFactory",
     "LMDBProcessRecorder",
     "LMDBRecorder",
-    "LMDBStore",
+    "LMDBEnvironment",
     "LMDBSubscription",
     "LMDBTrackingRecorder",
     "LogRows",
-    "open_store",
+    "open_environment",
     "verify_chain",
     "verify_store",
 ]
@@ -137,7 +144,7 @@ TLMDBTrackingRecorder = TypeVar("TLMDBTrackingRecorder", bound="LMDBTrackingReco
 class LMDBRecorder:
     """Base of the LMDB recorders: a share of a store, and sub-databases named by prefix."""
 
-    def __init__(self, store: LMDBStore, prefix: str) -> None:
+    def __init__(self, store: LMDBEnvironment, prefix: str) -> None:
         super().__init__()
         store.retain()
         self.store = store
@@ -181,7 +188,7 @@ class LMDBRecorder:
 class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
     """Records aggregate sequences (or snapshots) without an application sequence."""
 
-    def __init__(self, store: LMDBStore, prefix: str, purpose: str = "events") -> None:
+    def __init__(self, store: LMDBEnvironment, prefix: str, purpose: str = "events") -> None:
         super().__init__(store, prefix)
         self.events_table = self.table_name(purpose)
         self.tables.append(self.events_table)
@@ -213,9 +220,9 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
 
 class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
     """Records aggregate sequences and the hash-chained application sequence; every read
-    is checked against the chain (see :mod:`membrane_es._lmdb_format`)."""
+    is checked against the chain (see :mod:`membrane_es.stores.lmdb.layout`)."""
 
-    def __init__(self, store: LMDBStore, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
+    def __init__(self, store: LMDBEnvironment, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
         super().__init__(store, prefix)
         self.chain = chain
         self.notifications_table = self.table_name("notifications")
@@ -320,7 +327,7 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
     def repack(self, limit: int = REPACK_LIMIT) -> int:
         """Move the large events written alone since the last call (up to ``limit`` log
         entries) into packs, in one commit; returns how many moved (see
-        :func:`~membrane_es._lmdb_format.repack`)."""
+        :func:`~membrane_es.stores.lmdb.layout.repack`)."""
         dbs = self._log_dbs()
         moved: int = self.store.write(lambda txn: repack(txn, dbs, limit))
         return moved
@@ -455,7 +462,7 @@ class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
 
     view_tables: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, store: LMDBStore, prefix: str) -> None:
+    def __init__(self, store: LMDBEnvironment, prefix: str) -> None:
         super().__init__(store, prefix)
         self.tracking_table = self.table_name("tracking")
         self.tables.append(self.tracking_table)
@@ -504,7 +511,7 @@ class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
 class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, ProcessRecorder):
     """Records new events together with the tracking record of what caused them."""
 
-    def __init__(self, store: LMDBStore, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
+    def __init__(self, store: LMDBEnvironment, prefix: str, chain: Chain = PLAIN_CHAIN) -> None:
         super().__init__(store, prefix)
         self.chain = chain
 
@@ -560,7 +567,7 @@ def verify_store(
     store (fault ``keys``), not raised.
     """
     try:
-        store = open_store(path)
+        store = open_environment(path)
         try:
             recorder = LMDBApplicationRecorder(store, application_name.lower(), Chain(chain_key))
         finally:
@@ -611,7 +618,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         self._keyed_by_store = given is None and not strtobool(
             self.env.get(self.LMDB_PLAIN_CHAIN) or "no"
         )
-        self._store: LMDBStore | None = None
+        self._store: LMDBEnvironment | None = None
         self._release: weakref.finalize[Any, Any] | None = None
         self._recorders: weakref.WeakSet[LMDBRecorder] = weakref.WeakSet()
 
@@ -636,10 +643,10 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
             raise OSError(msg) from None
 
     @property
-    def store(self) -> LMDBStore:
+    def store(self) -> LMDBEnvironment:
         """The shared store, opened on first use (factories used only for mappers never are)."""
         if self._store is None:
-            self._store = open_store(
+            self._store = open_environment(
                 self.path, map_size=self.map_size, sync=self.sync, max_dbs=self.max_dbs
             )
             self._release = weakref.finalize(self, self._store.release)

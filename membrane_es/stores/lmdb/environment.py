@@ -1,6 +1,6 @@
 """Shared LMDB environments: one per data directory per process, with group commit.
 
-Package-private support for :mod:`membrane_es.lmdb_store`. An :class:`LMDBStore`
+Package-private support for :mod:`membrane_es.stores.lmdb.recorders`. An :class:`LMDBEnvironment`
 owns one ``lmdb.Environment`` and everything that must be coordinated per
 environment inside one process: the single write path (group commit), map growth,
 named sub-database handles, subscription wake-ups and closing.
@@ -214,12 +214,12 @@ class _Rollback(Exception):  # noqa: N818 - control flow, never escapes
 
 
 class _ReadTxn(Generic[X]):
-    """Context manager giving a short read transaction; see LMDBStore.reading()."""
+    """Context manager giving a short read transaction; see LMDBEnvironment.reading()."""
 
     __slots__ = ("_store", "_txn", "_buffers")
     _txn: X
 
-    def __init__(self, store: LMDBStore, buffers: bool) -> None:
+    def __init__(self, store: LMDBEnvironment, buffers: bool) -> None:
         self._store = store
         self._buffers = buffers
 
@@ -269,10 +269,10 @@ class _Listener:
         self.seen = 0
 
 
-class LMDBStore:
+class LMDBEnvironment:
     """One shared LMDB environment: reads, group-committed writes, sub-databases.
 
-    Obtain it with :func:`open_store`; the store is reference counted and the
+    Obtain it with :func:`open_environment`; the store is reference counted and the
     environment is closed when the last holder calls :meth:`release`.
     """
 
@@ -435,7 +435,7 @@ class LMDBStore:
         batch: _Batch[T] = _Batch(work, channel)
         with self._cond:
             if self._leading and self._leader == threading.get_ident():
-                raise ProgrammingError("LMDBStore.write() called from inside a write")
+                raise ProgrammingError("LMDBEnvironment.write() called from inside a write")
             self._check_open()
             self._pending.append(batch)
             while self._leading and not batch.done:
@@ -560,7 +560,7 @@ class LMDBStore:
             self._set_map_size(0)
 
     class _Writer:
-        def __init__(self, store: LMDBStore) -> None:
+        def __init__(self, store: LMDBEnvironment) -> None:
             self.store = store
 
         def __enter__(self) -> None:
@@ -580,8 +580,8 @@ class LMDBStore:
                 store._leader = None
                 store._cond.notify_all()
 
-    def _exclusive_writer(self) -> LMDBStore._Writer:
-        return LMDBStore._Writer(self)
+    def _exclusive_writer(self) -> LMDBEnvironment._Writer:
+        return LMDBEnvironment._Writer(self)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -656,17 +656,17 @@ class LMDBStore:
 
 # Process-wide registry: LMDB forbids opening one environment twice in a process.
 _registry_lock = threading.RLock()
-_registry: dict[str, tuple[tuple[int, int], LMDBStore]] = {}
+_registry: dict[str, tuple[tuple[int, int], LMDBEnvironment]] = {}
 
 
-def open_store(
+def open_environment(
     path: str,
     *,
     map_size: int = DEFAULT_MAP_SIZE,
     sync: bool = True,
     max_dbs: int = DEFAULT_MAX_DBS,
     max_readers: int = DEFAULT_MAX_READERS,
-) -> LMDBStore:
+) -> LMDBEnvironment:
     """Return the process's store for the directory at path, retained once for the caller.
 
     The first opener's options win; later openers of the same directory share
@@ -682,7 +682,7 @@ def open_store(
         if entry is not None and entry[0] == identity and not entry[1].closed:
             store = entry[1]
         else:
-            store = LMDBStore(
+            store = LMDBEnvironment(
                 real, map_size=map_size, sync=sync, max_dbs=max_dbs, max_readers=max_readers
             )
             _registry[real] = (identity, store)

@@ -12,7 +12,7 @@ before the event that first uses it), and an end line::
 ``state`` is the event exactly as stored (so an encrypted or compressed store exports and
 imports without being decoded); ``time`` is the event's own time, for people and tools
 reading the file. A record's content is sealed under its own key (see
-:mod:`membrane_es.keystore`): the file carries the key of every record not forgotten, so it
+:mod:`membrane_es.stores.key_store`): the file carries the key of every record not forgotten, so it
 is as sensitive as the store itself; a forgotten record's key is gone and is not in the file,
 so its content stays unreadable there and in any store the file is imported into.
 
@@ -26,8 +26,8 @@ tampered file is refused (naming its first bad line) and leaves the store as it 
 keep their order, their originators, versions, topics and stored bytes, so the imported store
 has the same records, the same history, the same ``as_of`` answers at every moment, and
 (on LMDB) the same hash chain. Each batch hands the store the newest of its events' times
-(:data:`~membrane_es.log_order.IMPORTED_TIME`), so a write after the import, from any process,
-is timed after the imported events.
+(:data:`~membrane_es.stores.event_times.IMPORTED_TIME`), so a write after the import, from
+any process, is timed after the imported events.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es.errors import MembraneError
-from membrane_es.log_order import IMPORTED_TIME
+from membrane_es.stores.event_times import IMPORTED_TIME
 
 FORMAT = "membrane-es/log"
 VERSION = 1

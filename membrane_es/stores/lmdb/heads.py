@@ -1,6 +1,6 @@
 """Each originator's latest logged event: what makes a deleted *latest* event noticeable.
 
-Package-private support for :mod:`membrane_es._lmdb_format`. A deleted event row between two
+Package-private support for :mod:`membrane_es.stores.lmdb.layout`. A deleted event row between two
 others shows as a version gap when the originator is read; a deleted latest row leaves no
 later row behind it, so the read would silently return the older state, and the next write
 would take the deleted version's number again (hiding the deletion from all but a walk of the
@@ -35,7 +35,7 @@ from membrane_es.errors import IntegrityError as DamageError
 if TYPE_CHECKING:
     import lmdb
 
-    from membrane_es._lmdb_env import BufferTxn, Txn
+    from membrane_es.stores.lmdb.environment import BufferTxn, Txn
 
 HEAD_SUFFIX = b"\xff" * 9
 COUNT_KEY = b"heads"  # in the meta sub-database
