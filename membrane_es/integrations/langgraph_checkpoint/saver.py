@@ -1,31 +1,4 @@
-"""LangGraph short-term memory on the event log: a ``BaseCheckpointSaver`` (sync and async).
-
-Every checkpoint and every batch of pending writes is a ``working`` record of its own, in
-the scope ``langgraph:<thread_id>``, created once and never changed: a thread's history is
-the log itself, ``history`` and ``verify`` apply to it, and a read ``as_of`` any past moment
-(:meth:`MembraneSaver.as_of`) answers with the thread as it was then. Deleting (a thread,
-a run's checkpoints, a prune) retracts records: they leave every later read and stay in the
-log, readable as of before the delete (``Membrane.forget`` erases a record's content).
-
-How a checkpoint is filed:
-
-* record id ``langgraph:checkpoint:<thread>:<ns>:<checkpoint id>:<generation>`` (each part
-  percent-encoded), so a checkpoint is found by id and a thread's ids, listed without
-  loading a record (``Membrane.record_ids``), give its checkpoints in order; a checkpoint
-  stored again under the same id is a new generation, the old one retracted;
-* its pending writes: ``langgraph:writes:<same>:<n>``, one record per ``put_writes``;
-* the payload's ``context_summary`` is a readable line, what the record is searched by
-  (by its words: no vector is made, whatever the store's embedder); the bytes of
-  LangGraph's own serializer (``serde``) travel base64-encoded in the one free-form field
-  of a working payload, ``active_constraints[0].value``, out of the text index;
-* a channel's value is stored once, in the checkpoint whose ``new_versions`` name it; later
-  checkpoints point at that record (``located``), as LangGraph's own savers keep one blob a
-  channel version.
-
-The caller's trust applies: records are written at ``sensitivity`` (not above the trust's
-ceiling), read under the trust context, and a thread outside the trust's scopes does not
-exist for this saver.
-"""
+"""The checkpointer itself: LangGraph's ``BaseCheckpointSaver`` over a ``Membrane``."""
 
 from __future__ import annotations
 
@@ -34,10 +7,8 @@ import base64
 import builtins
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, unquote
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -49,7 +20,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     PendingWrite,
     SerializerProtocol,
-    get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
 )
@@ -58,47 +28,35 @@ from membrane_es import (
     AccessDeniedError,
     AlreadyExistsError,
     Membrane,
-    MemoryRecord,
     NotFoundError,
     ReadOnlyError,
     Sensitivity,
     TrustContext,
     ValidationError,
-    WorkingPayload,
 )
-
-__all__ = ["MembraneSaver"]
-
-SCOPE_PREFIX = "langgraph:"
-_CHECKPOINT = "langgraph:checkpoint:"
-_WRITES = "langgraph:writes:"
-_LEVELS = {level: rank for rank, level in enumerate(Sensitivity)}
-_STRATEGIES = ("keep_latest", "delete")
-HERE = ""  # a channel value held by the checkpoint's own record
-LISTINGS_KEPT = 1024  # threads whose listing a saver keeps between calls
-
-Serialized = list[str]  # [serde type, base64 bytes]
-
-
-@dataclass
-class _Thread:
-    """A thread's live records, from one listing: checkpoint record ids by namespace and
-    checkpoint id (namespaces in the order they first appear), and write record ids by the
-    checkpoint record they belong to, in the order they were written."""
-
-    checkpoints: dict[str, dict[str, str]] = field(default_factory=dict)
-    writes: dict[str, list[str]] = field(default_factory=dict)
-
-    def joined(self, other: _Thread) -> _Thread:
-        """This thread with the records of ``other`` (created after them) added: a copy,
-        so a reader holding this one never sees it change."""
-        checkpoints = {ns: dict(by_id) for ns, by_id in self.checkpoints.items()}
-        for ns, by_id in other.checkpoints.items():
-            checkpoints.setdefault(ns, {}).update(by_id)
-        writes = dict(self.writes)
-        for owner, record_ids in other.writes.items():
-            writes[owner] = [*writes.get(owner, []), *record_ids]
-        return _Thread(checkpoints, writes)
+from membrane_es.integrations.langgraph_checkpoint.records import (
+    CHECKPOINT_PREFIX,
+    HERE,
+    LEVELS,
+    LISTINGS_KEPT,
+    SCOPE_PREFIX,
+    STRATEGIES,
+    WRITES_PREFIX,
+    Serialized,
+    ThreadRecords,
+    address_of,
+    all_records_of,
+    checked_checkpoint,
+    checked_strings,
+    checked_thread_id,
+    checked_writes,
+    checkpoint_base_id,
+    config_for,
+    decoded_part,
+    held_values,
+    optional_checkpoint_id,
+    run_id_of,
+)
 
 
 class MembraneSaver(BaseCheckpointSaver[int]):
@@ -124,15 +82,15 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         if not isinstance(memory, Membrane):
             raise ValidationError("memory", f"must be a Membrane, not {type(memory).__name__}")
-        if sensitivity not in _LEVELS:
+        if sensitivity not in LEVELS:
             raise ValidationError(
-                "sensitivity", f"must be one of {', '.join(_LEVELS)}, not {sensitivity!r}"
+                "sensitivity", f"must be one of {', '.join(LEVELS)}, not {sensitivity!r}"
             )
         if trust is None:
             trust = TrustContext(max_sensitivity=Sensitivity(sensitivity))
         if not isinstance(trust, TrustContext):
             raise ValidationError("trust", f"must be a TrustContext, not {type(trust).__name__}")
-        if _LEVELS.get(trust.max_sensitivity, -1) < _LEVELS[Sensitivity(sensitivity)]:
+        if LEVELS.get(trust.max_sensitivity, -1) < LEVELS[Sensitivity(sensitivity)]:
             raise ValidationError(
                 "sensitivity",
                 f"{sensitivity} is above the trust ceiling {trust.max_sensitivity}: "
@@ -147,7 +105,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         self.moment: datetime | None = None
         # thread id → (views position, its records then): a thread listed again only when
         # the store moved, or by more than this saver's own writes to that thread
-        self._listed: dict[str, tuple[int, _Thread]] = {}
+        self._listed: dict[str, tuple[int, ThreadRecords]] = {}
         self._listing_lock = threading.Lock()
 
     # --- time travel ----------------------------------------------------------------------
@@ -171,8 +129,8 @@ class MembraneSaver(BaseCheckpointSaver[int]):
     # --- reads ----------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        thread_id, ns = _address(config)
-        checkpoint_id = _optional_checkpoint_id(config)
+        thread_id, ns = address_of(config)
+        checkpoint_id = optional_checkpoint_id(config)
         if not self._visible(thread_id):
             return None
         thread = self._thread(thread_id)
@@ -198,18 +156,18 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             raise ValidationError("filter", f"must be a dict, not {type(filter).__name__}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValidationError("limit", f"must be a whole number, not {limit!r}")
-        before_id = _optional_checkpoint_id(before, "before") if before is not None else None
+        before_id = optional_checkpoint_id(before, "before") if before is not None else None
         if config is None:
             threads = self._threads()
             wanted_ns: str | None = None
             wanted_id: str | None = None
         else:
-            thread_id, _ = _address(config)
+            thread_id, _ = address_of(config)
             configurable = config["configurable"]
             wanted_ns = configurable.get("checkpoint_ns")
             if wanted_ns is not None and not isinstance(wanted_ns, str):
                 raise ValidationError("config.configurable.checkpoint_ns", "must be a string")
-            wanted_id = _optional_checkpoint_id(config)
+            wanted_id = optional_checkpoint_id(config)
             threads = {thread_id: self._thread(thread_id)} if self._visible(thread_id) else {}
         remaining = limit
         cache: dict[str, dict[str, Any]] = {}
@@ -234,7 +192,11 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                     yield self._tuple(thread_id, record_id, thread, cache)
 
     def _tuple(
-        self, thread_id: str, record_id: str, thread: _Thread, cache: dict[str, dict[str, Any]]
+        self,
+        thread_id: str,
+        record_id: str,
+        thread: ThreadRecords,
+        cache: dict[str, dict[str, Any]],
     ) -> CheckpointTuple:
         data = self._data(record_id, cache)
         checkpoint: Checkpoint = self._loads(data["checkpoint"])
@@ -245,10 +207,10 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                 values[channel] = self._loads(held["values"][channel])
         ns, checkpoint_id, parent = data["ns"], data["checkpoint_id"], data["parent"]
         return CheckpointTuple(
-            config=_config(thread_id, ns, checkpoint_id),
+            config=config_for(thread_id, ns, checkpoint_id),
             checkpoint={**checkpoint, "channel_values": values},
             metadata=self._loads(data["metadata"]),
-            parent_config=_config(thread_id, ns, parent) if parent else None,
+            parent_config=config_for(thread_id, ns, parent) if parent else None,
             pending_writes=self._pending_writes(thread.writes.get(record_id, []), cache),
         )
 
@@ -280,9 +242,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._check_writable()
-        thread_id, ns = _address(config)
-        parent_id = _optional_checkpoint_id(config)
-        checkpoint_id, versions, values = _checked_checkpoint(checkpoint)
+        thread_id, ns = address_of(config)
+        parent_id = optional_checkpoint_id(config)
+        checkpoint_id, versions, values = checked_checkpoint(checkpoint)
         if not isinstance(metadata, Mapping):
             raise ValidationError("metadata", f"must be a dict, not {type(metadata).__name__}")
         if not isinstance(new_versions, Mapping):
@@ -314,7 +276,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                 {k: v for k, v in checkpoint.items() if k != "channel_values"}
             ),
             "metadata": self._dumps(merged_metadata),
-            "run_id": _run_id(merged_metadata),
+            "run_id": run_id_of(merged_metadata),
             "versions": dict(versions),
             "values": stored,
             "located": located,
@@ -324,7 +286,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             f"LangGraph checkpoint {checkpoint_id} of thread {thread_id}"
             f"{f' namespace {ns}' if ns else ''}: step {step}, source {source}"
         )
-        base = _checkpoint_base(thread_id, ns, checkpoint_id)
+        base = checkpoint_base_id(thread_id, ns, checkpoint_id)
         while True:
             generation, replaced = self._next_generation(thread_id, ns, checkpoint_id, base)
             record = self._record(f"{base}:{generation}", thread_id, summary, "checkpoint", data)
@@ -338,7 +300,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             except AlreadyExistsError:  # the same checkpoint stored at the same moment
                 continue
             break
-        return _config(thread_id, ns, checkpoint_id)
+        return config_for(thread_id, ns, checkpoint_id)
 
     def put_writes(
         self,
@@ -348,8 +310,8 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         self._check_writable()
-        thread_id, ns = _address(config)
-        checkpoint_id = _optional_checkpoint_id(config)
+        thread_id, ns = address_of(config)
+        checkpoint_id = optional_checkpoint_id(config)
         if checkpoint_id is None:
             raise ValidationError(
                 "config.configurable.checkpoint_id", "pending writes need the checkpoint's id"
@@ -358,13 +320,13 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             raise ValidationError("task_id", "task_id is required")
         if not isinstance(task_path, str):
             raise ValidationError("task_path", "must be a string")
-        pairs = _checked_writes(writes)
+        pairs = checked_writes(writes)
         self._check_may_write(thread_id)
         thread = self._thread(thread_id)
         # Writes belong to the live generation of their checkpoint, or to the first one
         # when the checkpoint is not stored yet (LangGraph may save them first).
         target = thread.checkpoints.get(ns, {}).get(checkpoint_id)
-        owner = target or f"{_checkpoint_base(thread_id, ns, checkpoint_id)}:1"
+        owner = target or f"{checkpoint_base_id(thread_id, ns, checkpoint_id)}:1"
         existing = thread.writes.get(owner, [])
         cache: dict[str, dict[str, Any]] = {}
         known: set[tuple[str, int]] = {
@@ -381,7 +343,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if not entries:
             return
         number = len(existing) + 1
-        writes_base = _WRITES + owner.removeprefix(_CHECKPOINT)
+        writes_base = WRITES_PREFIX + owner.removeprefix(CHECKPOINT_PREFIX)
         while self._exists(f"{writes_base}:{number}", thread_id):
             number += 1
         data = {
@@ -406,17 +368,17 @@ class MembraneSaver(BaseCheckpointSaver[int]):
     def delete_thread(self, thread_id: str) -> None:
         """Retract every checkpoint and pending write of the thread (all in one write)."""
         self._check_writable()
-        thread_id = _thread_id(thread_id, "thread_id")
+        thread_id = checked_thread_id(thread_id, "thread_id")
         if not self._visible(thread_id):
             return
         thread = self._thread(thread_id)
-        self._save([], retract=_all_records(thread), why=f"thread {thread_id} deleted")
+        self._save([], retract=all_records_of(thread), why=f"thread {thread_id} deleted")
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Retract the checkpoints whose metadata names one of these runs, with their
         pending writes (all in one write)."""
         self._check_writable()
-        wanted = set(_strings("run_ids", run_ids))
+        wanted = set(checked_strings("run_ids", run_ids))
         if not wanted:
             return
         doomed: list[str] = []
@@ -433,8 +395,8 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         """Copy every checkpoint and pending write of a thread to another (one write); the
         copies are new records of the target thread, their ids the same checkpoint ids."""
         self._check_writable()
-        source = _thread_id(source_thread_id, "source_thread_id")
-        target = _thread_id(target_thread_id, "target_thread_id")
+        source = checked_thread_id(source_thread_id, "source_thread_id")
+        target = checked_thread_id(target_thread_id, "target_thread_id")
         if not self._visible(source):
             return
         self._check_may_write(target)
@@ -446,7 +408,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         for ns, checkpoints in thread.checkpoints.items():
             for checkpoint_id in sorted(checkpoints):
                 old_id = checkpoints[checkpoint_id]
-                base = _checkpoint_base(target, ns, checkpoint_id)
+                base = checkpoint_base_id(target, ns, checkpoint_id)
                 generation, previous = self._next_generation(target, ns, checkpoint_id, base)
                 if previous:
                     replaced.extend([previous, *existing.writes.get(previous, [])])
@@ -468,7 +430,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                 records.append(self._record(new_id, target, summary, "checkpoint", data))
                 for number, write_id in enumerate(thread.writes.get(old_id, []), start=1):
                     write = dict(self._data(write_id, cache), thread_id=target)
-                    write_record_id = f"{_WRITES}{new_id.removeprefix(_CHECKPOINT)}:{number}"
+                    write_record_id = (
+                        f"{WRITES_PREFIX}{new_id.removeprefix(CHECKPOINT_PREFIX)}:{number}"
+                    )
                     summary = f"LangGraph writes of task {write['task_id']}, copied"
                     records.append(self._record(write_record_id, target, summary, "writes", write))
         self._save(records, retract=replaced, why=f"replaced by a copy of thread {source}")
@@ -478,15 +442,15 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         pending writes stay; channel values it points to stay readable in the log);
         ``delete``: retract the threads. One write."""
         self._check_writable()
-        if strategy not in _STRATEGIES:
-            raise ValidationError("strategy", f"must be one of {', '.join(_STRATEGIES)}")
+        if strategy not in STRATEGIES:
+            raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
         doomed: list[str] = []
-        for thread_id in _strings("thread_ids", thread_ids):
+        for thread_id in checked_strings("thread_ids", thread_ids):
             if not self._visible(thread_id):
                 continue
             thread = self._thread(thread_id)
             if strategy == "delete":
-                doomed.extend(_all_records(thread))
+                doomed.extend(all_records_of(thread))
                 continue
             for checkpoints in thread.checkpoints.values():
                 latest = max(checkpoints)
@@ -568,7 +532,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if self.moment is not None:
             raise ReadOnlyError("a saver reading as of a past moment cannot write")
 
-    def _thread(self, thread_id: str) -> _Thread:
+    def _thread(self, thread_id: str) -> ThreadRecords:
         live = self.moment is None
         position = self.memory.position
         if live:
@@ -578,61 +542,61 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         ids = self.memory.record_ids(
             trust=self._scope_trust(thread_id), memory_types=["working"], as_of=self.moment
         )
-        thread = self._threads_of(ids).get(thread_id, _Thread())
+        thread = self._threads_of(ids).get(thread_id, ThreadRecords())
         if live:
             self._remember(thread_id, position, thread)
         return thread
 
-    def _remember(self, thread_id: str, position: int, thread: _Thread) -> None:
+    def _remember(self, thread_id: str, position: int, thread: ThreadRecords) -> None:
         with self._listing_lock:  # the async methods run on worker threads
             self._listed.pop(thread_id, None)  # re-inserted last: the oldest goes first
             self._listed[thread_id] = (position, thread)
             while len(self._listed) > LISTINGS_KEPT:
                 self._listed.pop(next(iter(self._listed)))
 
-    def _threads(self) -> dict[str, _Thread]:
+    def _threads(self) -> dict[str, ThreadRecords]:
         """Every thread the trust may read (a listing of the store, or of its scopes)."""
         ids = self.memory.record_ids(trust=self.trust, memory_types=["working"], as_of=self.moment)
         return self._threads_of(ids)
 
     @staticmethod
-    def _threads_of(record_ids: Iterable[str]) -> dict[str, _Thread]:
+    def _threads_of(record_ids: Iterable[str]) -> dict[str, ThreadRecords]:
         """Threads by (encoded) id from a listing; parsed on every read, so kept lean."""
-        threads: dict[str, _Thread] = {}
-        checkpoint_prefix, writes_prefix = len(_CHECKPOINT), len(_WRITES)
+        threads: dict[str, ThreadRecords] = {}
+        checkpoint_prefix, writes_prefix = len(CHECKPOINT_PREFIX), len(WRITES_PREFIX)
         for record_id in record_ids:
-            if record_id.startswith(_CHECKPOINT):
+            if record_id.startswith(CHECKPOINT_PREFIX):
                 parts = record_id[checkpoint_prefix:].split(":")
                 if len(parts) == 4:
-                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], _Thread())
+                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], ThreadRecords())
                     by_id = thread.checkpoints.get(parts[1])
                     if by_id is None:
                         by_id = thread.checkpoints[parts[1]] = {}
-                    by_id[_decoded(parts[2])] = record_id
-            elif record_id.startswith(_WRITES):
+                    by_id[decoded_part(parts[2])] = record_id
+            elif record_id.startswith(WRITES_PREFIX):
                 parts = record_id[writes_prefix:].split(":")
                 if len(parts) == 5:
-                    owner = _CHECKPOINT + ":".join(parts[:4])
-                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], _Thread())
+                    owner = CHECKPOINT_PREFIX + ":".join(parts[:4])
+                    thread = threads.get(parts[0]) or threads.setdefault(parts[0], ThreadRecords())
                     thread.writes.setdefault(owner, []).append(record_id)
         for thread in threads.values():
-            thread.checkpoints = {_decoded(ns): ids for ns, ids in thread.checkpoints.items()}
-        return {_decoded(thread_id): thread for thread_id, thread in threads.items()}
+            thread.checkpoints = {decoded_part(ns): ids for ns, ids in thread.checkpoints.items()}
+        return {decoded_part(thread_id): thread for thread_id, thread in threads.items()}
 
     def _data(self, record_id: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """What a checkpoint or writes record holds (read once per operation)."""
         if record_id not in cache:
-            thread_id = _decoded(record_id.split(":")[2])
+            thread_id = decoded_part(record_id.split(":")[2])
             record = self.memory.retrieve_by_id(
                 record_id, trust=self._scope_trust(thread_id), as_of=self.moment
             )
-            cache[record_id] = _held(record)
+            cache[record_id] = held_values(record)
         return cache[record_id]
 
     def _parent_data(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, Any] | None:
         if parent_id is None:
             return None
-        base = _checkpoint_base(thread_id, ns, parent_id)
+        base = checkpoint_base_id(thread_id, ns, parent_id)
         latest: dict[str, Any] | None = None
         generation = 1
         while True:
@@ -728,118 +692,3 @@ class MembraneSaver(BaseCheckpointSaver[int]):
 
 
 # --- checks and names -----------------------------------------------------------------------
-
-
-def _held(record: MemoryRecord) -> dict[str, Any]:
-    payload = record.payload
-    if not isinstance(payload, WorkingPayload) or not payload.active_constraints:
-        raise ValidationError("record", f"{record.id} holds no LangGraph data")
-    value = payload.active_constraints[0].value
-    if not isinstance(value, dict):
-        raise ValidationError("record", f"{record.id} holds no LangGraph data")
-    return value
-
-
-def _thread_id(value: object, field: str) -> str:
-    """LangGraph's thread ids are strings; numbers and UUIDs are read as their text."""
-    if isinstance(value, bool) or value is None:
-        raise ValidationError(field, f"must be a string, not {value!r}")
-    text = value if isinstance(value, str) else str(value) if isinstance(value, int) else None
-    if text is None and type(value).__name__ == "UUID":
-        text = str(value)
-    if text is None:
-        raise ValidationError(field, f"must be a string, not {type(value).__name__}")
-    if not text:
-        raise ValidationError(field, f"{field} is required")
-    return text
-
-
-def _address(config: object) -> tuple[str, str]:
-    """A config's thread id and checkpoint namespace, checked."""
-    if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
-        raise ValidationError("config", "must be a dict with a 'configurable' dict")
-    configurable = config["configurable"]
-    if "thread_id" not in configurable:
-        raise ValidationError("config.configurable.thread_id", "thread_id is required")
-    thread_id = _thread_id(configurable["thread_id"], "config.configurable.thread_id")
-    ns = configurable.get("checkpoint_ns", "")
-    if ns is None:
-        ns = ""
-    if not isinstance(ns, str):
-        raise ValidationError("config.configurable.checkpoint_ns", "must be a string")
-    return thread_id, ns
-
-
-def _optional_checkpoint_id(config: object, field: str = "config") -> str | None:
-    if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
-        raise ValidationError(field, "must be a dict with a 'configurable' dict")
-    checkpoint_id = get_checkpoint_id(config)  # type: ignore[arg-type]
-    if checkpoint_id is None or checkpoint_id == "":
-        return None
-    if not isinstance(checkpoint_id, str):
-        raise ValidationError(f"{field}.configurable.checkpoint_id", "must be a string")
-    return checkpoint_id
-
-
-def _checked_checkpoint(checkpoint: object) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    if not isinstance(checkpoint, Mapping):
-        raise ValidationError("checkpoint", f"must be a dict, not {type(checkpoint).__name__}")
-    checkpoint_id = checkpoint.get("id")
-    if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise ValidationError("checkpoint.id", "a checkpoint id (a non-empty string) is required")
-    versions = checkpoint.get("channel_versions", {})
-    if not isinstance(versions, Mapping):
-        raise ValidationError("checkpoint.channel_versions", "must be a dict")
-    values = checkpoint.get("channel_values", {})
-    if not isinstance(values, Mapping):
-        raise ValidationError("checkpoint.channel_values", "must be a dict")
-    return checkpoint_id, dict(versions), dict(values)
-
-
-def _checked_writes(writes: object) -> list[tuple[str, Any]]:
-    if isinstance(writes, str | bytes) or not isinstance(writes, Sequence):
-        raise ValidationError("writes", "must be a list of (channel, value) pairs")
-    pairs = []
-    for i, write in enumerate(writes):
-        if not isinstance(write, tuple | list) or len(write) != 2:
-            raise ValidationError(f"writes[{i}]", "must be a (channel, value) pair")
-        channel, value = write
-        if not isinstance(channel, str) or not channel:
-            raise ValidationError(f"writes[{i}]", "the channel must be a non-empty string")
-        pairs.append((channel, value))
-    return pairs
-
-
-def _strings(field: str, values: object) -> list[str]:
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise ValidationError(field, "must be a list of strings")
-    return [_thread_id(value, f"{field}[{i}]") for i, value in enumerate(values)]
-
-
-def _decoded(part: str) -> str:
-    return unquote(part) if "%" in part else part
-
-
-def _run_id(metadata: Mapping[str, Any]) -> str | None:
-    run_id = metadata.get("run_id")
-    return None if run_id is None else str(run_id)
-
-
-def _all_records(thread: _Thread) -> list[str]:
-    checkpoints = [rid for by_id in thread.checkpoints.values() for rid in by_id.values()]
-    return [*checkpoints, *(rid for rids in thread.writes.values() for rid in rids)]
-
-
-def _checkpoint_base(thread_id: str, ns: str, checkpoint_id: str) -> str:
-    parts = (quote(part, safe="") for part in (thread_id, ns, checkpoint_id))
-    return _CHECKPOINT + ":".join(parts)
-
-
-def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
