@@ -30,11 +30,9 @@ from membrane_es.schema.payloads import EpisodicPayload, RevisionState, Semantic
 from membrane_es.schema.records import (
     AuditEntry,
     Embedding,
+    MemoryRecord,
     ProvenanceSource,
     Relation,
-)
-from membrane_es.schema.records import (
-    MemoryRecord as RecordData,
 )
 from membrane_es.schema.timestamps import Timestamp
 
@@ -55,7 +53,7 @@ COMPRESSION_ACTOR = "consolidation/episodic"
 class RecordState(msgspec.Struct, kw_only=True):
     """What an aggregate knows after applying its events (also its snapshot form)."""
 
-    content: RecordData
+    content: MemoryRecord
     salience_base: float
     salience_anchor: Timestamp
     last_reinforced_at: Timestamp
@@ -99,7 +97,7 @@ class RecordAggregate(Aggregate):
 
         TOPIC = _topic("Created")
 
-        record: RecordData
+        record: MemoryRecord
         actor: str
         rationale: str
         # The vector the record is searched by, when an embedder (or the caller) gave one.
@@ -379,7 +377,7 @@ class RecordAggregate(Aggregate):
     @classmethod
     def create(
         cls,
-        record: RecordData,
+        record: MemoryRecord,
         *,
         actor: str,
         rationale: str,
@@ -424,7 +422,7 @@ class RecordAggregate(Aggregate):
             pinned=state.pinned,
         )
 
-    def view(self, at: datetime) -> RecordData:
+    def view(self, at: datetime) -> MemoryRecord:
         """The full record as a reader sees it at moment ``at``.
 
         The result shares nested payload objects with this aggregate: copy before mutating.

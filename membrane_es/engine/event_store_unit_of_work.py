@@ -29,8 +29,7 @@ from membrane_es.projections.record_table import TYPE_CODE, RecordTable
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
-from membrane_es.schema.records import Embedding
-from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.schema.validation import VectorInput
 
 Array = npt.NDArray[Any]
@@ -86,7 +85,7 @@ class EventStoreUnitOfWork:
         if not self.deferred:
             self.commit()
 
-    def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
+    def embed(self, record: MemoryRecord, given: VectorInput | None = None) -> Embedding | None:
         """The record's vector: the caller's now, the embedder's at commit (one model call
         for every record of the unit of work: a forward pass per record is what makes a
         model slow, not the number of texts in it)."""
@@ -124,7 +123,7 @@ class EventStoreUnitOfWork:
 
     def find_entities(
         self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
-    ) -> list[RecordData]:
+    ) -> list[MemoryRecord]:
         """Entities named ``term`` in ``scope`` or unscoped (the reference's
         ``FindEntitiesByTerm``): from the entity-term index, plus entities created earlier in
         this unit of work; retracted ones left out."""
@@ -151,7 +150,7 @@ class EventStoreUnitOfWork:
                 and wanted in _entity_terms(payload)
             ):
                 exact[content.id] = content.scope == scope
-        found: list[RecordData] = []
+        found: list[MemoryRecord] = []
         now = self._clock.now()
         for record_id in sorted(exact, key=lambda i: (not exact[i], i)):
             aggregate = self.get(record_id)
@@ -162,7 +161,7 @@ class EventStoreUnitOfWork:
                 break
         return found
 
-    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+    def candidate_pool(self, scope: str | None, limit: int) -> list[MemoryRecord]:
         """The ``limit`` most salient active records (ties: newer, then id) of exactly
         ``scope`` (every scope for None), including records created in this unit of work."""
         if limit <= 0:
@@ -185,7 +184,7 @@ class EventStoreUnitOfWork:
         picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
         return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
 
-    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
+    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[MemoryRecord]:
         """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
         — from the record table's columns (no record is loaded unless it is in the window),
         plus those created in this unit of work — oldest first, equal times in capture order."""
@@ -206,7 +205,7 @@ class EventStoreUnitOfWork:
                     ids.add(record_id)
         return self._active_oldest_first(ids)
 
-    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+    def records_of_type(self, memory_type: MemoryType) -> list[MemoryRecord]:
         """Active records of one type from the record table, plus those created in this unit
         of work, oldest first (equal times in capture order)."""
         code = TYPE_CODE[memory_type]
@@ -232,7 +231,7 @@ class EventStoreUnitOfWork:
             table = views.table
             return {table.ids[int(row)] for row in pick(table)}
 
-    def _active_oldest_first(self, ids: set[str]) -> list[RecordData]:
+    def _active_oldest_first(self, ids: set[str]) -> list[MemoryRecord]:
         """Those records now, retracted ones left out, oldest first (event time), then in the
         order they were captured: callers often stamp a whole session or batch with one time,
         and the order things were said in must not then depend on their random ids."""
