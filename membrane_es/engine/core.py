@@ -53,7 +53,8 @@ OVERTAKEN_ATTEMPTS = 64
 DEFAULT_POSITION_WAIT_SECONDS = 5.0
 POSITION_RECHECK_SECONDS = 0.01
 _LEAST_PRIVILEGE = TrustContext()
-Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 text, or now
+# When a request says it happened: an aware datetime, RFC 3339 text, or None for now.
+RequestTime = datetime | str | None
 
 
 class EngineCore:
