@@ -25,7 +25,7 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 
 from membrane_es.embedding.vectors import erased, vector_bytes
-from membrane_es.errors import IntegrityViolationError
+from membrane_es.errors import IntegrityError
 from membrane_es.schema.payloads import Payload
 from membrane_es.schema.records import (
     AuditEntry,
@@ -189,7 +189,7 @@ class ContentSealer:
         return plain
 
 
-class SealedContentError(IntegrityViolationError):
+class SealedContentError(IntegrityError):
     """A box did not open under its key: the event or the key was altered."""
 
     def __init__(self, originator_id: Any, version: int) -> None:
