@@ -36,7 +36,6 @@ from membrane_es.commands.builders import (
     working_record,
 )
 from membrane_es.commands.inputs import (
-    check_sensitivity,
     check_tag_list,
     check_timestamp,
     json_value,
@@ -71,6 +70,7 @@ from membrane_es.schema.records import (
     Relation,
     copy_record,
 )
+from membrane_es.schema.validation import check_sensitivity
 
 _TASK_STATES = ", ".join(s.value for s in TaskState)
 

@@ -23,7 +23,6 @@ from membrane_es.commands.capture.common import (
     text_of,
 )
 from membrane_es.commands.inputs import (
-    check_sensitivity,
     check_tag_list,
     check_timestamp,
     json_value,
@@ -43,7 +42,7 @@ from membrane_es.schema.payloads import (
     Constraint,
 )
 from membrane_es.schema.records import DecayProfile, MemoryRecord
-from membrane_es.schema.validation import check_decay, check_flag, converted
+from membrane_es.schema.validation import check_decay, check_flag, check_sensitivity, converted
 
 CAPTURE_SENSITIVITY = Sensitivity.LOW.value  # capture's own default (spec Appendix A.4)
 
