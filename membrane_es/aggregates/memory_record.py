@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate
 
 from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
+from membrane_es.schema.entries import DELETE_RATIONALE
 from membrane_es.schema.enums import (
     AuditAction,
     GraphPredicate,
@@ -226,11 +227,20 @@ class RecordAggregate(Aggregate):
 
         ``valid_until``: when what the record says stopped being true, if not the moment of
         the retraction (an invalidation replayed from elsewhere); None in events written
-        before it existed, and when it is that moment."""
+        before it existed, and when it is that moment. ``deleted``: the entries API's
+        ``DELETE`` (the entry is hidden from every entries read, past ones included), not an
+        invalidation."""
 
         action: ClassVar[str] = "delete"
+        class_version: ClassVar[int] = 2
 
         valid_until: datetime | None = None
+        deleted: bool = False
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Before the field, a deletion was known by its rationale's text alone."""
+            state["deleted"] = state.get("rationale") == DELETE_RATIONALE
 
         def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
@@ -530,12 +540,25 @@ class RecordAggregate(Aggregate):
         )
 
     def retract(
-        self, *, actor: str, rationale: str, at: datetime, valid_until: datetime | None = None
+        self,
+        *,
+        actor: str,
+        rationale: str,
+        at: datetime,
+        valid_until: datetime | None = None,
+        deleted: bool = False,
     ) -> None:
         self.check_revisable()
         # Stored only when given: the events written before it existed read the same.
         until = {} if valid_until is None else {"valid_until": valid_until}
-        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale, **until)
+        self.trigger_event(
+            self.Retracted,
+            timestamp=at,
+            actor=actor,
+            rationale=rationale,
+            deleted=deleted,
+            **until,
+        )
 
     def contest(self, contesting_ref: str, *, actor: str, rationale: str, at: datetime) -> None:
         self.check_revisable()

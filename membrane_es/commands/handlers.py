@@ -214,10 +214,13 @@ def _change_one(
 
 def retract(cmd: Retract, uow: UnitOfWork) -> None:
     until = None if cmd.valid_until is None else check_moment("valid_until", cmd.valid_until)
+    deleted = check_flag("deleted", cmd.deleted)
     _change_one(
         cmd,
         uow,
-        lambda r, at: r.retract(actor=cmd.actor, rationale=cmd.rationale, at=at, valid_until=until),
+        lambda r, at: r.retract(
+            actor=cmd.actor, rationale=cmd.rationale, at=at, valid_until=until, deleted=deleted
+        ),
     )
 
 

@@ -58,6 +58,8 @@ class Retract(Command, frozen=True, kw_only=True):
     record_id: str
     # When what the record says stopped being true, if earlier or later than now.
     valid_until: datetime | None = None
+    # The entries API's DELETE: the entry is hidden from every entries read.
+    deleted: bool = False
 
 
 class Forget(Command, frozen=True, kw_only=True):

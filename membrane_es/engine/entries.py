@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from membrane_es.ceiling import Caller
+from membrane_es.commands import messages
 from membrane_es.engine.forgetting import Forgetting
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
@@ -40,7 +41,7 @@ from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
 from membrane_es.schema import entries as checks
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
-    DELETED,
+    DELETE_RATIONALE,
     MAX_INTEGER,
     Entry,
     EntryPatch,
@@ -278,7 +279,7 @@ class Entries(Revisions, Reads, Forgetting):
         writer: Caller | None = None,
     ) -> None:
         """Hide an entry from every entries read, past ones included (a retraction with the
-        rationale :data:`~membrane_es.schema.entries.DELETED`). Its events stay in the log:
+        ``deleted`` mark). Its events stay in the log:
         ``history`` and the record reads still show them.
 
         With ``erase``, every revision's content is forgotten instead (see
@@ -297,11 +298,15 @@ class Entries(Revisions, Reads, Forgetting):
             # Erasure forgets every revision, so the key must reach every one.
             self._check_writer(entry_id, writer, every_revision=erase)
             if not erase:
-                self.retract(found, actor, DELETED)
+                self.handle(
+                    messages.Retract(
+                        record_id=found, actor=actor, rationale=DELETE_RATIONALE, deleted=True
+                    )
+                )
                 return
             for record_id in revisions:
                 try:
-                    self.forget(record_id, actor, DELETED)
+                    self.forget(record_id, actor, DELETE_RATIONALE)
                 except ForgottenError:
                     pass  # taken with an earlier revision's erasure
 
