@@ -49,7 +49,7 @@ def scope_allows(trust: TrustContext, scope: str) -> bool:
     return not trust.scopes or not scope or scope in trust.scopes
 
 
-def visibility(trust: TrustContext, sensitivity: str, scope: str) -> Visibility:
+def record_visibility(trust: TrustContext, sensitivity: str, scope: str) -> Visibility:
     """How much of a record with this sensitivity and scope the caller may see."""
     record_level = _level(sensitivity)
     max_level = _level(trust.max_sensitivity)
@@ -65,7 +65,7 @@ def visibility(trust: TrustContext, sensitivity: str, scope: str) -> Visibility:
 def visibility_columns(
     trust: TrustContext, levels: Array, scopes: Array, scope_ids: Mapping[str, int]
 ) -> tuple[Array, Array]:
-    """:func:`visibility` over columns at once: (full, redacted) masks for records with these
+    """:func:`record_visibility` over columns at once: (full, redacted) masks for records with these
     sensitivity ``levels`` and ``scopes`` (ids in ``scope_ids``, where id 0 is unscoped)."""
     max_level = _level(trust.max_sensitivity)
     if max_level < 0:
@@ -85,7 +85,7 @@ def visibility_columns(
 
 def allows(trust: TrustContext, record: MemoryRecord) -> bool:
     """The caller may read this record in full."""
-    return visibility(trust, record.sensitivity, record.scope) is Visibility.FULL
+    return record_visibility(trust, record.sensitivity, record.scope) is Visibility.FULL
 
 
 def redact(record: MemoryRecord) -> MemoryRecord:
@@ -122,7 +122,7 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 def visible(trust: TrustContext, record: MemoryRecord) -> MemoryRecord | None:
     """What a list or graph read returns for this record: itself, a redacted copy, or nothing."""
-    level = visibility(trust, record.sensitivity, record.scope)
+    level = record_visibility(trust, record.sensitivity, record.scope)
     if level is Visibility.FULL:
         return record
     if level is Visibility.REDACTED:
