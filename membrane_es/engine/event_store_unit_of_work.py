@@ -27,6 +27,7 @@ from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.record_table import TYPE_CODE, RecordTable
 from membrane_es.projections.timecodes import micros
+from membrane_es.queries.capture_reads import Pick, best_first, episodes, most_salient
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding, MemoryRecord
@@ -167,12 +168,12 @@ class EventStoreUnitOfWork:
         if limit <= 0:
             return []
         now = self._clock.now()
-        picks: list[tuple[float, int, str]] = []  # (salience, created_at µs, id)
+        picks: list[Pick] = []
         views = self._views
         if views is not None:
             views.catch_up(self._app)
             with views.lock:
-                picks = _most_salient(views, scope, limit, micros(now))
+                picks = most_salient(views.table, scope, limit, micros(now))
         listed = {record_id for _, _, record_id in picks}
         for aggregate in self._created.values():
             content = aggregate.state.content
@@ -181,22 +182,14 @@ class EventStoreUnitOfWork:
             if scope is None or content.scope == scope:
                 created = content.created_at or aggregate.created_on
                 picks.append((aggregate.salience(now), micros(created), content.id))
-        picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
-        return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
+        return [self.get(record_id).view(now) for record_id in best_first(picks, limit)]
 
     def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[MemoryRecord]:
         """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
         — from the record table's columns (no record is loaded unless it is in the window),
         plus those created in this unit of work — oldest first, equal times in capture order."""
         low, high = micros(since), micros(until)
-
-        def in_window(table: RecordTable) -> Array:
-            scope_id = table.scope_ids.get(scope)
-            if scope_id is None:
-                return np.zeros(0, dtype=np.int64)
-            return _episodes(table, scope_id, low, high)
-
-        ids = self._table_ids(in_window)
+        ids = self._table_ids(lambda table: episodes(table, scope, low, high))
         for record_id, aggregate in self._created.items():
             content = aggregate.state.content
             if aggregate.memory_type is MemoryType.EPISODIC and content.scope == scope:
@@ -286,46 +279,6 @@ def _entity_terms(payload: EntityPayload) -> set[str]:
     terms.update(normalise_term(alias.value) for alias in payload.aliases)
     terms.discard("")
     return terms
-
-
-def _most_salient(
-    views: ReadModel, scope: str | None, limit: int, at: int
-) -> list[tuple[float, int, str]]:
-    """(salience, created_at, id) of the ``limit`` most salient active rows of ``scope``
-    (every scope for None), best first; ties at the cut are all kept for the caller to order."""
-    table = views.table
-    rows = np.arange(table.size)
-    if scope is not None:
-        scope_id = table.scope_ids.get(scope)
-        if scope_id is None:
-            return []
-        rows = rows[table.content["scope"][: table.size] == scope_id]
-    state = table.state_now()
-    salience = table.salience(rows, at, state)
-    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, at, state)
-    rows, salience = rows[active], salience[active]
-    if len(rows) > limit:
-        cut = np.partition(salience, len(rows) - limit)[len(rows) - limit]
-        keep = salience >= cut
-        rows, salience = rows[keep], salience[keep]
-    created = table.content["created_at"][rows]
-    return [
-        (float(s), int(c), table.ids[int(r)])
-        for r, s, c in zip(rows.tolist(), salience.tolist(), created.tolist(), strict=True)
-    ]
-
-
-def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
-    """Rows of episodic records of one scope with event times in ``[low, high]`` (µs). The
-    time window is the narrow test (a sitting's minutes), so it runs first over the whole
-    column, and scope and type are checked on what it leaves."""
-    content, size = table.content, table.size
-    created = content["created_at"][:size]
-    rows = np.flatnonzero((created >= low) & (created <= high))
-    keep = (content["scope"][rows] == scope_id) & (
-        content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
-    )
-    return rows[keep]
 
 
 def _event_then_capture_order(aggregate: RecordAggregate) -> tuple[int, int, str]:
