@@ -367,7 +367,7 @@ def _with_source(record: MemoryRecord, *, ref: str, actor: str, at: datetime) ->
 
 
 # The registry: each command type maps to exactly one handler.
-COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
+RECORD_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
     CreateRecord: create_record,
     Supersede: supersede,
     Fork: fork,

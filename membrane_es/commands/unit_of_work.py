@@ -9,12 +9,45 @@ from typing import Protocol
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.schema.entries import Entry
 from membrane_es.schema.enums import MemoryType
-from membrane_es.schema.records import Embedding, MemoryRecord
+from membrane_es.schema.records import Embedding, MemoryRecord, TrustContext
 from membrane_es.schema.validation import VectorInput
 
 # How many entities a term finds unless told (the reference's ``FindEntitiesByTerm``).
 DEFAULT_ENTITY_LIMIT = 10
+
+
+class EntryReads(Protocol):
+    """What the entries API's writes read of the entries view: the committed log, caught up
+    at each call. ``trust`` None sees every entry."""
+
+    def current_revision(self, entry_id: int, trust: TrustContext | None) -> tuple[str, int] | None:
+        """(record id, ``valid_from``) of the entry's revision if it is active and visible."""
+        ...
+
+    def latest_revision(self, entry_id: int, trust: TrustContext | None) -> str | None:
+        """The record of the entry's latest visible revision (active or invalidated, not
+        deleted)."""
+        ...
+
+    def revision_records(self, entry_id: int) -> list[str]:
+        """The records of every revision of the entry, first first."""
+        ...
+
+    def revision_reach(self, entry_id: int, *, every: bool) -> list[tuple[str, str]]:
+        """(sensitivity, scope) of the entry's latest revision, or of every one."""
+        ...
+
+    def entry(self, entry_id: int, trust: TrustContext | None, tenant: int | str) -> Entry | None:
+        """The active entry, as the entries API reads it."""
+        ...
+
+    def relation_id(
+        self, source_id: int, target_id: int, relation: str, trust: TrustContext | None
+    ) -> int | None:
+        """The id of the (source, target, relation) edge between entries, if there is one."""
+        ...
 
 
 class UnitOfWork(Protocol):
@@ -93,4 +126,9 @@ class UnitOfWork(Protocol):
     @property
     def interpreter(self) -> Interpreter | None:
         """The engine's capture interpreter, if it has one."""
+        ...
+
+    @property
+    def entries(self) -> EntryReads:
+        """The entries view, for the entries API's writes."""
         ...

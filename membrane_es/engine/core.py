@@ -263,8 +263,15 @@ class EngineCore:
         while True:
             with self._write_lock:
                 uow = self._unit_of_work()
+                uow.deferred = command.one_write
                 try:
-                    result = handler(command, uow)
+                    try:
+                        result = handler(command, uow)
+                        uow.commit()  # what a one-write command saved (else already written)
+                    except BaseException:
+                        if uow.recordings:  # written before a later step failed: still read
+                            self._followed(uow)
+                        raise
                     self._followed(uow)  # callers read their own writes
                     return result
                 except EventTimeBehind as error:

@@ -17,7 +17,7 @@ from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT
+from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT, EntryReads
 from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.record_text import search_text
@@ -60,6 +60,8 @@ class EventStoreUnitOfWork:
         # Vectors the embedder still owes, with the search text of each: filled in at commit,
         # all in one model call (a capture's records, or a whole batch's).
         self._unembedded: list[tuple[Embedding, str]] = []
+        # The entries view, for the entries API's writes (set by the engine's entries part).
+        self.entry_reads: EntryReads | None = None
 
     def get(self, record_id: str) -> RecordAggregate:
         known = self._created.get(record_id) or self._loaded.get(record_id)
@@ -121,6 +123,12 @@ class EventStoreUnitOfWork:
     @property
     def interpreter(self) -> Interpreter | None:
         return self._interpreter
+
+    @property
+    def entries(self) -> EntryReads:
+        if self.entry_reads is None:
+            raise MembraneError("this unit of work was made without the entries view")
+        return self.entry_reads
 
     def find_entities(
         self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
