@@ -84,7 +84,6 @@ class EngineCore:
         self._clock: MonotonicClock = clock or MonotonicClock()
         self._embedder_choice = embedder  # resolved once the views say what the store holds
         self._embedder: Embedder | None = None
-        self._views_dir: Path | None = views_dir
         self._consolidation: PeriodicTask | None = None
         self._vector_reader: threading.Thread | None = None  # start_reading_vectors
         self._closing = threading.Event()  # set by close: background work stops
