@@ -100,13 +100,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GAP_SCAN = 10_000
 
 
-def decode_row(value: bytes) -> tuple[int, str, bytes]:
-    """Return (notification id, topic, state) of an events row that is not packed."""
-    notification_id, topic_length = ROW.unpack_from(value)
-    end = ROW.size + topic_length
-    return notification_id, value[ROW.size : end].decode("utf-8"), value[end:]
-
-
 def read_chain_mode(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
     """The chain mode the log recorded (None: not recorded; a plain log)."""
     return txn.get(CHAIN_KEY, db=meta_db)
