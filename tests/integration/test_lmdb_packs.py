@@ -16,13 +16,7 @@ from membrane_es import Membrane
 from membrane_es.errors import IntegrityError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.stores.chain import ChainFault
-from membrane_es.stores.lmdb.packs import (
-    INLINE_LIMIT,
-    PACK_LIMIT,
-    PACK_PREFIX,
-    REPACK_EVERY,
-    pack_key,
-)
+from membrane_es.stores.lmdb.packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
 from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder
 from tests.integration.test_lmdb_store import make_recorder
 
@@ -51,8 +45,8 @@ def rows(recorder: LMDBApplicationRecorder) -> tuple[list[bytes], dict[bytes, by
     db = recorder.store.open_db(recorder.events_table, create=False)
     with recorder.store.env.begin(db=db) as txn:
         found = {bytes(key): bytes(value) for key, value in txn.cursor()}
-    packs = [key for key in found if key.startswith(PACK_PREFIX)]
-    return packs, {k: v for k, v in found.items() if not k.startswith(PACK_PREFIX)}
+    packs = [key for key in found if is_pack(key)]
+    return packs, {k: v for k, v in found.items() if not is_pack(k)}
 
 
 def events_db(recorder: LMDBApplicationRecorder) -> Any:

@@ -63,6 +63,10 @@ def pack_key(pack_id: int) -> bytes:
     return PACK_PREFIX + U64.pack(pack_id)
 
 
+def is_pack(key: bytes) -> bool:
+    return key[:1] == PACK_PREFIX
+
+
 class RowReader:
     """Reads events rows, packed or not, in one transaction; keeps the pack it read last
     (a read in log order finds most events in the pack of the one before)."""
