@@ -63,7 +63,7 @@ from bench.longmem import Conversation, SessionClock, Turn
 from bench.longmem import load as load_locomo
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
-from membrane_es.embedding import Embedder, HashingEmbedder, record_text
+from membrane_es.embedding import Embedder, HashingEmbedder, search_text
 from membrane_es.embedding.onnx_runtime import cache_directory
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
@@ -425,7 +425,7 @@ def _ask_all(
     ids = list(turn_of)  # record ids in capture order
     records = [memory.retrieve_by_id(record_id, trust=FULL_TRUST) for record_id in ids]
     lines = [memory_of(record) for record in records]
-    texts = [record_text(record) for record in records]  # what the engine embeds and indexes
+    texts = [search_text(record) for record in records]  # what the engine embeds and indexes
     vectors = None if embedder is None else embedder.embed(texts)
     bm25 = StopwordedBm25(texts)
     scores.haystack_tokens.append(sum(counter.count([_plain(m) for m in lines if m is not None])))

@@ -28,7 +28,7 @@ import numpy as np
 
 from membrane_es import Membrane, TrustContext
 from membrane_es.embedding import Embedder, HashingEmbedder
-from membrane_es.queries.trust import Access, access
+from membrane_es.queries.trust import Visibility, record_visibility
 
 DEFAULT_DATASET = Path(__file__).resolve().parent.parent.parent / "shared/data/recall_dataset.jsonl"
 # Queries without memory types search the five record types (entities are structure, not
@@ -237,8 +237,10 @@ def _rag(data: Dataset, vectors: np.ndarray, query: Query, query_vector: np.ndar
     allowed = [
         i
         for i, item in enumerate(data.records)
-        if access(query.trust, item.get("sensitivity", "low").lower(), item.get("scope", ""))
-        is not Access.NONE
+        if record_visibility(
+            query.trust, item.get("sensitivity", "low").lower(), item.get("scope", "")
+        )
+        is not Visibility.NONE
         and (not query.memory_types or item["memory_type"] in query.memory_types)
     ]
     if not allowed:

@@ -6,6 +6,7 @@ whole store can be read as of any past moment.
 
 from importlib import metadata as _metadata
 
+from membrane_es import errors as _errors
 from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.engine import Membrane
@@ -18,7 +19,6 @@ from membrane_es.errors import (
     ErasureUnsupportedError,
     ForgottenError,
     IntegrityError,
-    IntegrityViolationError,
     KeyStoreError,
     MembraneError,
     NotFoundError,
@@ -86,7 +86,6 @@ __all__ = [
     "GraphNode",
     "HistoryEntry",
     "IntegrityError",
-    "IntegrityViolationError",
     "Interpreter",
     "KeyStoreError",
     "Lifecycle",
@@ -119,6 +118,14 @@ __all__ = [
     "ValidationError",
     "WorkingPayload",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The errors' earlier names (:data:`membrane_es.errors.EARLIER_NAMES`), with a warning."""
+    if name in _errors.EARLIER_NAMES:
+        return _errors.renamed(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 try:
     __version__ = _metadata.version("membrane-es")

@@ -5,6 +5,9 @@ Every error derives from :class:`MembraneError`, so callers can catch the family
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 
 class MembraneError(Exception):
     """Base of every error the engine raises on purpose."""
@@ -145,10 +148,6 @@ class IntegrityError(MembraneError):
         super().__init__(message)
 
 
-# The earlier name of the same error.
-IntegrityViolationError = IntegrityError
-
-
 class KeyStoreError(IntegrityError):
     """The store's key store is missing, or is another store's: the log's records are
     sealed under keys it does not hold, so their content could not be read. Nothing was
@@ -185,6 +184,28 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     StorageFullError: ("RESOURCE_EXHAUSTED", 507),
     ReadOnlyError: ("FAILED_PRECONDITION", 409),
 }
+
+
+# Earlier names, still importable with a warning: one name for each error.
+EARLIER_NAMES = {"IntegrityViolationError": "IntegrityError"}
+
+
+def renamed(name: str, stacklevel: int = 3) -> Any:
+    """The error once called ``name``, with a warning at the importing line; else
+    :class:`AttributeError` (the module ``__getattr__`` protocol)."""
+    if name not in EARLIER_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new = EARLIER_NAMES[name]
+    warnings.warn(
+        f"{name} is now called {new}; the old name will be removed",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(name)
 
 
 def status_of(error: BaseException) -> tuple[str, int]:

@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate
 
 from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
+from membrane_es.schema.entries import DELETE_RATIONALE
 from membrane_es.schema.enums import (
     AuditAction,
     GraphPredicate,
@@ -30,11 +31,9 @@ from membrane_es.schema.payloads import EpisodicPayload, RevisionState, Semantic
 from membrane_es.schema.records import (
     AuditEntry,
     Embedding,
+    MemoryRecord,
     ProvenanceSource,
     Relation,
-)
-from membrane_es.schema.records import (
-    MemoryRecord as RecordData,
 )
 from membrane_es.schema.timestamps import Timestamp
 
@@ -55,7 +54,7 @@ COMPRESSION_ACTOR = "consolidation/episodic"
 class RecordState(msgspec.Struct, kw_only=True):
     """What an aggregate knows after applying its events (also its snapshot form)."""
 
-    content: RecordData
+    content: MemoryRecord
     salience_base: float
     salience_anchor: Timestamp
     last_reinforced_at: Timestamp
@@ -99,7 +98,7 @@ class RecordAggregate(Aggregate):
 
         TOPIC = _topic("Created")
 
-        record: RecordData
+        record: MemoryRecord
         actor: str
         rationale: str
         # The vector the record is searched by, when an embedder (or the caller) gave one.
@@ -228,11 +227,20 @@ class RecordAggregate(Aggregate):
 
         ``valid_until``: when what the record says stopped being true, if not the moment of
         the retraction (an invalidation replayed from elsewhere); None in events written
-        before it existed, and when it is that moment."""
+        before it existed, and when it is that moment. ``deleted``: the entries API's
+        ``DELETE`` (the entry is hidden from every entries read, past ones included), not an
+        invalidation."""
 
         action: ClassVar[str] = "delete"
+        class_version: ClassVar[int] = 2
 
         valid_until: datetime | None = None
+        deleted: bool = False
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Before the field, a deletion was known by its rationale's text alone."""
+            state["deleted"] = state.get("rationale") == DELETE_RATIONALE
 
         def apply(self, aggregate: RecordAggregate) -> None:
             self.retract(aggregate)
@@ -379,7 +387,7 @@ class RecordAggregate(Aggregate):
     @classmethod
     def create(
         cls,
-        record: RecordData,
+        record: MemoryRecord,
         *,
         actor: str,
         rationale: str,
@@ -424,7 +432,7 @@ class RecordAggregate(Aggregate):
             pinned=state.pinned,
         )
 
-    def view(self, at: datetime) -> RecordData:
+    def view(self, at: datetime) -> MemoryRecord:
         """The full record as a reader sees it at moment ``at``.
 
         The result shares nested payload objects with this aggregate: copy before mutating.
@@ -532,12 +540,25 @@ class RecordAggregate(Aggregate):
         )
 
     def retract(
-        self, *, actor: str, rationale: str, at: datetime, valid_until: datetime | None = None
+        self,
+        *,
+        actor: str,
+        rationale: str,
+        at: datetime,
+        valid_until: datetime | None = None,
+        deleted: bool = False,
     ) -> None:
         self.check_revisable()
         # Stored only when given: the events written before it existed read the same.
         until = {} if valid_until is None else {"valid_until": valid_until}
-        self.trigger_event(self.Retracted, timestamp=at, actor=actor, rationale=rationale, **until)
+        self.trigger_event(
+            self.Retracted,
+            timestamp=at,
+            actor=actor,
+            rationale=rationale,
+            deleted=deleted,
+            **until,
+        )
 
     def contest(self, contesting_ref: str, *, actor: str, rationale: str, at: datetime) -> None:
         self.check_revisable()

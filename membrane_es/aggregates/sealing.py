@@ -25,15 +25,15 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 
 from membrane_es.embedding.vectors import erased, vector_bytes
-from membrane_es.errors import IntegrityViolationError
+from membrane_es.errors import IntegrityError
 from membrane_es.schema.payloads import Payload
 from membrane_es.schema.records import (
     AuditEntry,
     Embedding,
     Interpretation,
+    MemoryRecord,
     Provenance,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.stores.key_store import KeyStore
 
 NONCE_BYTES = 12
@@ -74,7 +74,7 @@ _decode_stored_vector = msgspec.msgpack.Decoder(_StoredVector).decode
 _decode_boxed_vector = msgspec.msgpack.Decoder(_BoxedVector).decode
 
 
-def structure_of(record: RecordData) -> RecordData:
+def structure_of(record: MemoryRecord) -> MemoryRecord:
     """The record without its content: what stays readable once it is forgotten."""
     return msgspec.structs.replace(
         record,
@@ -108,7 +108,7 @@ class ContentSealer:
 
     def seal_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The stored form of a ``Created`` event's fields: content boxed under a new key."""
-        record: RecordData = state["record"]
+        record: MemoryRecord = state["record"]
         key_id, _ = self.keys.issue()
         cipher = self.keys.cipher(key_id)
         assert cipher is not None  # just issued
@@ -189,7 +189,7 @@ class ContentSealer:
         return plain
 
 
-class SealedContentError(IntegrityViolationError):
+class SealedContentError(IntegrityError):
     """A box did not open under its key: the event or the key was altered."""
 
     def __init__(self, originator_id: Any, version: int) -> None:

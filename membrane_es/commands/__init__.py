@@ -1,7 +1,11 @@
 """The write use cases: one message and one handler per command."""
 
+from collections.abc import Callable
+from typing import Any
+
+from membrane_es.commands.entries import ENTRY_HANDLERS
 from membrane_es.commands.extractor import Extractor, Triple
-from membrane_es.commands.handlers import COMMAND_HANDLERS
+from membrane_es.commands.handlers import RECORD_HANDLERS
 from membrane_es.commands.interpreter import Interpreter, Resolver
 from membrane_es.commands.messages import (
     AddRelation,
@@ -9,7 +13,9 @@ from membrane_es.commands.messages import (
     Command,
     Consolidate,
     Contest,
+    CreateEntry,
     CreateRecord,
+    DeleteEntry,
     Forget,
     Fork,
     IngestEvent,
@@ -17,16 +23,25 @@ from membrane_es.commands.messages import (
     IngestOutcome,
     IngestToolOutput,
     IngestWorkingState,
+    InvalidateEntry,
     Merge,
     Penalize,
     Pin,
     RecordOutcome,
     Reinforce,
+    RelateEntries,
     Retract,
+    ReviseEntry,
     Supersede,
     Unpin,
 )
-from membrane_es.commands.unit_of_work import UnitOfWork
+from membrane_es.commands.unit_of_work import EntryReads, UnitOfWork
+
+# Every command's handler: the records' use cases, then the entries API's.
+COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
+    **RECORD_HANDLERS,
+    **ENTRY_HANDLERS,
+}
 
 __all__ = [
     "COMMAND_HANDLERS",
@@ -35,7 +50,10 @@ __all__ = [
     "Command",
     "Consolidate",
     "Contest",
+    "CreateEntry",
     "CreateRecord",
+    "DeleteEntry",
+    "EntryReads",
     "Extractor",
     "Forget",
     "Fork",
@@ -45,13 +63,16 @@ __all__ = [
     "IngestToolOutput",
     "IngestWorkingState",
     "Interpreter",
+    "InvalidateEntry",
     "Merge",
     "Penalize",
     "Pin",
     "RecordOutcome",
     "Reinforce",
+    "RelateEntries",
     "Resolver",
     "Retract",
+    "ReviseEntry",
     "Supersede",
     "Triple",
     "Unpin",

@@ -36,10 +36,10 @@ from membrane_es.schema.payloads import (
 )
 from membrane_es.schema.records import (
     Lifecycle,
+    MemoryRecord,
     Provenance,
     ProvenanceSource,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.validation import (
     validate_record,
 )
@@ -93,11 +93,11 @@ def build_record(
     tags: list[str],
     scope: str,
     sensitivity: str,
-) -> RecordData:
+) -> MemoryRecord:
     """A new record for a candidate of ``kind``: classified, given the policy's confidence,
     salience and lifecycle, and a provenance source ``{kind, ref, source, timestamp}``."""
     memory_type = MEMORY_TYPE_OF_KIND.get(kind, MemoryType.EPISODIC)
-    return RecordData(
+    return MemoryRecord(
         id=new_record_id(),
         type=memory_type,
         sensitivity=Sensitivity(resolve_sensitivity(sensitivity)),
@@ -127,7 +127,9 @@ def build_record(
     )
 
 
-def create_ingested(record: RecordData, kind: str, source: str, uow: UnitOfWork) -> RecordAggregate:
+def create_ingested(
+    record: MemoryRecord, kind: str, source: str, uow: UnitOfWork
+) -> RecordAggregate:
     """The aggregate of a built record, audited as the ingestion service's creation."""
     validate_record(record)
     return RecordAggregate.create(
@@ -151,7 +153,7 @@ def event_record(
     scope: str,
     sensitivity: str,
     environment_context: dict[str, Any] | None = None,
-) -> RecordData:
+) -> MemoryRecord:
     """``IngestEvent``: an episodic record with one timeline entry."""
     if not source:
         raise policy_error("source", "candidate source is required")
@@ -189,7 +191,7 @@ def tool_output_record(
     scope: str,
     sensitivity: str,
     environment_context: dict[str, Any] | None = None,
-) -> RecordData:
+) -> MemoryRecord:
     """``IngestToolOutput``: an episodic record with one tool node and its timeline entry."""
     if not source:
         raise policy_error("source", "candidate source is required")
@@ -241,7 +243,7 @@ def working_record(
     tags: list[str],
     scope: str,
     sensitivity: str,
-) -> RecordData:
+) -> MemoryRecord:
     """``IngestWorkingState``: a working record, the payload as given."""
     if not source:
         raise policy_error("source", "candidate source is required")

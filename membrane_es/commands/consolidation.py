@@ -44,8 +44,7 @@ from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import GraphPredicate, MemoryType, OutcomeStatus, ProvenanceKind
 from membrane_es.schema.payloads import EpisodicPayload, ProvenanceRef, SemanticPayload, Validity
-from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.records import Provenance, ProvenanceSource
+from membrane_es.schema.records import MemoryRecord, Provenance, ProvenanceSource
 from membrane_es.schema.results import ConsolidationResult
 from membrane_es.schema.timestamps import utc
 
@@ -104,7 +103,7 @@ def compress_episodes(uow: UnitOfWork, run: Run) -> None:
             run.result.episodic_compressed += 1
 
 
-def compressible(episode: RecordData, now: datetime) -> bool:
+def compressible(episode: MemoryRecord, now: datetime) -> bool:
     """Unpinned, at least 24 h old, above the compression floor."""
     created = episode.created_at
     return (
@@ -145,7 +144,7 @@ def _consolidate_event(
     uow: UnitOfWork,
     run: Run,
     index: dict[FactKey, str],
-    episode: RecordData,
+    episode: MemoryRecord,
     kind: str,
     summary: str,
 ) -> None:
@@ -172,7 +171,7 @@ def fact_index(uow: UnitOfWork) -> dict[FactKey, str]:
     return index
 
 
-def successful_episodes(uow: UnitOfWork) -> list[RecordData]:
+def successful_episodes(uow: UnitOfWork) -> list[MemoryRecord]:
     return [
         episode
         for episode in uow.records_of_type(MemoryType.EPISODIC)
@@ -184,11 +183,11 @@ def successful_episodes(uow: UnitOfWork) -> list[RecordData]:
 def create_fact(
     uow: UnitOfWork,
     run: Run,
-    episode: RecordData,
+    episode: MemoryRecord,
     triple: tuple[str, str, Any],
     actor: str,
     rationale: str,
-) -> RecordData:
+) -> MemoryRecord:
     """A semantic record from an episode; a subject or object naming an entity in the
     episode's scope is replaced by the entity's id and linked to it."""
     subject, predicate, obj = triple
@@ -251,7 +250,7 @@ def extract_with_extractor(uow: UnitOfWork, run: Run) -> None:
 
 
 def _extracted_triple(
-    uow: UnitOfWork, run: Run, index: dict[ExactKey, str], episode: RecordData, triple: Triple
+    uow: UnitOfWork, run: Run, index: dict[ExactKey, str], episode: MemoryRecord, triple: Triple
 ) -> None:
     key = (triple.subject, triple.predicate, triple.object)
     canonical = (
@@ -291,7 +290,7 @@ def already_extracted(uow: UnitOfWork, episode_id: str) -> bool:
     return False
 
 
-def episodic_content(record: RecordData) -> str:
+def episodic_content(record: MemoryRecord) -> str:
     """The text an extractor reads (``formatEpisodicContent``): ``<kind>: <summary>`` per
     timeline event with a summary, ``tool <tool>[ -> <result>]`` per tool node,
     ``outcome: <outcome>``; "" for a record that is not episodic."""
@@ -320,6 +319,6 @@ def _plan_graphs(uow: UnitOfWork, run: Run) -> None:
     run.result.plan_graphs_extracted += extract_plan_graphs(uow, run.now)
 
 
-def _timeline(episode: RecordData) -> list[Any]:
+def _timeline(episode: MemoryRecord) -> list[Any]:
     payload = episode.payload
     return list(payload.timeline) if isinstance(payload, EpisodicPayload) else []

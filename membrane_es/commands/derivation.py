@@ -22,11 +22,11 @@ from membrane_es.decay import engine_profile
 from membrane_es.schema.enums import DeletionPolicy, GraphPredicate, MemoryType, Sensitivity
 from membrane_es.schema.records import (
     Lifecycle,
+    MemoryRecord,
     Provenance,
     Relation,
     copy_record,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.validation import validate_record
 
 replace = msgspec.structs.replace
@@ -44,10 +44,10 @@ def new_derived(
     confidence: float,
     tags: list[str],
     provenance: Provenance,
-) -> RecordData:
+) -> MemoryRecord:
     """A record as the reference's ``NewMemoryRecord`` makes it (salience 1, auto-prune),
     with the engine's long-lived half-life for its type; times are stamped when it is written."""
-    return RecordData(
+    return MemoryRecord(
         id=new_record_id(),
         type=memory_type,
         sensitivity=sensitivity,
@@ -66,13 +66,13 @@ def new_derived(
 
 def write_derived(
     uow: UnitOfWork,
-    record: RecordData,
+    record: MemoryRecord,
     *,
     sources: Sequence[str],
     links: Sequence[tuple[str, str]],
     actor: str,
     rationale: str,
-) -> RecordData:
+) -> MemoryRecord:
     """Create ``record`` with ``derived_from`` → each source and ``predicate`` → each linked
     entity, and each entity's inverse edge back, in one write; returns the record as stored."""
     at = uow.now()

@@ -52,8 +52,7 @@ from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import AlreadyExistsError, NotFoundError, ValidationError
 from membrane_es.schema.enums import GraphPredicate, MemoryType, OutcomeStatus, ProvenanceKind
 from membrane_es.schema.payloads import RevisionState, SemanticPayload
-from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.records import ProvenanceSource, Relation, copy_record
+from membrane_es.schema.records import MemoryRecord, ProvenanceSource, Relation, copy_record
 from membrane_es.schema.validation import (
     VectorInput,
     check_amount,
@@ -73,7 +72,7 @@ replace = msgspec.structs.replace
 # --- record creation ------------------------------------------------------------------------
 
 
-def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
+def create_record(cmd: CreateRecord, uow: UnitOfWork) -> MemoryRecord:
     """Store a record as given; ids, times and relation stamps are filled in when absent."""
     _check_reason(cmd)
     embed = check_flag("embed", cmd.embed)
@@ -95,7 +94,7 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> RecordData:
     return copy_record(aggregate.view(at))
 
 
-def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
+def supersede(cmd: Supersede, uow: UnitOfWork) -> MemoryRecord:
     """Replace a record by a new one; the old is retracted and linked by ``supersedes``."""
     check_id("old_id", cmd.old_id)
     _check_reason(cmd)
@@ -116,7 +115,7 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> RecordData:
     return _create_revision(new, rationale, cmd, at, uow, [old], embedding=cmd.embedding)
 
 
-def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
+def fork(cmd: Fork, uow: UnitOfWork) -> MemoryRecord:
     """Derive a conditional variant; the source stays active."""
     check_id("source_id", cmd.source_id)
     _check_reason(cmd)
@@ -131,7 +130,7 @@ def fork(cmd: Fork, uow: UnitOfWork) -> RecordData:
     return _create_revision(new, rationale, cmd, at, uow, [source])
 
 
-def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
+def merge(cmd: Merge, uow: UnitOfWork) -> MemoryRecord:
     """Combine sources into one record; every source is retracted, all in one write."""
     ids = check_ids("ids", cmd.record_ids)
     _check_reason(cmd)
@@ -150,13 +149,13 @@ def merge(cmd: Merge, uow: UnitOfWork) -> RecordData:
 
 
 def _revision_record(
-    new: RecordData,
+    new: MemoryRecord,
     sources: list[RecordAggregate],
     field: str,
     uow: UnitOfWork,
     *,
     replaces: bool = True,
-) -> RecordData:
+) -> MemoryRecord:
     """Check a revision may go ahead (in the reference's order) and give the new record an id.
 
     ``replaces``: the sources are retracted in favour of the new record (supersede, merge),
@@ -175,7 +174,7 @@ def _revision_record(
 
 
 def _create_revision(
-    new: RecordData,
+    new: MemoryRecord,
     rationale: str,
     cmd: Command,
     at: datetime,
@@ -183,7 +182,7 @@ def _create_revision(
     sources: list[RecordAggregate],
     *,
     embedding: VectorInput | None = None,
-) -> RecordData:
+) -> MemoryRecord:
     """Create the revision's new record and save it with its sources in one write
     (``embedding``: the caller's vector for it, else the embedder's)."""
     created = RecordAggregate.create(
@@ -215,10 +214,13 @@ def _change_one(
 
 def retract(cmd: Retract, uow: UnitOfWork) -> None:
     until = None if cmd.valid_until is None else check_moment("valid_until", cmd.valid_until)
+    deleted = check_flag("deleted", cmd.deleted)
     _change_one(
         cmd,
         uow,
-        lambda r, at: r.retract(actor=cmd.actor, rationale=cmd.rationale, at=at, valid_until=until),
+        lambda r, at: r.retract(
+            actor=cmd.actor, rationale=cmd.rationale, at=at, valid_until=until, deleted=deleted
+        ),
     )
 
 
@@ -317,7 +319,7 @@ def _check_new_id(record_id: str, uow: UnitOfWork) -> None:
         raise AlreadyExistsError(record_id)
 
 
-def _check_relation_targets(record: RecordData, field: str, uow: UnitOfWork) -> None:
+def _check_relation_targets(record: MemoryRecord, field: str, uow: UnitOfWork) -> None:
     """Relations point at existing records (the reference store's foreign key)."""
     for i, relation in enumerate(record.relations):
         if relation.target_id != record.id and not uow.exists(relation.target_id):
@@ -327,7 +329,7 @@ def _check_relation_targets(record: RecordData, field: str, uow: UnitOfWork) -> 
             )
 
 
-def _stamped(record: RecordData, at: datetime, *, keep_created: bool = False) -> RecordData:
+def _stamped(record: MemoryRecord, at: datetime, *, keep_created: bool = False) -> MemoryRecord:
     """Fill in the times the engine owns: created/updated, decay clock, relation stamps.
 
     Revisions overwrite created_at/updated_at (as the reference does); a direct create keeps
@@ -347,8 +349,8 @@ def _stamped(record: RecordData, at: datetime, *, keep_created: bool = False) ->
 
 
 def _with_relation(
-    record: RecordData, predicate: GraphPredicate, target_id: str, at: datetime
-) -> RecordData:
+    record: MemoryRecord, predicate: GraphPredicate, target_id: str, at: datetime
+) -> MemoryRecord:
     relation = Relation(predicate=predicate.value, target_id=target_id, weight=1.0, created_at=at)
     kept = [
         r
@@ -358,14 +360,14 @@ def _with_relation(
     return replace(record, relations=[*kept, relation])
 
 
-def _with_source(record: RecordData, *, ref: str, actor: str, at: datetime) -> RecordData:
+def _with_source(record: MemoryRecord, *, ref: str, actor: str, at: datetime) -> MemoryRecord:
     source = ProvenanceSource(kind=ProvenanceKind.EVENT, ref=ref, created_by=actor, timestamp=at)
     provenance = replace(record.provenance, sources=[*record.provenance.sources, source])
     return replace(record, provenance=provenance)
 
 
 # The registry: each command type maps to exactly one handler.
-COMMAND_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
+RECORD_HANDLERS: dict[type[Command], Callable[[Any, UnitOfWork], Any]] = {
     CreateRecord: create_record,
     Supersede: supersede,
     Fork: fork,

@@ -36,7 +36,6 @@ from membrane_es.commands.builders import (
     working_record,
 )
 from membrane_es.commands.inputs import (
-    check_sensitivity,
     check_tag_list,
     check_timestamp,
     json_value,
@@ -66,11 +65,12 @@ from membrane_es.schema.payloads import (
     SemanticPayload,
     Validity,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 from membrane_es.schema.records import (
+    MemoryRecord,
     Relation,
     copy_record,
 )
+from membrane_es.schema.validation import check_sensitivity
 
 _TASK_STATES = ", ".join(s.value for s in TaskState)
 
@@ -90,7 +90,7 @@ def _check_common(cmd: _Ingest) -> tuple[str, list[str], str, str]:
     return source, tags, scope, sensitivity
 
 
-def ingest_event(cmd: IngestEvent, uow: UnitOfWork) -> RecordData:
+def ingest_event(cmd: IngestEvent, uow: UnitOfWork) -> MemoryRecord:
     source, tags, scope, sensitivity = _check_common(cmd)
     event_kind = plain_text("event_kind", cmd.event_kind)
     ref = plain_text("ref", cmd.ref)
@@ -111,7 +111,7 @@ def ingest_event(cmd: IngestEvent, uow: UnitOfWork) -> RecordData:
     return _save_new(record, EVENT, source, uow)
 
 
-def ingest_tool_output(cmd: IngestToolOutput, uow: UnitOfWork) -> RecordData:
+def ingest_tool_output(cmd: IngestToolOutput, uow: UnitOfWork) -> MemoryRecord:
     source, tags, scope, sensitivity = _check_common(cmd)
     tool_name = plain_text("tool_name", cmd.tool_name)
     if not isinstance(cmd.args, Mapping):
@@ -136,7 +136,7 @@ def ingest_tool_output(cmd: IngestToolOutput, uow: UnitOfWork) -> RecordData:
     return _save_new(record, TOOL_OUTPUT, source, uow)
 
 
-def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> RecordData:
+def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> MemoryRecord:
     """A semantic fact; a subject (or string object) naming a known entity is replaced by the
     entity's id and tied to it both ways, all in one write (spec §2.3, A6)."""
     source, tags, scope, sensitivity = _check_common(cmd)
@@ -204,7 +204,7 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> RecordData:
     return copy_record(created.view(uow.now()))
 
 
-def ingest_outcome(cmd: IngestOutcome, uow: UnitOfWork) -> RecordData:
+def ingest_outcome(cmd: IngestOutcome, uow: UnitOfWork) -> MemoryRecord:
     """Record an episode's outcome on its episodic record (provenance and audit by source)."""
     source = plain_text("source", cmd.source)
     target_id = plain_text("target_record_id", cmd.target_record_id)
@@ -230,7 +230,7 @@ def ingest_outcome(cmd: IngestOutcome, uow: UnitOfWork) -> RecordData:
     return copy_record(record.view(uow.now()))
 
 
-def ingest_working_state(cmd: IngestWorkingState, uow: UnitOfWork) -> RecordData:
+def ingest_working_state(cmd: IngestWorkingState, uow: UnitOfWork) -> MemoryRecord:
     source, tags, scope, sensitivity = _check_common(cmd)
     thread_id = plain_text("thread_id", cmd.thread_id)
     state = plain_text("state", cmd.state)
@@ -264,7 +264,7 @@ def ingest_working_state(cmd: IngestWorkingState, uow: UnitOfWork) -> RecordData
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _save_new(record: RecordData, kind: str, source: str, uow: UnitOfWork) -> RecordData:
+def _save_new(record: MemoryRecord, kind: str, source: str, uow: UnitOfWork) -> MemoryRecord:
     created = create_ingested(record, kind, source, uow)
     uow.save(created)
     return copy_record(created.view(uow.now()))

@@ -25,8 +25,6 @@ from membrane_es.schema.validation import (
 
 DEFAULT_SENSITIVITY = Sensitivity.LOW.value
 
-_SENSITIVITIES = ", ".join(s.value for s in Sensitivity)
-
 
 def policy_error(field: str, reason: str) -> ValidationError:
     """The policy engine's rejection (the reference's ``ingestion policy: <reason>``)."""
@@ -38,14 +36,6 @@ def plain_text(field: str, value: Any) -> str:
     if isinstance(value, str):
         value = str.__str__(value)
     return check_text(field, value)
-
-
-def check_sensitivity(field: str, value: Any) -> str:
-    """Empty, or one of the five sensitivity levels."""
-    text = plain_text(field, value)
-    if text and text not in Sensitivity.__members__.values():
-        raise ValidationError(field, f"{field} must be one of: {_SENSITIVITIES}")
-    return text
 
 
 def check_tag_list(field: str, tags: Iterable[str] | None) -> list[str]:

@@ -7,11 +7,12 @@ reference JSON or SDK form; handlers validate and copy them before anything is w
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
-from membrane_es.schema.records import MemoryRecord
+from membrane_es.schema.entries import DELETE_RATIONALE, EntryPatch
+from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.validation import VectorInput
 
 RecordInput = MemoryRecord | dict[str, Any]
@@ -19,6 +20,10 @@ RecordInput = MemoryRecord | dict[str, Any]
 
 class Command(msgspec.Struct, kw_only=True, frozen=True):
     """Marker base: every command names who acts and why."""
+
+    # True: everything the handler saves is written at once, at its end (else each save is
+    # its own write, as erasure needs: its keys are destroyed before its events are saved).
+    one_write: ClassVar[bool] = False
 
     actor: str
     rationale: str
@@ -58,6 +63,8 @@ class Retract(Command, frozen=True, kw_only=True):
     record_id: str
     # When what the record says stopped being true, if earlier or later than now.
     valid_until: datetime | None = None
+    # The entries API's DELETE: the entry is hidden from every entries read.
+    deleted: bool = False
 
 
 class Forget(Command, frozen=True, kw_only=True):
@@ -206,4 +213,67 @@ class Consolidate(Command, frozen=True, kw_only=True):
     now: datetime | None = None
     extractor: Any = None
     actor: str = ""
+    rationale: str = ""
+
+
+# --- the entries API (seed 003): its writes read the entries view, then change records ----
+#
+# ``trust`` is what the caller may see (an entry it cannot see is not found); ``writer`` the
+# key asking, whose ceiling the entries written must be within (None: no such limit; see
+# :class:`membrane_es.commands.entries.Writer`). Arguments arrive checked by the facade.
+
+
+class CreateEntry(Command, frozen=True, kw_only=True):
+    """Create an entry's record; with ``supersedes``, those entries are invalidated and the
+    new one relates to each by ``supersedes``, all in one write."""
+
+    one_write: ClassVar[bool] = True
+
+    record: MemoryRecord
+    supersedes: tuple[int, ...] = ()
+    trust: TrustContext | None = None
+    writer: Any = None
+    rationale: str = "entry created"
+
+
+class ReviseEntry(Command, frozen=True, kw_only=True):
+    """A new revision of an active entry: its record superseded by one with the patch applied."""
+
+    entry_id: int
+    patch: EntryPatch
+    trust: TrustContext | None = None
+    tenant: int | str = 0
+    writer: Any = None
+    rationale: str = "entry revised"
+
+
+class InvalidateEntry(Command, frozen=True, kw_only=True):
+    """End an active entry's validity (its record retracted), at ``valid_until`` if given."""
+
+    entry_id: int
+    valid_until: datetime | None = None
+    trust: TrustContext | None = None
+    writer: Any = None
+    rationale: str = "entry invalidated"
+
+
+class DeleteEntry(Command, frozen=True, kw_only=True):
+    """Hide an entry from every entries read (its latest record retracted, marked deleted);
+    with ``erase``, forget every revision's content instead."""
+
+    entry_id: int
+    erase: bool = False
+    trust: TrustContext | None = None
+    writer: Any = None
+    rationale: str = DELETE_RATIONALE
+
+
+class RelateEntries(Command, frozen=True, kw_only=True):
+    """Relate two entries' latest records by ``relation`` (once per source, target, kind)."""
+
+    source_id: int
+    target_id: int
+    relation: str
+    trust: TrustContext | None = None
+    writer: Any = None
     rationale: str = ""

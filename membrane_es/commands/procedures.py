@@ -38,8 +38,7 @@ from membrane_es.schema.payloads import (
     ToolNode,
     Trigger,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.records import Provenance, ProvenanceSource
+from membrane_es.schema.records import MemoryRecord, Provenance, ProvenanceSource
 
 COMPETENCE_ACTOR = "consolidation/competence"
 PLAN_ACTOR = "consolidation/plangraph"
@@ -86,9 +85,9 @@ def skill_index(uow: UnitOfWork) -> dict[str, str]:
     }
 
 
-def tool_groups(uow: UnitOfWork) -> dict[str, list[RecordData]]:
+def tool_groups(uow: UnitOfWork) -> dict[str, list[MemoryRecord]]:
     """Successful episodes with tools, by signature (their tool names sorted, joined by +)."""
-    groups: dict[str, list[RecordData]] = {}
+    groups: dict[str, list[MemoryRecord]] = {}
     for episode in uow.records_of_type(MemoryType.EPISODIC):
         payload = episode.payload
         if not isinstance(payload, EpisodicPayload) or payload.outcome != OutcomeStatus.SUCCESS:
@@ -105,8 +104,8 @@ def tool_names(nodes: Iterable[ToolNode]) -> list[str]:
 
 
 def create_skill(
-    uow: UnitOfWork, now: datetime, signature: str, group: list[RecordData]
-) -> RecordData:
+    uow: UnitOfWork, now: datetime, signature: str, group: list[MemoryRecord]
+) -> MemoryRecord:
     first = group[0].payload
     tools = tool_names(first.tool_graph) if isinstance(first, EpisodicPayload) else []
     payload = CompetencePayload(
@@ -190,8 +189,8 @@ def has_plan(uow: UnitOfWork, episode_id: str) -> bool:
 
 
 def create_plan(
-    uow: UnitOfWork, now: datetime, episode: RecordData, episodic: EpisodicPayload
-) -> RecordData:
+    uow: UnitOfWork, now: datetime, episode: MemoryRecord, episodic: EpisodicPayload
+) -> MemoryRecord:
     nodes = episodic.tool_graph
     payload = PlanGraphPayload(
         plan_id=new_record_id(),

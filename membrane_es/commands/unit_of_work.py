@@ -9,13 +9,45 @@ from typing import Protocol
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.schema.entries import Entry
 from membrane_es.schema.enums import MemoryType
-from membrane_es.schema.records import Embedding
-from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import Embedding, MemoryRecord, TrustContext
 from membrane_es.schema.validation import VectorInput
 
 # How many entities a term finds unless told (the reference's ``FindEntitiesByTerm``).
 DEFAULT_ENTITY_LIMIT = 10
+
+
+class EntryReads(Protocol):
+    """What the entries API's writes read of the entries view: the committed log, caught up
+    at each call. ``trust`` None sees every entry."""
+
+    def current_revision(self, entry_id: int, trust: TrustContext | None) -> tuple[str, int] | None:
+        """(record id, ``valid_from``) of the entry's revision if it is active and visible."""
+        ...
+
+    def latest_revision(self, entry_id: int, trust: TrustContext | None) -> str | None:
+        """The record of the entry's latest visible revision (active or invalidated, not
+        deleted)."""
+        ...
+
+    def revision_records(self, entry_id: int) -> list[str]:
+        """The records of every revision of the entry, first first."""
+        ...
+
+    def revision_reach(self, entry_id: int, *, every: bool) -> list[tuple[str, str]]:
+        """(sensitivity, scope) of the entry's latest revision, or of every one."""
+        ...
+
+    def entry(self, entry_id: int, trust: TrustContext | None, tenant: int | str) -> Entry | None:
+        """The active entry, as the entries API reads it."""
+        ...
+
+    def relation_id(
+        self, source_id: int, target_id: int, relation: str, trust: TrustContext | None
+    ) -> int | None:
+        """The id of the (source, target, relation) edge between entries, if there is one."""
+        ...
 
 
 class UnitOfWork(Protocol):
@@ -37,7 +69,7 @@ class UnitOfWork(Protocol):
         """Append all pending events of these aggregates in one atomic write."""
         ...
 
-    def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
+    def embed(self, record: MemoryRecord, given: VectorInput | None = None) -> Embedding | None:
         """The vector to store with a new record: ``given`` (checked), else the engine's
         embedder's, else none."""
         ...
@@ -50,18 +82,18 @@ class UnitOfWork(Protocol):
 
     def find_entities(
         self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
-    ) -> list[RecordData]:
+    ) -> list[MemoryRecord]:
         """Entity records whose canonical name or an alias is ``term`` (trimmed,
         lower-cased), scoped to ``scope`` or unscoped; exact-scope matches first, then by id;
         at most ``limit`` (≤ 0: :data:`DEFAULT_ENTITY_LIMIT`). A blank term finds nothing."""
         ...
 
-    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+    def candidate_pool(self, scope: str | None, limit: int) -> list[MemoryRecord]:
         """The ``limit`` most salient records (ties: newer, then id), of exactly ``scope``, or
         of every scope when ``scope`` is None."""
         ...
 
-    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
+    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[MemoryRecord]:
         """Active episodic records of exactly ``scope`` whose event time (``created_at``) is
         in ``[since, until]``, oldest first (equal times in the order captured): what capture
         reads to find the turns a conversation turn was said after."""
@@ -69,7 +101,7 @@ class UnitOfWork(Protocol):
 
     # --- reads consolidation needs (spec §5.5) --------------------------------------------
 
-    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+    def records_of_type(self, memory_type: MemoryType) -> list[MemoryRecord]:
         """Every active (not retracted) record of ``memory_type``, oldest first (equal times in
         the order captured), including records created earlier in this unit of work; current
         state, not to be mutated."""
@@ -94,4 +126,9 @@ class UnitOfWork(Protocol):
     @property
     def interpreter(self) -> Interpreter | None:
         """The engine's capture interpreter, if it has one."""
+        ...
+
+    @property
+    def entries(self) -> EntryReads:
+        """The entries view, for the entries API's writes."""
         ...

@@ -6,7 +6,7 @@ and two embedders — :class:`HashingEmbedder` (numpy only, deterministic, for t
 
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.protocol import Embedder, Matrix, normalise
-from membrane_es.embedding.record_text import object_text, record_text, search_text, trigger_text
+from membrane_es.embedding.record_text import object_text, search_text, trigger_text
 from membrane_es.embedding.sentence_transformers import (
     EmbedderUnavailableError,
     SentenceTransformerEmbedder,
@@ -20,7 +20,6 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "normalise",
     "object_text",
-    "record_text",
     "search_text",
     "trigger_text",
 ]

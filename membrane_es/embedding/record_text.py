@@ -473,8 +473,3 @@ def search_text(record: MemoryRecord | Payload | None) -> str:
         parts = ()
     tags = record.tags if isinstance(record, MemoryRecord) else []
     return _join([*parts, " ".join(tags)])
-
-
-def record_text(record: MemoryRecord | Payload | None) -> str:
-    """The text a record is searched and embedded by in membrane_es: its :func:`search_text`."""
-    return search_text(record)

@@ -20,7 +20,7 @@ entries API).
 
 from __future__ import annotations
 
-from membrane_es.engine.core import CONFLICT_ATTEMPTS, Timestamp
+from membrane_es.engine.core import CONFLICT_ATTEMPTS, RequestTime
 from membrane_es.engine.entries import Entries
 from membrane_es.engine.export_import import ExportImport
 from membrane_es.engine.forgetting import Forgetting
@@ -30,7 +30,7 @@ from membrane_es.engine.opening import Opening
 from membrane_es.engine.reads import Reads
 from membrane_es.engine.revisions import Revisions
 
-__all__ = ["CONFLICT_ATTEMPTS", "Membrane", "Timestamp"]
+__all__ = ["CONFLICT_ATTEMPTS", "Membrane", "RequestTime"]
 
 
 class Membrane(

@@ -53,7 +53,8 @@ OVERTAKEN_ATTEMPTS = 64
 DEFAULT_POSITION_WAIT_SECONDS = 5.0
 POSITION_RECHECK_SECONDS = 0.01
 _LEAST_PRIVILEGE = TrustContext()
-Timestamp = datetime | str | None  # a request time: aware datetime, RFC 3339 text, or now
+# When a request says it happened: an aware datetime, RFC 3339 text, or None for now.
+RequestTime = datetime | str | None
 
 
 class EngineCore:
@@ -83,7 +84,6 @@ class EngineCore:
         self._clock: MonotonicClock = clock or MonotonicClock()
         self._embedder_choice = embedder  # resolved once the views say what the store holds
         self._embedder: Embedder | None = None
-        self._views_dir: Path | None = views_dir
         self._consolidation: PeriodicTask | None = None
         self._vector_reader: threading.Thread | None = None  # start_reading_vectors
         self._closing = threading.Event()  # set by close: background work stops
@@ -262,8 +262,15 @@ class EngineCore:
         while True:
             with self._write_lock:
                 uow = self._unit_of_work()
+                uow.deferred = command.one_write
                 try:
-                    result = handler(command, uow)
+                    try:
+                        result = handler(command, uow)
+                        uow.commit()  # what a one-write command saved (else already written)
+                    except BaseException:
+                        if uow.recordings:  # written before a later step failed: still read
+                            self._followed(uow)
+                        raise
                     self._followed(uow)  # callers read their own writes
                     return result
                 except EventTimeBehind as error:

@@ -2,8 +2,9 @@
 
 An entry is a memory record (the mapping is in :mod:`membrane_es.schema.entries`): creating
 one creates a semantic record, revising one supersedes its record, invalidating one retracts
-it. So ``history``, ``verify``, audit and ``as_of`` apply to entries as to every record, and
-a record written any other way (capture, gRPC) is an entry too.
+it; each write is one command (:mod:`membrane_es.commands.entries`), run and retried as
+every command is. So ``history``, ``verify``, audit and ``as_of`` apply to entries as to
+every record, and a record written any other way (capture, gRPC) is an entry too.
 
 Every write takes an optional ``writer``, the :class:`~membrane_es.ceiling.Caller` whose key
 asks for it: a write may only touch entries (and create scopes) within that key's ceiling,
@@ -23,24 +24,17 @@ from typing import Any
 import msgspec
 
 from membrane_es.ceiling import Caller
-from membrane_es.engine.forgetting import Forgetting
-from membrane_es.engine.reads import Reads
-from membrane_es.engine.revisions import Revisions
-from membrane_es.errors import (
-    CeilingError,
-    ConflictError,
-    DuplicateRelationError,
-    EntryNotFoundError,
-    ForgottenError,
-    ValidationError,
-)
+from membrane_es.commands import messages
+from membrane_es.commands.entries import entry_record
+from membrane_es.engine.core import EngineCore
+from membrane_es.engine.event_store_unit_of_work import EventStoreUnitOfWork
+from membrane_es.errors import CeilingError, EntryNotFoundError, ValidationError
 from membrane_es.projections.entries import EntryIndex
 from membrane_es.queries import entries as queries
 from membrane_es.queries.entries import EntryPage, EntryQuery, SearchAdvisor
+from membrane_es.queries.entry_reads import EntryViewReads
 from membrane_es.schema import entries as checks
 from membrane_es.schema.entries import (
-    ARTIFACT_REF,
-    DELETED,
     MAX_INTEGER,
     Entry,
     EntryPatch,
@@ -49,26 +43,15 @@ from membrane_es.schema.entries import (
     conversation_scope,
     epoch,
 )
-from membrane_es.schema.enums import MemoryType, ProvenanceKind, Sensitivity
-from membrane_es.schema.payloads import SemanticPayload, Validity
-from membrane_es.schema.records import (
-    MemoryRecord,
-    Provenance,
-    ProvenanceSource,
-    TrustContext,
-)
+from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
 from membrane_es.schema.validation import check_flag, check_limit, check_moment
 
 ENTRY_ACTOR = "entries-api"
-_FULL_TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER)
-_MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Arbiter reads it)
 _INDEX_LOCK = threading.Lock()
-# A create with supersedes_ids is one batch; one that another process overtook is run again.
-BATCH_ATTEMPTS = 16
 
 
-class Entries(Revisions, Reads, Forgetting):
+class Entries(EngineCore):
     """Create, revise, invalidate, delete, relate and read entries."""
 
     @property
@@ -152,7 +135,12 @@ class Entries(Revisions, Reads, Forgetting):
                 limit=limit,
             )
 
-    # --- writes ---------------------------------------------------------------------------
+    # --- writes: one command each (membrane_es.commands.entries) ---------------------------
+
+    def _unit_of_work(self) -> EventStoreUnitOfWork:
+        uow = super()._unit_of_work()
+        uow.entry_reads = EntryViewReads(lambda: self.entries_view)
+        return uow
 
     def create_entry(
         self,
@@ -170,31 +158,16 @@ class Entries(Revisions, Reads, Forgetting):
         writer = _checked_writer(writer)
         if writer is not None and not writer.may_write("low", scope):  # entries are written low
             raise CeilingError("conversation_id", "outside the scopes this key may write")
-        record = entry_record(entry)
-        if not entry.supersedes_ids:  # one command: retried by the engine if overtaken
-            created = self.create_record(record, actor=actor, rationale="entry created")
-            return self._entry_of_record(created.id, trust, tenant)
-        for attempt in range(1, BATCH_ATTEMPTS + 1):
-            try:
-                with self._write_lock:
-                    olds = [
-                        self._current_record(entry_id, trust, field="supersedes_ids")
-                        for entry_id in dict.fromkeys(entry.supersedes_ids)
-                    ]
-                    for entry_id in dict.fromkeys(entry.supersedes_ids):
-                        self._check_writer(entry_id, writer, field="supersedes_ids")
-                    with self.batch():
-                        created = self.create_record(record, actor=actor, rationale="entry created")
-                        for old in olds:
-                            self.retract(old, actor, f"superseded by entry record {created.id}")
-                            self.add_relation(created.id, "supersedes", old, actor=actor)
-                break
-            except ConflictError:
-                # Another process wrote first (a later time, or one of the old entries):
-                # nothing of this was written; check the old entries again and retry.
-                if attempt == BATCH_ATTEMPTS:
-                    raise
-        return self._entry_of_record(created.id, trust, tenant)
+        record_id: str = self.handle(
+            messages.CreateEntry(
+                record=entry_record(entry),
+                supersedes=tuple(entry.supersedes_ids),
+                trust=trust,
+                writer=writer,
+                actor=actor,
+            )
+        )
+        return self._entry_of_record(record_id, trust, tenant)
 
     def revise_entry(
         self,
@@ -215,27 +188,17 @@ class Entries(Revisions, Reads, Forgetting):
         writer = _checked_writer(writer)
         if all(value is msgspec.UNSET for value in msgspec.structs.astuple(patch)):
             raise ValidationError("body", "no field to change: the patch is empty")
-        with self._write_lock:
-            record_id = self._current_record(entry_id, trust)
-            self._check_writer(entry_id, writer)
-            current = self.get_entry(entry_id, trust=trust, tenant=tenant)
-            old = self.retrieve_by_id(record_id, trust=_FULL_TRUST)
-            revised = NewEntry(
-                type=_pick(patch.type, current.type),
-                title=_pick(patch.title, current.title),
-                content=_pick(patch.content, current.content),
-                source=_pick(patch.source, current.source),
-                tags=_pick(patch.tags, current.tags),
-                artifact_id=_pick(patch.artifact_id, current.artifact_id),
-                conversation_id=current.conversation_id,
+        record_id: str = self.handle(
+            messages.ReviseEntry(
+                entry_id=entry_id,
+                patch=patch,
+                trust=trust,
+                tenant=tenant,
+                writer=writer,
+                actor=actor,
             )
-            if _unchanged(revised, current):
-                raise ValidationError("body", "no field to change: the patch equals the entry")
-            record = msgspec.structs.replace(
-                entry_record(revised), sensitivity=old.sensitivity, scope=old.scope
-            )
-            new = self.supersede(record_id, record, actor, "entry revised")
-        return self._entry_of_record(new.id, trust, tenant)
+        )
+        return self._entry_of_record(record_id, trust, tenant)
 
     def invalidate_entry(
         self,
@@ -257,16 +220,11 @@ class Entries(Revisions, Reads, Forgetting):
         entry_id, trust = checks.check_entry_call(entry_id, trust)
         writer = _checked_writer(writer)
         until = None if when is None else moment_of("when", when)
-        with self._write_lock:
-            index = self.entries_view
-            with index.lock:
-                row = queries.current_revision(index, entry_id, trust)
-            if row is None:
-                raise EntryNotFoundError(entry_id)
-            self._check_writer(entry_id, writer)
-            if until is not None and epoch(until) < row[10]:
-                raise ValidationError("when", f"before the entry's valid_from ({row[10]})")
-            self.retract(str(row[2]), actor, "entry invalidated", valid_until=until)
+        self.handle(
+            messages.InvalidateEntry(
+                entry_id=entry_id, valid_until=until, trust=trust, writer=writer, actor=actor
+            )
+        )
 
     def delete_entry(
         self,
@@ -278,8 +236,8 @@ class Entries(Revisions, Reads, Forgetting):
         writer: Caller | None = None,
     ) -> None:
         """Hide an entry from every entries read, past ones included (a retraction with the
-        rationale :data:`~membrane_es.schema.entries.DELETED`). Its events stay in the log:
-        ``history`` and the record reads still show them.
+        ``deleted`` mark). Its events stay in the log: ``history`` and the record reads still
+        show them.
 
         With ``erase``, every revision's content is forgotten instead (see
         :meth:`~membrane_es.engine.forgetting.Forgetting.forget`): the log keeps only that the
@@ -287,23 +245,11 @@ class Entries(Revisions, Reads, Forgetting):
         entry_id, trust = checks.check_entry_call(entry_id, trust)
         erase = check_flag("erase", erase)
         writer = _checked_writer(writer)
-        with self._write_lock:
-            index = self.entries_view
-            with index.lock:
-                found = queries.latest_revision(index, entry_id, trust)
-                revisions = queries.revision_records(index, entry_id)
-            if found is None:
-                raise EntryNotFoundError(entry_id)
-            # Erasure forgets every revision, so the key must reach every one.
-            self._check_writer(entry_id, writer, every_revision=erase)
-            if not erase:
-                self.retract(found, actor, DELETED)
-                return
-            for record_id in revisions:
-                try:
-                    self.forget(record_id, actor, DELETED)
-                except ForgottenError:
-                    pass  # taken with an earlier revision's erasure
+        self.handle(
+            messages.DeleteEntry(
+                entry_id=entry_id, erase=erase, trust=trust, writer=writer, actor=actor
+            )
+        )
 
     def relate_entries(
         self,
@@ -325,25 +271,17 @@ class Entries(Revisions, Reads, Forgetting):
         writer = _checked_writer(writer)
         if source_id == target_id:
             raise ValidationError("target_id", "self-loops not allowed")
-        with self._write_lock:
-            index = self.entries_view
-            with index.lock:
-                source = queries.latest_revision(index, source_id, trust)
-                target = queries.latest_revision(index, target_id, trust)
-            if source is None:
-                raise ValidationError("source_id", f"entry {source_id} not found")
-            if target is None:
-                raise ValidationError("target_id", f"entry {target_id} not found")
-            # The edge changes what both entries read as (their relations): both must be the
-            # key's to write.
-            self._check_writer(source_id, writer, field="source_id")
-            self._check_writer(target_id, writer, field="target_id")
-            existing = self.entry_relations(
-                trust=trust, source_id=source_id, target_id=target_id, relation=relation
+        with self._write_lock:  # the edge read back is this write's
+            self.handle(
+                messages.RelateEntries(
+                    source_id=source_id,
+                    target_id=target_id,
+                    relation=relation,
+                    trust=trust,
+                    writer=writer,
+                    actor=actor,
+                )
             )
-            if existing:
-                raise DuplicateRelationError(existing[0].id)
-            self.add_relation(source, relation, target, actor=actor)
             (made,) = self.entry_relations(
                 trust=trust,
                 tenant=tenant,
@@ -354,37 +292,6 @@ class Entries(Revisions, Reads, Forgetting):
         return made
 
     # --- helpers --------------------------------------------------------------------------
-
-    def _current_record(self, entry_id: int, trust: TrustContext | None, field: str = "") -> str:
-        index = self.entries_view
-        with index.lock:
-            row = queries.current_revision(index, entry_id, trust)
-        if row is None:
-            if field:
-                raise ValidationError(field, f"entry {entry_id} not found or not active")
-            raise EntryNotFoundError(entry_id)
-        return str(row[2])
-
-    def _check_writer(
-        self,
-        entry_id: int,
-        writer: Caller | None,
-        *,
-        field: str = "",
-        every_revision: bool = False,
-    ) -> None:
-        """Refuse a write to an entry (one the caller can see) that ``writer``'s key may not
-        write: its latest revision, or with ``every_revision`` any of them (``writer`` checked
-        by the caller: see :func:`_checked_writer`)."""
-        if writer is None or writer.unrestricted:
-            return
-        index = self.entries_view
-        with index.lock:
-            reach = queries.revision_reach(index, entry_id, every=every_revision)
-        if not all(writer.may_write(sensitivity, scope) for sensitivity, scope in reach):
-            raise CeilingError(
-                field or "entry", f"entry {entry_id} is outside the scopes this key may write"
-            )
 
     def _entry_of_record(self, record_id: str, trust: TrustContext | None, tenant: Any) -> Entry:
         index = self.entries_view
@@ -400,23 +307,6 @@ def _check_advisor(advisor: Any) -> SearchAdvisor | None:
     ):
         raise ValidationError("advisor", "must be a SearchAdvisor (paraphrase and rerank)")
     return advisor
-
-
-def _unchanged(revised: NewEntry, current: Entry) -> bool:
-    """Whether a revision would read exactly as the entry does now (tags as stored: once
-    each, in order)."""
-    return (
-        revised.type == current.type
-        and revised.title == current.title
-        and revised.content == current.content
-        and revised.source == current.source
-        and list(dict.fromkeys(revised.tags)) == current.tags
-        and revised.artifact_id == current.artifact_id
-    )
-
-
-def _pick(value: Any, default: Any) -> Any:
-    return default if value is msgspec.UNSET else value
 
 
 def moment_of(field: str, value: datetime | int | str) -> datetime:
@@ -438,36 +328,6 @@ def moment_of(field: str, value: datetime | int | str) -> datetime:
     if isinstance(value, datetime):
         return check_moment(field, value)
     raise ValidationError(field, "a moment: epoch seconds or RFC 3339 text")
-
-
-def entry_time(value: int) -> datetime:
-    """An entry's ``created_at`` override (seconds, or milliseconds above 10¹²)."""
-    seconds = value / 1000 if value > _MILLISECONDS_FROM else value
-    try:
-        return datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise ValidationError("created_at", f"{value} is not a moment") from None
-
-
-def entry_record(entry: NewEntry) -> MemoryRecord:
-    """The semantic record an entry is stored as (see :mod:`membrane_es.schema.entries`)."""
-    validity = Validity()
-    if entry.created_at is not None:
-        validity = Validity(mode="timeboxed", start=entry_time(entry.created_at))
-    sources = [ProvenanceSource(kind=ProvenanceKind.EVENT, ref="memory-entries")]
-    if entry.artifact_id:
-        sources.append(
-            ProvenanceSource(kind=ProvenanceKind.ARTIFACT, ref=f"{ARTIFACT_REF}{entry.artifact_id}")
-        )
-    return MemoryRecord(
-        type=MemoryType.SEMANTIC,
-        scope=conversation_scope(entry.conversation_id),
-        tags=list(dict.fromkeys(entry.tags)),  # a record's tags are distinct
-        payload=SemanticPayload(
-            subject=entry.title, predicate=entry.type, object=entry.content, validity=validity
-        ),
-        provenance=Provenance(sources=sources, created_by=entry.source),
-    )
 
 
 def _checked_writer(writer: object) -> Caller | None:

@@ -17,7 +17,7 @@ from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT
+from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT, EntryReads
 from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.embedding.record_text import search_text
@@ -27,10 +27,10 @@ from membrane_es.projections.entities import normalise_term
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.record_table import TYPE_CODE, RecordTable
 from membrane_es.projections.timecodes import micros
+from membrane_es.queries.capture_reads import Pick, best_first, episodes, most_salient
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.payloads import EntityPayload
-from membrane_es.schema.records import Embedding
-from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.schema.validation import VectorInput
 
 Array = npt.NDArray[Any]
@@ -60,6 +60,8 @@ class EventStoreUnitOfWork:
         # Vectors the embedder still owes, with the search text of each: filled in at commit,
         # all in one model call (a capture's records, or a whole batch's).
         self._unembedded: list[tuple[Embedding, str]] = []
+        # The entries view, for the entries API's writes (set by the engine's entries part).
+        self.entry_reads: EntryReads | None = None
 
     def get(self, record_id: str) -> RecordAggregate:
         known = self._created.get(record_id) or self._loaded.get(record_id)
@@ -86,7 +88,7 @@ class EventStoreUnitOfWork:
         if not self.deferred:
             self.commit()
 
-    def embed(self, record: RecordData, given: VectorInput | None = None) -> Embedding | None:
+    def embed(self, record: MemoryRecord, given: VectorInput | None = None) -> Embedding | None:
         """The record's vector: the caller's now, the embedder's at commit (one model call
         for every record of the unit of work: a forward pass per record is what makes a
         model slow, not the number of texts in it)."""
@@ -122,9 +124,15 @@ class EventStoreUnitOfWork:
     def interpreter(self) -> Interpreter | None:
         return self._interpreter
 
+    @property
+    def entries(self) -> EntryReads:
+        if self.entry_reads is None:
+            raise MembraneError("this unit of work was made without the entries view")
+        return self.entry_reads
+
     def find_entities(
         self, term: str, scope: str, limit: int = DEFAULT_ENTITY_LIMIT
-    ) -> list[RecordData]:
+    ) -> list[MemoryRecord]:
         """Entities named ``term`` in ``scope`` or unscoped (the reference's
         ``FindEntitiesByTerm``): from the entity-term index, plus entities created earlier in
         this unit of work; retracted ones left out."""
@@ -151,7 +159,7 @@ class EventStoreUnitOfWork:
                 and wanted in _entity_terms(payload)
             ):
                 exact[content.id] = content.scope == scope
-        found: list[RecordData] = []
+        found: list[MemoryRecord] = []
         now = self._clock.now()
         for record_id in sorted(exact, key=lambda i: (not exact[i], i)):
             aggregate = self.get(record_id)
@@ -162,18 +170,18 @@ class EventStoreUnitOfWork:
                 break
         return found
 
-    def candidate_pool(self, scope: str | None, limit: int) -> list[RecordData]:
+    def candidate_pool(self, scope: str | None, limit: int) -> list[MemoryRecord]:
         """The ``limit`` most salient active records (ties: newer, then id) of exactly
         ``scope`` (every scope for None), including records created in this unit of work."""
         if limit <= 0:
             return []
         now = self._clock.now()
-        picks: list[tuple[float, int, str]] = []  # (salience, created_at µs, id)
+        picks: list[Pick] = []
         views = self._views
         if views is not None:
             views.catch_up(self._app)
             with views.lock:
-                picks = _most_salient(views, scope, limit, micros(now))
+                picks = most_salient(views.table, scope, limit, micros(now))
         listed = {record_id for _, _, record_id in picks}
         for aggregate in self._created.values():
             content = aggregate.state.content
@@ -182,22 +190,14 @@ class EventStoreUnitOfWork:
             if scope is None or content.scope == scope:
                 created = content.created_at or aggregate.created_on
                 picks.append((aggregate.salience(now), micros(created), content.id))
-        picks.sort(key=lambda p: (-p[0], -p[1], p[2]))
-        return [self.get(record_id).view(now) for _, _, record_id in picks[:limit]]
+        return [self.get(record_id).view(now) for record_id in best_first(picks, limit)]
 
-    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[RecordData]:
+    def episodes_between(self, scope: str, since: datetime, until: datetime) -> list[MemoryRecord]:
         """Active episodic records of exactly ``scope`` with event times in ``[since, until]``
         — from the record table's columns (no record is loaded unless it is in the window),
         plus those created in this unit of work — oldest first, equal times in capture order."""
         low, high = micros(since), micros(until)
-
-        def in_window(table: RecordTable) -> Array:
-            scope_id = table.scope_ids.get(scope)
-            if scope_id is None:
-                return np.zeros(0, dtype=np.int64)
-            return _episodes(table, scope_id, low, high)
-
-        ids = self._table_ids(in_window)
+        ids = self._table_ids(lambda table: episodes(table, scope, low, high))
         for record_id, aggregate in self._created.items():
             content = aggregate.state.content
             if aggregate.memory_type is MemoryType.EPISODIC and content.scope == scope:
@@ -206,7 +206,7 @@ class EventStoreUnitOfWork:
                     ids.add(record_id)
         return self._active_oldest_first(ids)
 
-    def records_of_type(self, memory_type: MemoryType) -> list[RecordData]:
+    def records_of_type(self, memory_type: MemoryType) -> list[MemoryRecord]:
         """Active records of one type from the record table, plus those created in this unit
         of work, oldest first (equal times in capture order)."""
         code = TYPE_CODE[memory_type]
@@ -232,7 +232,7 @@ class EventStoreUnitOfWork:
             table = views.table
             return {table.ids[int(row)] for row in pick(table)}
 
-    def _active_oldest_first(self, ids: set[str]) -> list[RecordData]:
+    def _active_oldest_first(self, ids: set[str]) -> list[MemoryRecord]:
         """Those records now, retracted ones left out, oldest first (event time), then in the
         order they were captured: callers often stamp a whole session or batch with one time,
         and the order things were said in must not then depend on their random ids."""
@@ -287,46 +287,6 @@ def _entity_terms(payload: EntityPayload) -> set[str]:
     terms.update(normalise_term(alias.value) for alias in payload.aliases)
     terms.discard("")
     return terms
-
-
-def _most_salient(
-    views: ReadModel, scope: str | None, limit: int, at: int
-) -> list[tuple[float, int, str]]:
-    """(salience, created_at, id) of the ``limit`` most salient active rows of ``scope``
-    (every scope for None), best first; ties at the cut are all kept for the caller to order."""
-    table = views.table
-    rows = np.arange(table.size)
-    if scope is not None:
-        scope_id = table.scope_ids.get(scope)
-        if scope_id is None:
-            return []
-        rows = rows[table.content["scope"][: table.size] == scope_id]
-    state = table.state_now()
-    salience = table.salience(rows, at, state)
-    active = ~state.columns["retracted"][rows] & ~table.hidden(rows, at, state)
-    rows, salience = rows[active], salience[active]
-    if len(rows) > limit:
-        cut = np.partition(salience, len(rows) - limit)[len(rows) - limit]
-        keep = salience >= cut
-        rows, salience = rows[keep], salience[keep]
-    created = table.content["created_at"][rows]
-    return [
-        (float(s), int(c), table.ids[int(r)])
-        for r, s, c in zip(rows.tolist(), salience.tolist(), created.tolist(), strict=True)
-    ]
-
-
-def _episodes(table: RecordTable, scope_id: int, low: int, high: int) -> Array:
-    """Rows of episodic records of one scope with event times in ``[low, high]`` (µs). The
-    time window is the narrow test (a sitting's minutes), so it runs first over the whole
-    column, and scope and type are checked on what it leaves."""
-    content, size = table.content, table.size
-    created = content["created_at"][:size]
-    rows = np.flatnonzero((created >= low) & (created <= high))
-    keep = (content["scope"][rows] == scope_id) & (
-        content["type"][rows] == TYPE_CODE[MemoryType.EPISODIC]
-    )
-    return rows[keep]
 
 
 def _event_then_capture_order(aggregate: RecordAggregate) -> tuple[int, int, str]:

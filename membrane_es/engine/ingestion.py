@@ -8,7 +8,7 @@ from typing import Any
 from membrane_es.commands import messages
 from membrane_es.engine.core import (
     EngineCore,
-    Timestamp,
+    RequestTime,
 )
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import Sensitivity
@@ -34,7 +34,7 @@ class Ingestion(EngineCore):
         source: str = "python-client",
         tags: Sequence[str] | None = None,
         scope: str = "",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
         decay: DecayProfile | Mapping[str, Any] | None = None,
         pinned: bool = False,
     ) -> CaptureMemoryResult:
@@ -81,7 +81,7 @@ class Ingestion(EngineCore):
         source: str = "python-client",
         tags: Sequence[str] | None = None,
         scope: str = "",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
     ) -> MemoryRecord:
         """An event as an episodic record (the older API; confidence 0.8, half-life a day)."""
         result: MemoryRecord = self.handle(
@@ -105,7 +105,7 @@ class Ingestion(EngineCore):
         depends_on: Sequence[str] | None = None,
         tags: Sequence[str] | None = None,
         scope: str = "",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
     ) -> MemoryRecord:
         """A tool call and its result as an episodic record (confidence 0.9, half-life a day)."""
         record: MemoryRecord = self.handle(
@@ -129,7 +129,7 @@ class Ingestion(EngineCore):
         source: str = "python-client",
         tags: Sequence[str] | None = None,
         scope: str = "",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
     ) -> MemoryRecord:
         """An observed fact as a semantic record (confidence 0.7, half-life a year).
 
@@ -153,7 +153,7 @@ class Ingestion(EngineCore):
         outcome_status: str,
         *,
         source: str = "python-client",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
     ) -> MemoryRecord:
         """Record an episode's outcome (``success``, ``failure``, ``partial``) on its episodic
         record; returns the record as updated."""
@@ -180,7 +180,7 @@ class Ingestion(EngineCore):
         source: str = "python-client",
         tags: Sequence[str] | None = None,
         scope: str = "",
-        timestamp: Timestamp = None,
+        timestamp: RequestTime = None,
     ) -> MemoryRecord:
         """A thread's working state as a working record (confidence 1.0, half-life 7 days)."""
         record: MemoryRecord = self.handle(
@@ -202,7 +202,7 @@ class Ingestion(EngineCore):
         source: str,
         tags: Sequence[str] | None,
         scope: str,
-        timestamp: Timestamp,
+        timestamp: RequestTime,
     ) -> dict[str, Any]:
         return {
             "sensitivity": sensitivity or self._default_sensitivity,

@@ -7,15 +7,16 @@ They run before the engine is touched; the first failure wins. Everything here r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import grpc
 import msgspec
 
+from membrane_es.errors import ValidationError
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
-from membrane_es.schema.enums import MemoryType, Sensitivity
+from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.timestamps import utc
 from membrane_es.schema.validation import (
     MAX_IDS,
@@ -24,9 +25,10 @@ from membrane_es.schema.validation import (
     MAX_STRING_BYTES,
     MAX_TAG_BYTES,
     MAX_TAGS,
+    check_amount,
+    check_sensitivity,
 )
 
-SENSITIVITIES = ", ".join(level.value for level in Sensitivity)
 MEMORY_TYPES = ", ".join(kind.value for kind in MemoryType)
 
 
@@ -48,7 +50,8 @@ def check_length(field: str, value: str) -> None:
         raise invalid(f"{field} exceeds maximum length of {MAX_STRING_BYTES}")
 
 
-def check_tags(tags: Sequence[str]) -> None:
+def check_tag_limits(tags: Sequence[str]) -> None:
+    """The reference's limits on tags (their number and size); the engine checks the rest."""
     if len(tags) > MAX_TAGS:
         raise invalid(f"too many tags: {len(tags)} (max {MAX_TAGS})")
     for tag in tags:
@@ -56,13 +59,12 @@ def check_tags(tags: Sequence[str]) -> None:
             raise invalid(f"tag exceeds maximum length of {MAX_TAG_BYTES}")
 
 
-def check_sensitivity(field: str, value: str, *, required: bool) -> None:
-    if not value:
-        if required:
-            raise invalid(f"{field} is required")
-        return
-    if value not in Sensitivity.__members__.values():
-        raise invalid(f"{field} must be one of: {SENSITIVITIES}")
+def as_wire_error(check: Callable[..., object], *args: Any, **options: Any) -> None:
+    """Run one of the engine's own checks, its failure a status with the same message."""
+    try:
+        check(*args, **options)
+    except ValidationError as error:
+        raise invalid(error.message) from None
 
 
 def check_memory_type(field: str, value: str) -> None:
@@ -96,23 +98,25 @@ def parse_timestamp(value: str, message: str) -> datetime | None:
 def check_capture(request: pb.CaptureMemoryRequest, content: Any, context: Any) -> None:
     for field in ("source", "source_kind", "reason_to_remember", "summary", "scope"):
         check_length(field, getattr(request, field))
-    check_tags(request.tags)
-    check_sensitivity("sensitivity", request.sensitivity, required=False)
+    check_tag_limits(request.tags)
+    as_wire_error(check_sensitivity, "sensitivity", request.sensitivity)
     if request.proposed_type:
         check_memory_type("proposed_type", request.proposed_type)
     check_json_size("content", content)
     check_json_size("context", context)
 
 
-def check_trust(request: pb.RetrieveGraphRequest | pb.RetrieveByIDRequest) -> None:
+def require_trust(request: pb.RetrieveGraphRequest | pb.RetrieveByIDRequest) -> None:
     if not request.HasField("trust"):
         raise invalid("trust context is required")
 
 
 def check_retrieve_graph(request: pb.RetrieveGraphRequest) -> None:
-    check_trust(request)
+    require_trust(request)
     check_length("task_descriptor", request.task_descriptor)
-    check_sensitivity("trust.max_sensitivity", request.trust.max_sensitivity, required=True)
+    as_wire_error(
+        check_sensitivity, "trust.max_sensitivity", request.trust.max_sensitivity, required=True
+    )
     if request.min_salience < 0 or not math.isfinite(request.min_salience):
         raise invalid("min_salience must be non-negative and finite")
     for field in ("root_limit", "node_limit", "edge_limit"):
@@ -126,8 +130,10 @@ def check_retrieve_graph(request: pb.RetrieveGraphRequest) -> None:
 
 
 def check_retrieve_by_id(request: pb.RetrieveByIDRequest) -> None:
-    check_trust(request)
-    check_sensitivity("trust.max_sensitivity", request.trust.max_sensitivity, required=True)
+    require_trust(request)
+    as_wire_error(
+        check_sensitivity, "trust.max_sensitivity", request.trust.max_sensitivity, required=True
+    )
 
 
 def check_merge_ids(ids: Sequence[str]) -> None:
@@ -142,6 +148,6 @@ def check_actor_rationale(actor: str, rationale: str) -> None:
     check_length("rationale", rationale)
 
 
-def check_amount(amount: float) -> None:
-    if amount < 0 or not math.isfinite(amount):
-        raise invalid("amount must be non-negative and finite")
+def check_penalize(request: pb.PenalizeRequest) -> None:
+    as_wire_error(check_amount, "amount", request.amount)
+    check_actor_rationale(request.actor, request.rationale)

@@ -279,8 +279,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     def Penalize(
         self, request: pb.PenalizeRequest, context: grpc.ServicerContext
     ) -> pb.PenalizeResponse:
-        checks.check_amount(request.amount)
-        checks.check_actor_rationale(request.actor, request.rationale)
+        checks.check_penalize(request)
         self._revisable([request.id]).penalize(
             request.id, request.amount, request.actor, request.rationale
         )

@@ -35,7 +35,6 @@ from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
     CONVERSATION_SCOPE,
-    DELETED,
     ENTRY_TYPES,
     RELATION_KINDS,
     TITLE_MAX,
@@ -220,7 +219,7 @@ class EntryIndex:
         if isinstance(event, RecordAggregate.Superseded):
             self._superseded(event)
         elif isinstance(event, RecordAggregate.Retracted):
-            kind = "deleted" if event.rationale == DELETED else "invalidated"
+            kind = "deleted" if event.deleted else "invalidated"
             until = event.valid_until
             valid_to = None if until is None else epoch(until)
             self._end(str(event.originator_id), epoch(event.timestamp), kind, valid_to)

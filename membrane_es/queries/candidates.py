@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from membrane_es.projections.record_table import STATUS_RETRACTED, TYPE_CODE
 from membrane_es.queries.snapshot import Snapshot
-from membrane_es.queries.trust import access_columns
+from membrane_es.queries.trust import visibility_columns
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
 
@@ -92,7 +92,7 @@ def _admit_every_row(snapshot: Snapshot, trust: TrustContext, filters: Filters) 
     table, size = snapshot.table, snapshot.size
     every = slice(0, size)
     content = table.content
-    full, redacted = access_columns(
+    full, redacted = visibility_columns(
         trust, content["sensitivity"][every], content["scope"][every], table.scope_ids
     )
     keep = full | redacted
@@ -124,7 +124,7 @@ def admit(snapshot: Snapshot, rows: Array, trust: TrustContext, filters: Filters
 def visibility(snapshot: Snapshot, rows: Array, trust: TrustContext) -> tuple[Array, Array]:
     """(full, redacted) masks of ``rows`` under ``trust``."""
     table = snapshot.table
-    return access_columns(
+    return visibility_columns(
         trust,
         table.content["sensitivity"][rows],
         table.content["scope"][rows],

@@ -78,11 +78,6 @@ PREDICATE_BOOSTS = {
 EntityNames = tuple[str, tuple[str, ...]]  # (canonical name, aliases), normalised
 
 
-def lexical_match(value: str, query: str) -> bool:
-    value, query = value.strip().lower(), query.strip().lower()
-    return bool(value and query) and (value == query or query in value or value in query)
-
-
 Weight = Callable[[str], float]  # how telling a content word is (its IDF); 0: unknown
 
 

@@ -30,7 +30,9 @@ from membrane_es.schema.records import (
 Array = npt.NDArray[Any]
 
 
-class Access(Enum):
+class Visibility(Enum):
+    """How much of a record a caller may see."""
+
     FULL = "full"
     REDACTED = "redacted"
     NONE = "none"
@@ -47,23 +49,23 @@ def scope_allows(trust: TrustContext, scope: str) -> bool:
     return not trust.scopes or not scope or scope in trust.scopes
 
 
-def access(trust: TrustContext, sensitivity: str, scope: str) -> Access:
+def record_visibility(trust: TrustContext, sensitivity: str, scope: str) -> Visibility:
     """How much of a record with this sensitivity and scope the caller may see."""
     record_level = _level(sensitivity)
     max_level = _level(trust.max_sensitivity)
     if record_level < 0 or max_level < 0 or not scope_allows(trust, scope):
-        return Access.NONE
+        return Visibility.NONE
     if record_level <= max_level:
-        return Access.FULL
+        return Visibility.FULL
     if record_level == max_level + 1:
-        return Access.REDACTED
-    return Access.NONE
+        return Visibility.REDACTED
+    return Visibility.NONE
 
 
-def access_columns(
+def visibility_columns(
     trust: TrustContext, levels: Array, scopes: Array, scope_ids: Mapping[str, int]
 ) -> tuple[Array, Array]:
-    """:func:`access` over columns at once: (full, redacted) masks for records with these
+    """:func:`record_visibility` over columns at once: (full, redacted) masks for records with these
     sensitivity ``levels`` and ``scopes`` (ids in ``scope_ids``, where id 0 is unscoped)."""
     max_level = _level(trust.max_sensitivity)
     if max_level < 0:
@@ -83,7 +85,7 @@ def access_columns(
 
 def allows(trust: TrustContext, record: MemoryRecord) -> bool:
     """The caller may read this record in full."""
-    return access(trust, record.sensitivity, record.scope) is Access.FULL
+    return record_visibility(trust, record.sensitivity, record.scope) is Visibility.FULL
 
 
 def redact(record: MemoryRecord) -> MemoryRecord:
@@ -120,9 +122,9 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 def visible(trust: TrustContext, record: MemoryRecord) -> MemoryRecord | None:
     """What a list or graph read returns for this record: itself, a redacted copy, or nothing."""
-    level = access(trust, record.sensitivity, record.scope)
-    if level is Access.FULL:
+    level = record_visibility(trust, record.sensitivity, record.scope)
+    if level is Visibility.FULL:
         return record
-    if level is Access.REDACTED:
+    if level is Visibility.REDACTED:
         return redact(record)
     return None

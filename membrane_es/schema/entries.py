@@ -39,8 +39,9 @@ entry field            where it lives in the record
 
 A revision (``PATCH``) is Membrane's *supersede*: a new record replaces the old one, which is
 retracted, and the new record continues the old one's entry (same ``id``). Invalidation is
-*retract*. ``DELETE`` is a retraction whose rationale is :data:`DELETED`: the entry is then
-hidden from every entries read, past ones included, while its events stay in the log.
+*retract*. ``DELETE`` is a retraction marked ``deleted`` (its rationale
+:data:`DELETE_RATIONALE`): the entry is then hidden from every entries read, past ones
+included, while its events stay in the log.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ Q = TypeVar("Q", bound=msgspec.Struct)
 
 ENTRY_TYPES = ("user", "feedback", "project", "reference", "learning", "context")
 RELATION_KINDS = ("relates_to", "refines", "contradicts", "supersedes", "supports")
-DELETED = "entry deleted"  # the rationale of a DELETE's retraction
+# The rationale of a DELETE's retraction: what its audit entry says, and what marked a
+# deletion in events written before retractions said so themselves.
+DELETE_RATIONALE = "entry deleted"
 CONVERSATION_SCOPE = "conversation:"
 ARTIFACT_REF = "artifact:"
 

@@ -228,6 +228,24 @@ def check_amount(field: str, value: float) -> float:
     return float(value)
 
 
+SENSITIVITY_LEVELS = ", ".join(level.value for level in Sensitivity)
+
+
+def check_sensitivity(field: str, value: Any, *, required: bool = False) -> str:
+    """Empty (unless ``required``), or one of the five sensitivity levels; a ``str`` enum
+    member becomes its plain value."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    text = str.__str__(value)
+    if not text:
+        if required:
+            raise ValidationError(field, f"{field} is required")
+        return text
+    if text not in Sensitivity.__members__.values():
+        raise ValidationError(field, f"{field} must be one of: {SENSITIVITY_LEVELS}")
+    return text
+
+
 def check_unit_interval(field: str, value: float) -> float:
     """A finite number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 EVENT_TIMES = "event_times"
 IMPORTED_TIME = "imported_time"
 
 
-class EventTimeBehind(IntegrityError):
+class EventTimeBehind(ConcurrentWrite):
     """A save's first event is not later than the newest event already in the log (another
     process's clock is ahead). Nothing was written; a retry must take times after
     ``log_time``."""

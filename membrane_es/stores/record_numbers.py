@@ -22,13 +22,13 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 RECORD_NUMBERS = "record_numbers"  # save keyword: (first number, how many)
 INITIAL_VERSION = 1  # an aggregate's first event (a record's ``Created``) has this version
 
 
-class RecordNumberBehind(IntegrityError):
+class RecordNumberBehind(ConcurrentWrite):
     """A save's first record number is not one more than the count of records in the log
     (another process created records meanwhile). Nothing was written; a retry must number
     its records from ``count + 1``."""

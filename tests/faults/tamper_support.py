@@ -10,7 +10,8 @@ import lmdb
 
 from membrane_es.stores.chain import HASH_SIZE, U64, Chain
 from membrane_es.stores.lmdb.heads import COUNT_KEY, head_key, is_head
-from membrane_es.stores.lmdb.layout import HEAD_KEY, decode_row
+from membrane_es.stores.lmdb.layout import HEAD_KEY
+from membrane_es.stores.lmdb.packs import RowReader
 
 APP = "memory"
 
@@ -88,10 +89,11 @@ def rewrite_and_rechain(path: Path, notification_id: int, chain: Chain) -> None:
             if notification_id == 1
             else bytes(txn.get(U64.pack(notification_id - 1), db=log)[:HASH_SIZE])
         )
+        rows = RowReader(txn, events)
         for n in range(notification_id, head + 1):
             key = bytes(txn.get(U64.pack(n), db=log)[HASH_SIZE:])
-            _, topic, state = decode_row(bytes(txn.get(key, db=events)))
-            previous = chain.link(previous, n, key, topic.encode(), state)
+            _, topic, state = rows.parts(txn.get(key, db=events))
+            previous = chain.link(previous, n, key, topic, state)
             txn.put(U64.pack(n), previous + key, db=log)
         txn.put(HEAD_KEY, U64.pack(head) + previous, db=meta)
 

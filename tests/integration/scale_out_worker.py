@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es import ConflictError, Membrane
 from membrane_es.clock import MonotonicClock, wall_clock
@@ -144,7 +144,7 @@ class StoreWatch:
                 time.sleep(self._rng.uniform(0, JITTER_SECONDS))
             try:
                 return insert(stored_events, **kwargs)
-            except IntegrityError:
+            except ConcurrentWrite:
                 self.refusals += 1
                 if race_round is not None:
                     self.first_refused = True

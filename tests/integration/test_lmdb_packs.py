@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es import Membrane
-from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import IntegrityError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.stores.chain import ChainFault
 from membrane_es.stores.lmdb.packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
@@ -106,7 +106,7 @@ def test_a_changed_pack_byte_is_caught(recorder: LMDBApplicationRecorder) -> Non
 
     report = recorder.verify()
     assert report.fault is ChainFault.ALTERED and report.notification_id == ids[3]
-    with pytest.raises(DamageError, match=f"notification {ids[3]}"):
+    with pytest.raises(IntegrityError, match=f"notification {ids[3]}"):
         recorder.select_events(written[3].originator_id)
     assert recorder.select_events(written[0].originator_id)[0].state == written[0].state
 
@@ -119,9 +119,9 @@ def test_a_lost_pack_is_caught(recorder: LMDBApplicationRecorder) -> None:
 
     report = recorder.verify()
     assert report.fault is ChainFault.MISSING and report.notification_id == ids[0]
-    with pytest.raises(DamageError, match=f"notification {ids[1]} refers to a missing pack"):
+    with pytest.raises(IntegrityError, match=f"notification {ids[1]} refers to a missing pack"):
         recorder.select_events(written[1].originator_id)
-    with pytest.raises(DamageError, match=f"notification {ids[0]}"):
+    with pytest.raises(IntegrityError, match=f"notification {ids[0]}"):
         recorder.read_log_rows(1, 10)
 
 
@@ -133,7 +133,7 @@ def test_a_truncated_pack_is_caught(recorder: LMDBApplicationRecorder) -> None:
 
     report = recorder.verify()
     assert report.fault is ChainFault.ALTERED and report.notification_id == ids[0]
-    with pytest.raises(DamageError, match=f"notification {ids[2]}"):
+    with pytest.raises(IntegrityError, match=f"notification {ids[2]}"):
         recorder.select_events(written[2].originator_id)
 
 

@@ -19,14 +19,14 @@ import pytest
 from eventsourcing.persistence import (
     DataError,
     InfrastructureFactory,
-    IntegrityError,
     InterfaceError,
     Notification,
     StoredEvent,
     Tracking,
 )
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
-from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import IntegrityError
 from membrane_es.stores.lmdb.recorders import (
     ChainFault,
     LMDBApplicationRecorder,
@@ -304,7 +304,7 @@ def test_failing_batch_fails_alone_within_a_group(recorder: LMDBApplicationRecor
     successes = [o for o in outcomes if isinstance(o, list)]
     failures = [o for o in outcomes if isinstance(o, Exception)]
     assert len(successes) == 2 and len(failures) == 2
-    assert all(isinstance(f, IntegrityError) for f in failures)
+    assert all(isinstance(f, ConcurrentWrite) for f in failures)
     assert sorted(i for ids in successes for i in ids) == [2, 3, 4, 5, 6]
     assert len(recorder.select_events(existing)) == 1
     assert recorder.select_events(duplicate[0].originator_id) == []
@@ -317,7 +317,7 @@ def test_integrity_error_leaves_nothing_written(recorder: LMDBApplicationRecorde
     recorder.insert_events(events(originator, 1))
     fresh = uuid4()
 
-    with pytest.raises(IntegrityError):
+    with pytest.raises(ConcurrentWrite):
         recorder.insert_events(events(fresh, 3) + events(originator, 1))
 
     assert recorder.select_events(fresh) == []
@@ -334,9 +334,9 @@ def test_process_recorder_writes_events_and_tracking_atomically(tmp_path: Path) 
     try:
         originator = uuid4()
         recorder.insert_events(events(originator, 1), tracking=Tracking("up", 1))
-        with pytest.raises(IntegrityError):
+        with pytest.raises(ConcurrentWrite):
             recorder.insert_events(events(uuid4(), 1), tracking=Tracking("up", 1))
-        with pytest.raises(IntegrityError):
+        with pytest.raises(ConcurrentWrite):
             recorder.insert_events(events(originator, 1), tracking=Tracking("up", 2))
         assert recorder.max_tracking_id("up") == 1
         assert recorder.max_notification_id() == 1
@@ -452,11 +452,11 @@ def test_a_deleted_latest_event_is_found_by_reads_and_never_reused(
         lambda: chained.select_events(originator, desc=True, limit=1),
         lambda: chained.select_events(originator, lte=5),
     ):
-        with pytest.raises(DamageError) as raised:
+        with pytest.raises(IntegrityError) as raised:
             read()
         assert raised.value.notification_id == 8
     assert [e.originator_version for e in chained.select_events(originator, lte=1)] == [1]
-    with pytest.raises(DamageError) as raised:
+    with pytest.raises(IntegrityError) as raised:
         chained.insert_events(events(originator, 1, start=2))
     assert raised.value.notification_id == 8
     assert chained.max_notification_id() == 8

@@ -22,12 +22,12 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.schema import (
     AuditEntry,
     EpisodicPayload,
+    MemoryRecord,
     MemoryType,
     Relation,
     RevisionStatus,
     SemanticPayload,
 )
-from membrane_es.schema import MemoryRecord as RecordData
 from tests.unit.builders import episodic, semantic, working
 from tests.unit.conftest import START, ManualTime
 
@@ -46,7 +46,7 @@ def event_classes() -> list[type[DomainEvent]]:
 
 
 def new_fact(record_id: str = "fact-1", salience: float = 0.8) -> RecordAggregate:
-    record = RecordData(
+    record = MemoryRecord(
         id=record_id,
         type=MemoryType.SEMANTIC,
         salience=salience,
@@ -223,7 +223,7 @@ def test_penalized_event_records_amount_and_new_base() -> None:
 
 
 def test_episodic_record_refuses_revision_and_emits_nothing() -> None:
-    data = RecordData(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
+    data = MemoryRecord(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
     record = RecordAggregate.create(data, actor="a", rationale="r", at=START)
 
     with pytest.raises(EpisodicImmutableError):
@@ -233,7 +233,7 @@ def test_episodic_record_refuses_revision_and_emits_nothing() -> None:
 
 
 def test_outcome_shows_in_the_episodic_payload() -> None:
-    data = RecordData(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
+    data = MemoryRecord(id="ep-1", type=MemoryType.EPISODIC, payload=EpisodicPayload())
     record = RecordAggregate.create(data, actor="a", rationale="r", at=START)
 
     record.record_outcome("failure", actor="runner", rationale="", at=START + TICK)

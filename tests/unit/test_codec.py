@@ -19,8 +19,8 @@ from eventsourcing.utils import Environment, get_topic, register_topic, resolve_
 
 from membrane_es.aggregates import RecordAggregate
 from membrane_es.codec import MsgpackTranscoder, MsgspecMapper
-from membrane_es.schema import MemoryRecord as RecordData
 from membrane_es.schema import (
+    MemoryRecord,
     MemoryType,
     ProvenanceRef,
     Relation,
@@ -65,8 +65,8 @@ def mapper(request: pytest.FixtureRequest) -> MsgspecMapper:
     return MAPPERS[request.param]()
 
 
-def a_record(record_id: str = "fact-1") -> RecordData:
-    return RecordData(
+def a_record(record_id: str = "fact-1") -> MemoryRecord:
+    return MemoryRecord(
         id=record_id,
         type=MemoryType.SEMANTIC,
         sensitivity=Sensitivity.MEDIUM,
@@ -171,7 +171,7 @@ def test_created_event_restores_typed_structs() -> None:
 
     assert isinstance(loaded.originator_id, UUID)
     assert isinstance(loaded.timestamp, datetime) and loaded.timestamp.tzinfo is not None
-    assert isinstance(loaded.record, RecordData)
+    assert isinstance(loaded.record, MemoryRecord)
     assert isinstance(loaded.record.payload, SemanticPayload)
     assert isinstance(loaded.record.payload.evidence[0], ProvenanceRef)
     assert loaded.record.sensitivity is Sensitivity.MEDIUM

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es import ConflictError, Membrane, MembraneError
 from membrane_es.clock import MonotonicClock
@@ -199,7 +199,7 @@ def test_saving_a_stale_aggregate_is_refused(memory: Membrane) -> None:
     memory.reinforce(record.id, "fresh", "first")
 
     stale.penalize(0.5, actor="stale", rationale="late", at=stale.modified_on)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(ConcurrentWrite):
         app.save(stale)
 
     assert [e.actor for e in memory.history(record.id, trust=FULL_TRUST)] == ["system", "fresh"]

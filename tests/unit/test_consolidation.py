@@ -39,7 +39,6 @@ from membrane_es.schema import (
     TimelineEvent,
     ToolNode,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 
 from .builders import FULL_TRUST, audit_trail, entity, log_size, read, semantic
 from .conftest import ManualTime
@@ -362,7 +361,7 @@ def test_now_sets_the_moment_ages_are_measured_at(memory: Membrane, time: Manual
 
 
 def test_k12_episodic_content() -> None:
-    semantic_record = RecordData(type=MemoryType.SEMANTIC, payload=SemanticPayload())
+    semantic_record = MemoryRecord(type=MemoryType.SEMANTIC, payload=SemanticPayload())
     assert episodic_content(semantic_record) == ""
     payload = EpisodicPayload(
         timeline=[
@@ -372,7 +371,7 @@ def test_k12_episodic_content() -> None:
         tool_graph=[ToolNode(tool="noop"), ToolNode(tool="search", result="found result")],
         outcome="partial",
     )
-    assert episodic_content(RecordData(type=MemoryType.EPISODIC, payload=payload)) == (
+    assert episodic_content(MemoryRecord(type=MemoryType.EPISODIC, payload=payload)) == (
         "deploy: shipped\ntool noop\ntool search -> found result\noutcome: partial"
     )
 

@@ -20,7 +20,6 @@ from membrane_es.embedding import (
     SentenceTransformerEmbedder,
     normalise,
     object_text,
-    record_text,
     search_text,
     trigger_text,
 )
@@ -553,12 +552,6 @@ def test_search_text_is_deterministic_and_ignores_map_insertion_order() -> None:
     first = SemanticPayload(subject="s", predicate="p", object={"a": 1, "b": {"c": "d", "e": "f"}})
     second = SemanticPayload(subject="s", predicate="p", object={"b": {"e": "f", "c": "d"}, "a": 1})
     assert search_text(first) == search_text(second) == "s p a 1 b c d e f"
-
-
-def test_record_text_is_the_search_text() -> None:
-    for _, payload, _ in TRIGGER_TABLE:
-        assert record_text(record(payload)) == search_text(record(payload))
-    assert record_text(None) == ""
 
 
 def test_readable_collapses_every_kind_of_whitespace_as_the_pattern_does() -> None:

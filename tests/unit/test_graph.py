@@ -343,16 +343,6 @@ def test_zero_limits_return_nothing_of_that_kind(memory: Membrane) -> None:
 # --- boosts (pure) --------------------------------------------------------------------------------
 
 
-def test_lexical_match() -> None:
-    """G9: equal or substring either way, case and outer spaces ignored; empty never."""
-    assert roots.lexical_match(" Orchid ", "orchid")
-    assert roots.lexical_match("orchid", "deploy orchid now")
-    assert roots.lexical_match("orchid deploy target", "Deploy")
-    assert not roots.lexical_match("orchid", "rose")
-    assert not roots.lexical_match("", "orchid")
-    assert not roots.lexical_match("orchid", "  ")
-
-
 @pytest.mark.parametrize(
     ("predicate", "extra"),
     [

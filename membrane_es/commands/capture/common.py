@@ -14,7 +14,7 @@ from membrane_es.embedding.record_text import go_sprint
 from membrane_es.schema.payloads import (
     EntityPayload,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.validation import MAX_TAG_BYTES, MAX_TAGS
 
 replace = msgspec.structs.replace
@@ -118,5 +118,5 @@ def _clamp01(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def _created_seconds(record: RecordData) -> float:
+def _created_seconds(record: MemoryRecord) -> float:
     return record.created_at.timestamp() if record.created_at is not None else -math.inf

@@ -25,7 +25,7 @@ from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.schema.conversation import SAID_AFTER, speaker_of
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.payloads import EpisodicPayload
-from membrane_es.schema.records import MemoryRecord as RecordData
+from membrane_es.schema.records import MemoryRecord
 
 # A sitting ends after half an hour without a turn: the customary inactivity timeout that
 # ends a session (web analytics' 30 minutes). Turns further apart belong to different
@@ -33,7 +33,9 @@ from membrane_es.schema.records import MemoryRecord as RecordData
 SITTING_SECONDS = 30 * 60
 
 
-def with_conversation(primary: RecordData, request: CaptureMemory, uow: UnitOfWork) -> RecordData:
+def with_conversation(
+    primary: MemoryRecord, request: CaptureMemory, uow: UnitOfWork
+) -> MemoryRecord:
     """The primary record of a conversation turn with the turns it was said after noted in
     its environment context (see above); any other primary record as it is."""
     payload = primary.payload
@@ -55,7 +57,7 @@ def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
     happened = _timestamp(request)
     level = Sensitivity(request.sensitivity).level
     # speaker (casefolded) -> (place in the sitting, their latest earlier turn)
-    latest: dict[str, tuple[int, RecordData]] = {}
+    latest: dict[str, tuple[int, MemoryRecord]] = {}
     since = happened - timedelta(seconds=SITTING_SECONDS)
     # Oldest first, turns of equal event time in the order captured: a session stamped with
     # one time still says who answered whom.
@@ -67,7 +69,7 @@ def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
     return [record.id for _, record in sorted(latest.values(), key=lambda item: item[0])]
 
 
-def _captured_content(record: RecordData) -> object:
+def _captured_content(record: MemoryRecord) -> object:
     """What a capture was given, as its episodic record keeps it (None for anything else)."""
     payload = record.payload
     if not isinstance(payload, EpisodicPayload) or payload.environment is None:
@@ -75,7 +77,7 @@ def _captured_content(record: RecordData) -> object:
     return payload.environment.context.get("capture_content")
 
 
-def _source(record: RecordData) -> str:
+def _source(record: MemoryRecord) -> str:
     """Who a captured record came from (its first provenance source's ``created_by``)."""
     sources = record.provenance.sources
     return sources[0].created_by if sources else ""

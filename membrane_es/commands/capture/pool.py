@@ -26,8 +26,8 @@ from membrane_es.schema.payloads import (
 )
 from membrane_es.schema.records import (
     Interpretation,
+    MemoryRecord,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 
 POOL_LIST_LIMIT = 80  # records read per List call
 POOL_SIZE = 20  # candidates kept after scoring
@@ -46,13 +46,13 @@ SUBJECT_KEYS = ("subject", "project", "tool_name", "file")
 
 def candidate_pool(
     request: CaptureMemory, interpretation: Interpretation, uow: UnitOfWork
-) -> list[RecordData]:
+) -> list[MemoryRecord]:
     """The 20 records most likely to be what the capture names (spec §2.4 step 4)."""
     scope = request.scope
     listed = uow.candidate_pool(scope or None, POOL_LIST_LIMIT)
     if scope:
         listed += uow.candidate_pool(None, POOL_LIST_LIMIT)
-    unique: dict[str, RecordData] = {}
+    unique: dict[str, MemoryRecord] = {}
     for record in listed:
         unique.setdefault(record.id, record)
     terms = query_terms(request, interpretation)
@@ -79,7 +79,7 @@ def query_terms(request: CaptureMemory, interpretation: Interpretation) -> list[
 
 
 def score_candidate(
-    record: RecordData,
+    record: MemoryRecord,
     request: CaptureMemory,
     interpretation: Interpretation,
     terms: Sequence[str],
@@ -108,7 +108,7 @@ def term_matches(searchable: Iterable[str], term: str) -> bool:
     return any(value == term or term in value or value in words for value in searchable)
 
 
-def record_search_terms(record: RecordData) -> list[str]:
+def record_search_terms(record: MemoryRecord) -> list[str]:
     """The normalised strings a candidate is matched by."""
     values: list[str] = [record.id, record.scope, *record.tags]
     interpretation = record.interpretation

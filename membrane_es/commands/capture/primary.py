@@ -23,7 +23,6 @@ from membrane_es.commands.capture.common import (
     text_of,
 )
 from membrane_es.commands.inputs import (
-    check_sensitivity,
     check_tag_list,
     check_timestamp,
     json_value,
@@ -42,9 +41,8 @@ from membrane_es.schema.enums import (
 from membrane_es.schema.payloads import (
     Constraint,
 )
-from membrane_es.schema.records import DecayProfile
-from membrane_es.schema.records import MemoryRecord as RecordData
-from membrane_es.schema.validation import check_decay, check_flag, converted
+from membrane_es.schema.records import DecayProfile, MemoryRecord
+from membrane_es.schema.validation import check_decay, check_flag, check_sensitivity, converted
 
 CAPTURE_SENSITIVITY = Sensitivity.LOW.value  # capture's own default (spec Appendix A.4)
 
@@ -115,7 +113,7 @@ def _decay_profile(value: Any) -> DecayProfile | None:
 # --- step 7: the primary record ------------------------------------------------------------
 
 
-def _primary_draft(request: CaptureMemory) -> tuple[RecordData, str]:
+def _primary_draft(request: CaptureMemory) -> tuple[MemoryRecord, str]:
     """The primary record (without interpretation or relations) and its candidate kind.
 
     Times are stamped when it is created; policy errors (empty source, no thread id for

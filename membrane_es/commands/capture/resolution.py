@@ -41,13 +41,13 @@ from membrane_es.schema.records import (
     GraphEdge,
     Interpretation,
     Lifecycle,
+    MemoryRecord,
     Mention,
     Provenance,
     ReferenceCandidate,
     Relation,
     RelationCandidate,
 )
-from membrane_es.schema.records import MemoryRecord as RecordData
 
 ENTITY_NAMESPACE = "membrane"
 DEFAULT_ENTITY_NAME = "entity"
@@ -59,36 +59,36 @@ class _Capture:
 
     request: CaptureMemory
     interpretation: Interpretation
-    list_pool: Callable[[], list[RecordData]]  # step 4, run when a step first needs it
-    primary: RecordData
+    list_pool: Callable[[], list[MemoryRecord]]  # step 4, run when a step first needs it
+    primary: MemoryRecord
     kind: str
     uow: UnitOfWork
-    entities: list[RecordData] = field(default_factory=list)  # created here
-    semantic: RecordData | None = None
+    entities: list[MemoryRecord] = field(default_factory=list)  # created here
+    semantic: MemoryRecord | None = None
     # outgoing relations of the records this capture creates, and of existing ones it touches
     relations: dict[str, list[Relation]] = field(default_factory=dict)
     edges: list[GraphEdge] = field(default_factory=list)
-    _looked_up: dict[str, RecordData | None] = field(default_factory=dict)
+    _looked_up: dict[str, MemoryRecord | None] = field(default_factory=dict)
 
     @property
     def ts(self) -> datetime:
         return _timestamp(self.request)
 
     @cached_property
-    def pool(self) -> list[RecordData]:
+    def pool(self) -> list[MemoryRecord]:
         """The candidate pool (step 4): listed once, when first needed. A capture that names
         nothing to resolve (most conversation turns) never pays for it; nothing is written
         before the capture's one write, so it lists the same records whenever it runs."""
         return self.list_pool()
 
     @property
-    def candidates(self) -> list[RecordData]:
+    def candidates(self) -> list[MemoryRecord]:
         """The pool, then the primary, then the entities created so far."""
         return [*self.pool, self.primary, *self.entities]
 
     # --- lookups ---------------------------------------------------------------------------
 
-    def lookup(self, record_id: str) -> RecordData | None:
+    def lookup(self, record_id: str) -> MemoryRecord | None:
         """A record by id: among the candidates, else from the store; None if there is none."""
         if not record_id:
             return None
@@ -97,7 +97,7 @@ class _Capture:
                 return record
         if record_id not in self._looked_up:
             try:
-                found: RecordData | None = self.uow.get(record_id).view(self.uow.now())
+                found: MemoryRecord | None = self.uow.get(record_id).view(self.uow.now())
             except NotFoundError:
                 found = None
             self._looked_up[record_id] = found
@@ -112,7 +112,7 @@ class _Capture:
         if not mention.confidence > 0:
             mention.confidence = 1.0
 
-    def find_entity(self, mention: Mention) -> RecordData | None:
+    def find_entity(self, mention: Mention) -> MemoryRecord | None:
         if mention.canonical_entity_id:
             named = self.lookup(mention.canonical_entity_id)
             if named is not None and named.type is MemoryType.ENTITY:
@@ -129,7 +129,7 @@ class _Capture:
                 return record
         return None
 
-    def create_entity(self, mention: Mention) -> RecordData:
+    def create_entity(self, mention: Mention) -> MemoryRecord:
         canonical = mention.surface.strip() or DEFAULT_ENTITY_NAME
         primary_type = entity_type_of_kind(mention.entity_kind)
         aliases = _unique_ignoring_case(
@@ -171,7 +171,7 @@ class _Capture:
             reference.confidence = 1.0
         self.link(self.primary.id, GraphPredicate.REFERENCES_RECORD, target.id, 1.0)
 
-    def scan_for_ref(self, ref: str) -> RecordData | None:
+    def scan_for_ref(self, ref: str) -> MemoryRecord | None:
         """The first candidate whose id is ``ref`` or whose timeline has an event with it."""
         wanted = _norm(ref)
         if not wanted:
@@ -211,10 +211,10 @@ class _Capture:
 
     def derived_record(
         self, memory_type: MemoryType, payload: Any, *, confidence: float, salience: float
-    ) -> RecordData:
+    ) -> MemoryRecord:
         """A record as the reference's ``NewMemoryRecord`` makes it, dated by the capture."""
         request = self.request
-        return RecordData(
+        return MemoryRecord(
             id=new_record_id(),
             type=memory_type,
             sensitivity=Sensitivity(request.sensitivity),

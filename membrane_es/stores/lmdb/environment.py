@@ -21,7 +21,7 @@ from eventsourcing.persistence import (
     PersistenceError,
     ProgrammingError,
 )
-from eventsourcing.persistence import IntegrityError as ConflictingWrite
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es.errors import IntegrityError, StorageFullError
 
@@ -90,7 +90,7 @@ def translate_error(error: lmdb.Error, path: str | None = None) -> Exception:
         return full
     kind: type[PersistenceError]
     if isinstance(error, lmdb.KeyExistsError):
-        kind = ConflictingWrite
+        kind = ConcurrentWrite
     elif isinstance(error, lmdb.BadValsizeError):
         kind = DataError
     elif isinstance(error, _PROGRAMMING):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import IntegrityError
 
 if TYPE_CHECKING:
     import lmdb
@@ -90,12 +90,12 @@ def advance(txn: Txn, events_db: lmdb._Database, event_key: bytes, notification_
     if head is not None and suffix <= head[:_SUFFIX]:  # biased big-endian: bytes order
         version, latest = _version(suffix), _notification(head)
         if suffix == head[:_SUFFIX]:
-            raise DamageError(
+            raise IntegrityError(
                 f"notification {latest} holds version {version} of this originator, whose "
                 "event row is missing: refusing to reuse the version; run verify()",
                 latest,
             )
-        raise DamageError(
+        raise IntegrityError(
             f"version {version} of this originator was logged before its latest event "
             f"(notification {latest}) and its event row is missing: refusing to reuse the "
             "version; run verify()"

@@ -45,15 +45,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 from eventsourcing.persistence import (
-    IntegrityError,
     Notification,
     StoredEvent,
     Tracking,
 )
 
 import membrane_es.stores.lmdb.heads as heads
-from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import IntegrityError
 from membrane_es.stores.chain import (
     GENESIS,
     HASH_SIZE,
@@ -100,13 +100,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GAP_SCAN = 10_000
 
 
-def decode_row(value: bytes) -> tuple[int, str, bytes]:
-    """Return (notification id, topic, state) of an events row that is not packed."""
-    notification_id, topic_length = ROW.unpack_from(value)
-    end = ROW.size + topic_length
-    return notification_id, value[ROW.size : end].decode("utf-8"), value[end:]
-
-
 def read_chain_mode(txn: Txn, meta_db: lmdb._Database) -> bytes | None:
     """The chain mode the log recorded (None: not recorded; a plain log)."""
     return txn.get(CHAIN_KEY, db=meta_db)
@@ -123,7 +116,7 @@ def stored_hash(txn: Txn | BufferTxn, log_db: lmdb._Database, notification_id: i
         return GENESIS
     entry = txn.get(U64.pack(notification_id), db=log_db)
     if entry is None:
-        raise DamageError(
+        raise IntegrityError(
             f"notification {notification_id} is missing from the log", notification_id
         )
     return bytes(entry[:HASH_SIZE])
@@ -173,7 +166,7 @@ def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEven
         topic = event.topic.encode("utf-8")
         value = ROW.pack(0, len(topic)) + topic + event.state
         if not txn.put(key, value, overwrite=False, db=events_db):
-            raise IntegrityError(_conflict(event))
+            raise ConcurrentWrite(_conflict(event))
 
 
 def _micros(moment: datetime) -> int:
@@ -244,12 +237,12 @@ def append_events(
         else:
             row = ROW.pack(last, PACKED | pointer[0]) + pointer[1]
         if not txn.put(key, row, overwrite=False, db=events_db):
-            raise IntegrityError(_conflict(event))
+            raise ConcurrentWrite(_conflict(event))
         notification_key = U64.pack(last)
         new_heads += heads.advance(txn, events_db, key, notification_key)
         previous = chain.link(previous, last, key, topic, event.state)
         if not txn.put(notification_key, previous + key, append=True, db=log_db):
-            raise IntegrityError(f"Notification id {last} already used")
+            raise ConcurrentWrite(f"Notification id {last} already used")
         notification_ids.append(last)
     if notification_ids:
         txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
@@ -339,7 +332,7 @@ def put_tracking(txn: Txn, tracking_db: lmdb._Database, tracking: Tracking) -> N
     if current is not None:
         (current_id,) = U64.unpack(current)
         if current_id >= tracking.notification_id:
-            raise IntegrityError(
+            raise ConcurrentWrite(
                 f"Tracking notification ID {tracking.notification_id} not greater than "
                 f"current max tracking ID {current_id} for {tracking.application_name!r}"
             )
@@ -437,7 +430,7 @@ def read_versions(
         states.append(state)
     if len(states) != len(keys):
         missing = keys[len(states)]
-        raise DamageError(
+        raise IntegrityError(
             f"event version {version_of(missing)} of {decode_originator(missing)} is missing "
             "from the store; run verify()"
         )
@@ -458,14 +451,16 @@ def _check_tail(
         return
     version, notification_id = head
     if version == newest + 1:  # the latest event itself is gone: the heads name it
-        raise DamageError(
+        raise IntegrityError(
             f"notification {notification_id} refers to a missing event row; run verify()",
             notification_id,
         )
     raise _gap(txn, log_db, prefix + version_suffix(newest + 1), last_id)
 
 
-def _gap(txn: Txn | BufferTxn, log_db: lmdb._Database, missing: bytes, after: int) -> DamageError:
+def _gap(
+    txn: Txn | BufferTxn, log_db: lmdb._Database, missing: bytes, after: int
+) -> IntegrityError:
     """The error for an event row that is gone: its log entry (found by a bounded scan from
     the notification before it) names its notification."""
     cursor = txn.cursor(db=log_db)
@@ -473,14 +468,14 @@ def _gap(txn: Txn | BufferTxn, log_db: lmdb._Database, missing: bytes, after: in
         for count, (key, value) in enumerate(cursor.iternext()):
             if value[HASH_SIZE:] == missing:
                 (notification_id,) = U64.unpack(bytes(key))
-                return DamageError(
+                return IntegrityError(
                     f"notification {notification_id} refers to a missing event row; run verify()",
                     notification_id,
                 )
             if count >= _GAP_SCAN:
                 break
     version = version_of(missing)
-    return DamageError(f"event version {version} is missing from the store; run verify()")
+    return IntegrityError(f"event version {version} is missing from the store; run verify()")
 
 
 def read_notifications(
@@ -508,12 +503,12 @@ def read_notifications(
         if stop is not None and notification_id > stop:
             break
         if notification_id != expected:
-            raise DamageError(f"notification {expected} is missing from the log", expected)
+            raise IntegrityError(f"notification {expected} is missing from the log", expected)
         expected += 1
         stored, event_key = bytes(value[:HASH_SIZE]), bytes(value[HASH_SIZE:])
         row = txn.get(event_key, db=events_db)
         if row is None:
-            raise DamageError(
+            raise IntegrityError(
                 f"notification {notification_id} refers to a missing event row; run verify()",
                 notification_id,
             )
@@ -646,7 +641,7 @@ def check_log_end(
     head = 0 if head_value is None else int(U64.unpack_from(head_value)[0])
     end = head if stop is None else min(stop, head)
     if next_id <= end:
-        raise DamageError(
+        raise IntegrityError(
             f"notification {next_id} is missing from the log (it ends before its head, "
             f"{head}); run verify()",
             next_id,
@@ -655,18 +650,18 @@ def check_log_end(
 
 def _missing_row(
     txn: BufferTxn, events_db: lmdb._Database, log_db: lmdb._Database, first: int
-) -> DamageError:
+) -> IntegrityError:
     """The error for the first notification from ``first`` on whose event row is missing."""
     cursor = txn.cursor(db=log_db)
     if cursor.set_range(U64.pack(max(first, 1))):
         for key, value in cursor.iternext():
             if txn.get(value[HASH_SIZE:], db=events_db) is None:
                 (notification_id,) = U64.unpack(key)
-                return DamageError(
+                return IntegrityError(
                     f"notification {notification_id} refers to a missing event row; run verify()",
                     notification_id,
                 )
-    return DamageError("a notification refers to a missing event row; run verify()")
+    return IntegrityError("a notification refers to a missing event row; run verify()")
 
 
 # Verification ------------------------------------------------------------------------
@@ -702,7 +697,7 @@ def verify_log(
     expected = [1]
     try:
         return _walk(store, dbs, chunk_size, chain, expected)
-    except DamageError as error:
+    except IntegrityError as error:
         where = error.notification_id or expected[0]
         return ChainReport(where - 1, ChainFault.CORRUPTED, where, str(error))
 
@@ -749,7 +744,7 @@ def _walk(
                     recorded_id, topic, state = reader.parts(row)
                 except MissingPackError as error:
                     return fault(ChainFault.MISSING, str(error))
-                except DamageError as error:
+                except IntegrityError as error:
                     return fault(ChainFault.ALTERED, str(error))
                 if recorded_id != notification_id:
                     return fault(*_misplaced(view, log_db, event_key, recorded_id))

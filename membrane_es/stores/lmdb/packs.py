@@ -22,9 +22,10 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError as ConcurrentWrite
+from eventsourcing.persistence import StoredEvent
 
-from membrane_es.errors import IntegrityError as DamageError
+from membrane_es.errors import IntegrityError
 
 if TYPE_CHECKING:
     import lmdb
@@ -50,8 +51,8 @@ PACK_LIMIT = 256 * 1024  # bytes of topics and states in one pack
 REPACK_EVERY = 64
 
 
-def altered(notification_id: int) -> DamageError:
-    return DamageError(
+def altered(notification_id: int) -> IntegrityError:
+    return IntegrityError(
         f"notification {notification_id} does not match the hash chain (altered or reordered);"
         " run verify()",
         notification_id,
@@ -105,7 +106,7 @@ class RowReader:
         return notification_id, self._topics[number], bytes(pack[offset : offset + size])
 
 
-class MissingPackError(DamageError):
+class MissingPackError(IntegrityError):
     """An event row refers to a pack that is not there."""
 
 
@@ -164,7 +165,7 @@ def write_packs(
             parts.append(state)
             offset += len(state)
         if not txn.put(pack_key(pack_id), b"".join(parts), overwrite=False, db=events_db):
-            raise IntegrityError(f"Pack {pack_id} already written")
+            raise ConcurrentWrite(f"Pack {pack_id} already written")
     stored = txn.get(PACKS_KEY, db=meta_db)
     packs = 0 if stored is None else int(U64.unpack(stored)[0])
     txn.put(PACKS_KEY, U64.pack(packs + len(groups)), db=meta_db)

@@ -59,8 +59,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import resolve_topic, strtobool
 
-from membrane_es.errors import IntegrityError as DamageError
-from membrane_es.errors import KeyStoreError
+from membrane_es.errors import IntegrityError, KeyStoreError
 from membrane_es.stores.chain import (
     PLAIN_CHAIN,
     U64,
@@ -580,7 +579,7 @@ def verify_store(
             recorder.close()
     except KeyStoreError as error:
         return ChainReport(0, ChainFault.KEYS, None, str(error))
-    except DamageError as error:
+    except IntegrityError as error:
         return ChainReport(0, ChainFault.CORRUPTED, error.notification_id, str(error))
 
 

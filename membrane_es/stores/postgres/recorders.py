@@ -10,9 +10,10 @@ leaves neither behind):
 * it appends each event's chain hash to ``<app>_chain`` (notification id → hash) and moves the
   log's head (``<app>_log_head``: last id, its hash, the newest event time);
 * it refuses a write whose first event is not later than the newest one in the log
-  (:class:`EventTimeBehind`, an ``IntegrityError``): a writer whose clock is behind another's
-  then retries with its clock moved past the log's time, so event times never go backwards
-  along the log, and ``as_of(T)`` always sees a prefix of it. Events written with the times
+  (:class:`EventTimeBehind`, a concurrent write: eventsourcing's ``IntegrityError``): a
+  writer whose clock is behind another's then retries with its clock moved past the log's
+  time, so event times never go backwards along the log, and ``as_of(T)`` always sees a
+  prefix of it. Events written with the times
   they already had (an import, keyword :data:`IMPORTED_TIME`) move the log's time up to the
   newest of them; a log chained after the fact gets its newest event's time from the engine
   that opens it (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.

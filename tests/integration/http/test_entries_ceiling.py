@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from membrane_es.access import KeyRing
-from membrane_es.engine.entries import ENTRY_ACTOR, entry_record
+from membrane_es.commands.entries import entry_record
+from membrane_es.engine.entries import ENTRY_ACTOR
 from membrane_es.errors import ValidationError
 from membrane_es.schema.entries import NewEntry
 
