@@ -361,7 +361,8 @@ def test_verify_without_views_names_the_first_bad_event(
         memory.create_record(semantic(obj=f"port {index}"))
     report = Membrane.verify_store(StoreAddress(dsn=postgres_dsn), chain_key=key)
     assert report.ok and report.checked == 3
-    assert not Membrane.verify_store(StoreAddress(dsn=postgres_dsn)).ok  # the key is part of the check
+    # the key is part of the check
+    assert not Membrane.verify_store(StoreAddress(dsn=postgres_dsn)).ok
     _sql(
         postgres_dsn,
         "UPDATE public.memory_events SET state = state || '\\x00'::bytea WHERE notification_id = 2",
