@@ -70,7 +70,7 @@ def verify(
 @command("rebuild", "membrane-es rebuild ./memory")
 def rebuild(store: Store) -> None:
     """Rebuild the read views (tables, text and vector indexes) from the whole log."""
-    if store.path is None:
+    if not store.keeps_views:
         raise UsageProblem(
             "rebuild: a PostgreSQL store's read views live in each process that serves it "
             "(made from the log when it opens); restart those, or rebuild their views directory"

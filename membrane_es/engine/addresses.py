@@ -70,10 +70,12 @@ class StoreAddress:
     def in_memory(self) -> bool:
         return self.path is None and self.dsn is None
 
-    def holds_store(self) -> bool:
-        """Whether a store is known to be there without opening anything: an LMDB directory
-        holding its data file (a database is only known by connecting; memory never is)."""
-        return self.path is not None and holds_store(self.path)
+    @property
+    def keeps_views(self) -> bool:
+        """Whether the store keeps its read views itself (an LMDB directory holds them), so
+        views rebuilt by one process are the ones every later open starts from; a PostgreSQL
+        store's live in each process that opens it."""
+        return self.path is not None
 
     def tenant(self, name: str) -> StoreAddress:
         """The address of tenant ``name``'s store beside this one (the default tenant's): a

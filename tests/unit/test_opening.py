@@ -186,3 +186,9 @@ def test_relations_to_a_record() -> None:
         )
         assert memory.relations_to(target.id) == [(source.id, "supports")]
         assert memory.relations_to(source.id) == []
+
+
+def test_only_a_directory_store_keeps_its_views() -> None:
+    assert StoreAddress.parse("./memory").keeps_views
+    assert not StoreAddress.parse("postgresql://db/x").keeps_views
+    assert not StoreAddress.parse(":memory:").keeps_views
