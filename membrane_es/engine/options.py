@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, Unpack
 
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
@@ -62,12 +62,12 @@ class EngineOptions:
         # a copy of its own: the caller's mapping may change after the value is made
         object.__setattr__(self, "env", check_settings("env", self.env))
 
-    def but(self, **choices: object) -> EngineOptions:
+    def replace(self, **choices: Unpack[OptionChoices]) -> EngineOptions:
         """These options with ``choices`` in place of theirs (checked as when made)."""
         unknown = sorted(set(choices) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
-        return dataclasses.replace(self, **choices)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **choices)
 
 
 class OptionChoices(TypedDict, total=False):
@@ -88,7 +88,7 @@ def options_of(options: EngineOptions | None, choices: OptionChoices) -> EngineO
     if options is not None and not isinstance(options, EngineOptions):
         raise ValidationError("options", f"must be EngineOptions: {options!r}")
     base = DEFAULT_OPTIONS if options is None else options
-    return base.but(**choices) if choices else base
+    return base.replace(**choices) if choices else base
 
 
 def check_default_sensitivity(value: object) -> str:

@@ -58,6 +58,15 @@ def test_keyword_arguments_are_put_over_the_options(tmp_path: Path) -> None:
         assert memory.ingest_observation("a", "b", "c").sensitivity == "high"
 
 
+def test_options_are_replaced_field_by_field_and_checked_again() -> None:
+    options = EngineOptions(embedder=None)
+    changed = options.replace(selection_threshold=0.5)
+    assert changed.selection_threshold == 0.5 and changed.embedder is None
+    assert options.selection_threshold == 0.7  # a value: the original is unchanged
+    with pytest.raises(ValidationError):
+        options.replace(selection_threshold=-1.0)
+
+
 def test_an_unknown_keyword_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="colour"):
         Membrane.in_memory(colour="blue")  # type: ignore[call-arg]
