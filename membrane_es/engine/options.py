@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TypedDict, Unpack
 
 from membrane_es.clock import MonotonicClock
@@ -59,8 +60,10 @@ class EngineOptions:
         check_unit_interval("selection_threshold", self.selection_threshold)
         check_default_sensitivity(self.default_sensitivity)
         check_chain_key(self.chain_key)
-        # a copy of its own: the caller's mapping may change after the value is made
-        object.__setattr__(self, "env", check_settings("env", self.env))
+        # a read-only copy of its own: the caller's mapping may change after the value is made,
+        # and one value may open many stores
+        settings = MappingProxyType(check_settings("env", self.env))
+        object.__setattr__(self, "env", settings)
 
     def replace(self, **choices: Unpack[OptionChoices]) -> EngineOptions:
         """These options with ``choices`` in place of theirs (checked as when made)."""

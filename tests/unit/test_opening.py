@@ -201,3 +201,12 @@ def test_only_a_directory_store_keeps_its_views() -> None:
     assert StoreAddress.parse("./memory").keeps_views
     assert not StoreAddress.parse("postgresql://db/x").keeps_views
     assert not StoreAddress.parse(":memory:").keeps_views
+
+
+def test_the_options_keep_their_own_settings() -> None:
+    given = {"COMPRESSOR_TOPIC": "zlib"}
+    options = EngineOptions(env=given)
+    given["CIPHER_KEY"] = "later"
+    assert dict(options.env or {}) == {"COMPRESSOR_TOPIC": "zlib"}
+    with pytest.raises(TypeError):
+        options.env["CIPHER_KEY"] = "x"  # type: ignore[index]
