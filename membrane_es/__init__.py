@@ -9,7 +9,7 @@ from importlib import metadata as _metadata
 from membrane_es import errors as _errors
 from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
-from membrane_es.engine import Membrane
+from membrane_es.engine import EngineOptions, Membrane, StoreAddress
 from membrane_es.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -77,6 +77,7 @@ __all__ = [
     "ContextResult",
     "DecayProfile",
     "EntityPayload",
+    "EngineOptions",
     "EpisodicImmutableError",
     "ErasureUnsupportedError",
     "ForgottenError",
@@ -112,6 +113,7 @@ __all__ = [
     "SemanticPayload",
     "Sensitivity",
     "StorageFullError",
+    "StoreAddress",
     "StoreNotFoundError",
     "Triple",
     "TrustContext",

@@ -31,13 +31,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from membrane_es import __version__
 from membrane_es.access import KeyRing
 from membrane_es.ceiling import Caller
-from membrane_es.engine import Membrane
+from membrane_es.engine import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_EDGE_LIMIT,
+    DEFAULT_MAX_HOPS,
+    DEFAULT_NODE_LIMIT,
+    DEFAULT_RESULTS,
+    DEFAULT_ROOT_LIMIT,
+    Membrane,
+    compact,
+)
 from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.mcp_keys import REQUEST_CEILING, KeyCheck
-from membrane_es.queries import compact
-from membrane_es.queries import retrieve_graph as graph_defaults
-from membrane_es.queries.context import DEFAULT_BUDGET_TOKENS
-from membrane_es.queries.retrieve import DEFAULT_RESULTS
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
@@ -325,10 +330,10 @@ class _Tools:
     def retrieve_graph(
         self,
         task: str = "",
-        max_hops: int = graph_defaults.DEFAULT_MAX_HOPS,
-        root_limit: int = graph_defaults.DEFAULT_ROOT_LIMIT,
-        node_limit: int = graph_defaults.DEFAULT_NODE_LIMIT,
-        edge_limit: int = graph_defaults.DEFAULT_EDGE_LIMIT,
+        max_hops: int = DEFAULT_MAX_HOPS,
+        root_limit: int = DEFAULT_ROOT_LIMIT,
+        node_limit: int = DEFAULT_NODE_LIMIT,
+        edge_limit: int = DEFAULT_EDGE_LIMIT,
         memory_types: list[str] | None = None,
         as_of: str | None = None,
         max_sensitivity: str | None = None,

@@ -16,15 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from membrane_es.engine.opening import LMDB_DATA_FILE
+from membrane_es.engine import StoreAddress, holds_store
 from membrane_es.errors import ValidationError
-
-IN_MEMORY = ":memory:"
-
-
-def holds_store(path: Path) -> bool:
-    """Whether ``path`` is an LMDB store directory (its data file is there)."""
-    return (path / LMDB_DATA_FILE).is_file()
 
 
 def check_new_store_place(path: Path, field: str) -> bool:
@@ -47,16 +40,18 @@ def check_new_store_place(path: Path, field: str) -> bool:
 
 @contextmanager
 def announced_if_new(
-    path: str | os.PathLike[str], field: str, stream: TextIO | None = None
+    place: str | os.PathLike[str] | StoreAddress, field: str, stream: TextIO | None = None
 ) -> Iterator[None]:
-    """Around the opening of ``path`` for writing: checked first (:func:`check_new_store_place`),
-    and when the open made a new store, ``created a new store at <full path>`` on standard
-    error (or ``stream``)."""
-    if os.fspath(path) == IN_MEMORY:
+    """Around the opening of ``place`` for writing: a directory is checked first
+    (:func:`check_new_store_place`), and when the open made a new store there, ``created a new
+    store at <full path>`` on standard error (or ``stream``). A database or memory is not a
+    place on this machine's disk: nothing is checked or said."""
+    address = StoreAddress.parse(place)
+    if address.path is None:
         yield
         return
-    place = Path(path)
-    new = check_new_store_place(place, field)
+    directory = address.path
+    new = check_new_store_place(directory, field)
     yield
-    if new and holds_store(place):
-        print(f"created a new store at {place.resolve()}", file=stream or sys.stderr)
+    if new and holds_store(directory):
+        print(f"created a new store at {directory.resolve()}", file=stream or sys.stderr)

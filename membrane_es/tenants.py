@@ -12,11 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from membrane_es.access import DEFAULT_TENANT
-from membrane_es.engine import Membrane
-from membrane_es.engine.opening import LMDB_DATA_FILE
+from membrane_es.engine import IN_MEMORY, Membrane, holds_store
 from membrane_es.errors import StoreNotFoundError
-
-IN_MEMORY = ":memory:"
 
 
 class Tenants:
@@ -90,7 +87,7 @@ class Tenants:
     def _existing(self, tenant: str, path: Path) -> Membrane:
         if self._open_existing is not None:
             return self._open_existing(tenant, path)
-        if not (path / LMDB_DATA_FILE).is_file():
+        if not holds_store(path):
             raise StoreNotFoundError(str(path))
         return self._open(tenant, path)
 

@@ -6,7 +6,18 @@
     the framework adapters (integrations) use the public API only: what ``membrane_es`` exports.
 
 Each floor below the engine may import only what is listed for it: anything else is a
-dependency pointing up or sideways."""
+dependency pointing up or sideways.
+
+The edges (the CLI, the gRPC daemon, the HTTP API and its inspector, the MCP server, and the
+modules they share: keys and callers, tenants, where a store may be made, listening) use the
+engine through its public surface only: ``membrane_es`` and ``membrane_es.engine`` (the
+package, not its modules: what their ``__init__`` exports), and the vocabulary a caller
+speaks in — ``membrane_es.errors``, ``membrane_es.schema``, ``membrane_es.embedding`` (the
+embedders a caller hands the engine). Besides that an edge may import the other edges and
+the neutral modules they share (``ceiling``: what a caller may see; ``signals``: stopping on
+SIGTERM). Queries, projections, commands, aggregates, the application and the stores are
+the engine's own: what an edge needs of them is a method or a name the engine exports, so a
+new store is opened, checked and measured through the engine alone."""
 
 from __future__ import annotations
 
@@ -65,6 +76,23 @@ EDGES = (
     "membrane_es.mcp_server",
     INTEGRATIONS,
 )
+
+
+# The edges, and what every edge may import besides the other edges (see the docstring).
+EDGE_MODULES = (
+    "membrane_es.cli",
+    "membrane_es.grpc_server",
+    "membrane_es.http_api",
+    "membrane_es.mcp_server",
+    "membrane_es.mcp_keys",
+    "membrane_es.access",
+    "membrane_es.tenants",
+    "membrane_es.store_places",
+    "membrane_es.listening",
+)
+ENGINE_SURFACE = ("membrane_es", "membrane_es.engine")  # the packages themselves only
+EDGE_VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.embedding")
+EDGE_NEUTRAL = ("membrane_es.ceiling", "membrane_es.signals")
 
 
 def _module_name(path: Path) -> str:
@@ -136,3 +164,37 @@ def test_a_backend_never_imports_another(module: str) -> None:
     own = next(backend for backend in BACKENDS if _within(module, (backend,)))
     others = tuple(backend for backend in BACKENDS if backend != own)
     assert not {i for i in MODULES[module] if _within(i, others)}, module
+
+
+def _edge_may_import(name: str) -> bool:
+    return name in ENGINE_SURFACE or _within(name, (*EDGE_VOCABULARY, *EDGE_NEUTRAL, *EDGE_MODULES))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, EDGE_MODULES)))
+def test_edges_use_the_engine_through_its_public_surface(module: str) -> None:
+    bad = {i for i in MODULES[module] if not _edge_may_import(i)}
+    assert not bad, f"{module} imports {sorted(bad)}: an edge uses what the engine exports"
+
+
+# What an engine holds that an edge must not reach through it: the eventsourcing application
+# and its recorder (the log, a database's connections) and the read views. An edge asks the
+# engine instead (``event_count``, ``stored_bytes``, ``census``, ``relations_to``…).
+ENGINE_INSIDES = {"application", "recorder", "datastore", "views"}
+
+
+def _attributes(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        (p for p in PACKAGE.rglob("*.py") if _within(_module_name(p), EDGE_MODULES)),
+        key=str,
+    ),
+    ids=lambda p: _module_name(p),
+)
+def test_edges_never_reach_inside_the_engine(path: Path) -> None:
+    reached = _attributes(path) & ENGINE_INSIDES
+    assert not reached, f"{_module_name(path)} reaches {sorted(reached)} of an engine"

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from membrane_es.cli import render
 from membrane_es.cli.app import UsageProblem, command
 from membrane_es.cli.options import Json, Store, StoreAddress, existing_store, store_for_writing
-from membrane_es.engine import Membrane
+from membrane_es.engine import Membrane, verify_store
 from membrane_es.errors import MembraneError
 
 TAMPERED = 2  # verify's exit status when the chain is broken
@@ -46,11 +46,7 @@ def verify(
     missing or reordered event (a report even for a store file too corrupt to read), or when
     the key store is missing or lacks the keys of records that were never forgotten."""
     key = chain_key_file.read_bytes() if chain_key_file is not None else None
-    if store.path is not None:
-        report = Membrane.verify_store(store.path, chain_key=key, key_store=key_store)
-    else:
-        assert store.dsn is not None
-        report = Membrane.verify_postgres_store(store.dsn, schema=store.schema, chain_key=key)
+    report = verify_store(store, chain_key=key, key_store=key_store)
     if json:
         render.print_json(
             {
@@ -74,7 +70,7 @@ def verify(
 @command("rebuild", "membrane-es rebuild ./memory")
 def rebuild(store: Store) -> None:
     """Rebuild the read views (tables, text and vector indexes) from the whole log."""
-    if store.path is None:
+    if not store.keeps_views:
         raise UsageProblem(
             "rebuild: a PostgreSQL store's read views live in each process that serves it "
             "(made from the log when it opens); restart those, or rebuild their views directory"

@@ -39,7 +39,7 @@ def demo(
 
 def _run_demo(path: Path, embedder: str) -> None:
     print(f"store: {path} (LMDB, durable commits)\n")
-    with Membrane.open(path, embedder=embedder_for(embedder)) as memory:
+    with Membrane.connect(path, embedder=embedder_for(embedder)) as memory:
         announce_loading(memory)
         fact = memory.create_record(
             {

@@ -21,16 +21,10 @@ MAX_PORT = 65535
 
 
 def _open_read_only(store: StoreAddress, embedder: str) -> Membrane:
-    """The store, opened so nothing can write to it (LMDB: read-only; PostgreSQL: the
-    inspector has no route that writes)."""
-    choice = embedder_for(embedder)
-    if store.path is not None:
-        memory = Membrane.open(store.path, read_only=True, create=False, embedder=choice)
-    else:
-        assert store.dsn is not None
-        memory = Membrane.open_postgres(
-            store.dsn, schema=store.schema, create=False, follow=True, embedder=choice
-        )
+    """The store, opened so nothing can write to it, following other processes' writes."""
+    memory = Membrane.connect(
+        store, create=False, read_only=True, follow=True, embedder=embedder_for(embedder)
+    )
     announce_loading(memory)
     return memory
 

@@ -6,57 +6,27 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import typer
 
 from membrane_es.cli.embedder import announce_loading, embedder_for
 from membrane_es.embedding.default import EmbedderChoice
-from membrane_es.engine import Membrane
+from membrane_es.engine import Membrane, StoreAddress
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.store_places import announced_if_new
-from membrane_es.stores.postgres.database import DEFAULT_SCHEMA
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-@dataclass(frozen=True)
-class StoreAddress:
-    """Where a store is: an LMDB directory, or a PostgreSQL database URL and the schema the
-    store lives in (written after ``#``: ``postgresql://host/db#tenant_acme``; the daemon's
-    default schema without one)."""
-
-    path: Path | None = None
-    dsn: str | None = None
-    schema: str = DEFAULT_SCHEMA
-
-    def __str__(self) -> str:
-        if self.path is not None:
-            return str(self.path)
-        return f"{_without_password(self.dsn or '')} schema {self.schema}"
 
 
 def parse_store(text: str) -> StoreAddress:
-    if not text.startswith(POSTGRES_SCHEMES):
-        return StoreAddress(path=Path(text))
-    dsn, _, schema = text.partition("#")
-    return StoreAddress(dsn=dsn, schema=schema or DEFAULT_SCHEMA)
-
-
-def _without_password(dsn: str) -> str:
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The STORE argument: a directory (LMDB), or a PostgreSQL URL with ``#schema`` after it
+    for a store in another schema (the daemon's default schema without one)."""
+    return StoreAddress.parse(text)
 
 
 # A command's help ends with an example; the store is always the first argument.
@@ -160,18 +130,9 @@ def open_store(
     With ``create``, a new directory store is made only inside an existing directory, and
     announced on standard error unless ``announce`` is False (the command says it itself)."""
     choice: EmbedderChoice = None if embedder is None else embedder_for(embedder)
-    if store.path is not None:
-        if create:
-            stream = None if announce else io.StringIO()
-            with announced_if_new(store.path, "store", stream):
-                memory = Membrane.open(store.path, create=True, embedder=choice)
-        else:
-            memory = Membrane.open(store.path, create=False, embedder=choice)
-    else:
-        assert store.dsn is not None
-        memory = Membrane.open_postgres(
-            store.dsn, schema=store.schema, follow=follow, create=create, embedder=choice
-        )
+    stream = None if announce else io.StringIO()
+    with announced_if_new(store, "store", stream) if create else nullcontext():
+        memory = Membrane.connect(store, create=create, follow=follow, embedder=choice)
     announce_loading(memory)
     return memory
 

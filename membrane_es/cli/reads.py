@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.cli import render
 from membrane_es.cli.app import command
 from membrane_es.cli.embedder import EmbedderName
@@ -24,7 +23,6 @@ from membrane_es.cli.options import (
     Json,
     RecordId,
     Store,
-    StoreAddress,
     Trust,
     TrustScopes,
     choices,
@@ -32,21 +30,22 @@ from membrane_es.cli.options import (
     trust_context,
 )
 from membrane_es.embedding.default import extra_installed, model_in_use
-from membrane_es.engine import Membrane
-from membrane_es.errors import ValidationError
-from membrane_es.queries import compact
-from membrane_es.queries import retrieve_graph as graph_defaults
-from membrane_es.queries.context import (
+from membrane_es.engine import (
     DEFAULT_BUDGET_TOKENS,
+    DEFAULT_EDGE_LIMIT,
+    DEFAULT_MAX_HOPS,
+    DEFAULT_NODE_LIMIT,
+    DEFAULT_RESULTS,
+    DEFAULT_ROOT_LIMIT,
+    FORGOTTEN_EVENT,
     MAX_BUDGET_TOKENS,
     MIN_BUDGET_TOKENS,
+    compact,
 )
-from membrane_es.queries.retrieve import DEFAULT_RESULTS
+from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.results import ExplainedRetrieveGraphResult, ExplainedRetrieveResult
 from membrane_es.schema.rfc3339 import parse_moment
-
-FORGOTTEN = RecordAggregate.Forgotten.__name__  # the event that erases a record's content
 
 Types = Annotated[
     list[MemoryType] | None,
@@ -207,16 +206,16 @@ def graph(
     # No roots or no nodes is always an empty answer: refused as a mistake.
     root_limit: Annotated[
         int, _limit("--root-limit", "ranked roots", least=1)
-    ] = graph_defaults.DEFAULT_ROOT_LIMIT,
+    ] = DEFAULT_ROOT_LIMIT,
     node_limit: Annotated[
         int, _limit("--node-limit", "nodes in all", least=1)
-    ] = graph_defaults.DEFAULT_NODE_LIMIT,
+    ] = DEFAULT_NODE_LIMIT,
     edge_limit: Annotated[
         int, _limit("--edge-limit", "edges in all (0: the roots without their relations)")
-    ] = graph_defaults.DEFAULT_EDGE_LIMIT,
+    ] = DEFAULT_EDGE_LIMIT,
     max_hops: Annotated[
         int, _limit("--max-hops", "relations followed from a root (0: roots only)")
-    ] = graph_defaults.DEFAULT_MAX_HOPS,
+    ] = DEFAULT_MAX_HOPS,
     as_of: AsOf = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
@@ -312,7 +311,7 @@ def _get(
         erasures = [
             entry
             for entry in memory.history(record_id, trust=reader)
-            if entry.event == FORGOTTEN and (moment is None or entry.timestamp <= moment)
+            if entry.event == FORGOTTEN_EVENT and (moment is None or entry.timestamp <= moment)
         ]
     if json:
         render.print_json(record)
@@ -385,17 +384,10 @@ def stats(
     _owner_only(trust)
     moment = parse_moment(as_of)
     with existing_store(store) as memory:
-        vectors = memory.views.embeddings
-        model = model_in_use(embedder, vectors.model if vectors.dimensions else "")
+        model = model_in_use(embedder, memory.vector_model)
         snapshot = memory.get_metrics(as_of=moment)
-        application = memory.application
-        # The log position at the moment: the events the store then held.
-        events = (
-            application.recorder.max_notification_id() or 0
-            if moment is None
-            else application.position_at(moment)
-        )
-        size = _bytes_stored(store, memory)
+        events = memory.event_count(as_of=moment)  # the events the store then held
+        size = memory.stored_bytes()
     figures = {
         "store": str(store),
         "events": events,
@@ -427,22 +419,6 @@ def _search_by(model: str | None) -> str:
         "words only: a record must share a word with the task to be found; for meaning, "
         "install the embeddings extra: pip install 'membrane-es[embeddings]'"
     )
-
-
-def _bytes_stored(store: StoreAddress, memory: Membrane) -> int:
-    """The store's files (LMDB), or its schema's tables with their indexes (PostgreSQL)."""
-    if store.path is not None:
-        return sum(path.stat().st_size for path in store.path.rglob("*") if path.is_file())
-    datastore = memory.application.recorder.datastore  # type: ignore[attr-defined]
-    with datastore.get_connection() as connection, connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS size FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind = 'r'",
-            (store.schema,),
-        )
-        row = cursor.fetchone()
-    return int(row["size"] if isinstance(row, dict) else row[0])
 
 
 def _owner_only(trust: object) -> None:

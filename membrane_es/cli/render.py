@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from membrane_es.embedding.record_text import fact_in_words
-from membrane_es.queries.by_id import HistoryEntry
+from membrane_es.engine import HistoryEntry
 from membrane_es.schema.payloads import (
     CompetencePayload,
     EntityPayload,

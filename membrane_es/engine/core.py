@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 # eventsourcing's IntegrityError: another writer took an aggregate's next version first.
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
@@ -19,11 +19,12 @@ from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice, resolve
+from membrane_es.embedding.default import resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.event_store_unit_of_work import EventStoreUnitOfWork
 from membrane_es.engine.follower import LogFollower
+from membrane_es.engine.options import EngineOptions, OptionChoices, options_of
 from membrane_es.errors import (
     ConflictError,
     IntegrityError,
@@ -33,11 +34,8 @@ from membrane_es.errors import (
     ValidationError,
 )
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
-from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
-from membrane_es.schema.validation import check_unit_interval
 from membrane_es.stores.event_times import EventTimeBehind
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load,
@@ -64,26 +62,30 @@ class EngineCore:
     def __init__(
         self,
         app: MemoryApplication,
-        clock: MonotonicClock | None = None,
-        embedder: EmbedderChoice = AUTOMATIC,
-        views_dir: Path | None = None,
-        selection_threshold: float = DEFAULT_THRESHOLD,
-        interpreter: Interpreter | None = None,
-        default_sensitivity: str = Sensitivity.LOW.value,
+        options: EngineOptions | None = None,
         *,
+        views_dir: Path | None = None,
         read_only: bool = False,
         verify_on_open: bool = False,
+        **choices: Unpack[OptionChoices],
     ) -> None:
+        """An engine on ``app``, with ``options`` (the keyword arguments a caller gives,
+        ``clock=…``, ``embedder=…``, build them over the defaults; see
+        :class:`~membrane_es.engine.options.EngineOptions`). ``views_dir``: where the read
+        views are checkpointed (None: nowhere, the log is replayed at each open)."""
         # What the caller chose (checked first: nothing is opened for a bad argument).
-        self._selection_threshold: float = check_unit_interval(
-            "selection_threshold", selection_threshold
-        )
-        self._default_sensitivity: str = _check_default_sensitivity(default_sensitivity)
-        self._interpreter: Interpreter | None = interpreter
+        options = options_of(options, choices)
+        self._options: EngineOptions = options
+        self._selection_threshold: float = float(options.selection_threshold)
+        self._default_sensitivity: str = options.default_sensitivity
+        self._interpreter: Interpreter | None = options.interpreter
         self._app: MemoryApplication = app
-        self._clock: MonotonicClock = clock or MonotonicClock()
-        self._embedder_choice = embedder  # resolved once the views say what the store holds
+        self._clock: MonotonicClock = options.clock or MonotonicClock()
+        # resolved once the views say what the store holds
+        self._embedder_choice = options.embedder
         self._embedder: Embedder | None = None
+        # What the store takes where it is kept (set by the opener that knows where)
+        self._measure: Callable[[], int] = _nothing_measured
         self._consolidation: PeriodicTask | None = None
         self._vector_reader: threading.Thread | None = None  # start_reading_vectors
         self._closing = threading.Event()  # set by close: background work stops
@@ -345,8 +347,5 @@ def check_position(position: object) -> int:
     return position
 
 
-def _check_default_sensitivity(value: str) -> str:
-    """The configured default must be a sensitivity level (the reference refuses to start)."""
-    if value not in Sensitivity.__members__.values():
-        raise ValidationError("default_sensitivity", f'invalid default sensitivity "{value}"')
-    return str(value)
+def _nothing_measured() -> int:
+    return 0

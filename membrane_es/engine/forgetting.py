@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands import messages
 from membrane_es.engine.core import EngineCore
+
+# The event that erases a record's content, by the name a record's history gives it.
+FORGOTTEN_EVENT = RecordAggregate.Forgotten.__name__
 
 
 class Forgetting(EngineCore):

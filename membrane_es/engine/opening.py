@@ -1,37 +1,29 @@
-"""Opening and closing the engine: open an LMDB, PostgreSQL or in-memory store, close it,
-checkpoint or rebuild the read side (the state an engine holds is made by
+"""Opening and closing the engine: open a store by its address (LMDB, PostgreSQL or in
+memory; a new backend is one more branch of :meth:`Opening.connect`), close it, checkpoint
+or rebuild the read side (the state an engine holds is made by
 :class:`~membrane_es.engine.core.EngineCore`)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, Unpack
 
 from membrane_es.application import EVENTS_TABLE, MemoryApplication
-from membrane_es.clock import MonotonicClock
-from membrane_es.commands.interpreter import Interpreter
-from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
-from membrane_es.engine.core import (
-    EngineCore,
-    _check_default_sensitivity,
-)
+from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
+from membrane_es.engine.core import EngineCore
 from membrane_es.engine.follower import LogFollower
-from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError
+from membrane_es.engine.options import EngineOptions, OptionChoices, options_of
+from membrane_es.engine.store_check import verify_store
+from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError, ValidationError
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.scheduler import PeriodicTask
-from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.validation import (
-    check_chain_key,
-    check_flag,
-    check_path,
-    check_settings,
-    check_unit_interval,
-)
+from membrane_es.schema.validation import check_flag, check_path
+from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
     DEFAULT_SCHEMA,
     connect,
@@ -41,55 +33,95 @@ from membrane_es.stores.postgres.database import (
     postgres_settings,
     store_identity,
     store_location,
+    stored_bytes,
 )
 
 log = logging.getLogger("membrane_es")
 
-# The file LMDB keeps a store's data in (beside lock.mdb): its presence is what makes a
-# directory a store.
-LMDB_DATA_FILE = "data.mdb"
 # How often a PostgreSQL process saves its read views (when they moved), in seconds.
 DEFAULT_CHECKPOINT_INTERVAL = 60.0
 
 
 class Opening(EngineCore):
-    """Open a store (:meth:`open`, :meth:`open_postgres`, :meth:`in_memory`), close it,
-    checkpoint or rebuild its views."""
+    """Open a store (:meth:`connect` by its address; :meth:`open`, :meth:`open_postgres`,
+    :meth:`in_memory` by its kind), close it, checkpoint or rebuild its views."""
 
     # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        address: str | os.PathLike[str] | StoreAddress,
+        options: EngineOptions | None = None,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        follow: bool = True,
+        **choices: Unpack[OptionChoices],
+    ) -> Self:
+        """The store at ``address``: a directory (LMDB, :meth:`open`), a PostgreSQL URL
+        ``postgresql://user:pw@host/db`` with ``#schema`` after it for a store in another
+        schema (:meth:`open_postgres`), or ``:memory:`` (:meth:`in_memory`); or a
+        :class:`~membrane_es.engine.addresses.StoreAddress`.
+
+        :param options: what the engine is opened with
+            (:class:`~membrane_es.engine.options.EngineOptions`); keyword arguments
+            (``embedder=None``…) are put over them.
+        :param create: with ``False``, an address that holds no store raises
+            :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there
+            (a store in memory never exists before it is opened).
+        :param read_only: writes raise :class:`~membrane_es.errors.ReadOnlyError`, nothing
+            is checkpointed, and a damaged log opens for forensics (``damage`` says where).
+            Not for a store in memory, which starts empty.
+        :param follow: (PostgreSQL) apply other processes' writes to this one's views as
+            they commit; without it, every read first catches up with the log. Other stores
+            catch up at every read.
+        """
+        where = StoreAddress.parse(address)
+        options = options_of(options, choices)
+        check_flag("create", create)
+        check_flag("read_only", read_only)
+        check_flag("follow", follow)
+        if where.path is not None:
+            return cls.open(where.path, options, create=create, read_only=read_only)
+        if where.dsn is not None:
+            return cls.open_postgres(
+                where.dsn,
+                options,
+                schema=where.schema,
+                views_dir=where.views_dir,
+                follow=follow,
+                create=create,
+                read_only=read_only,
+            )
+        if not create:
+            raise StoreNotFoundError(IN_MEMORY)
+        if read_only:
+            raise ValidationError("read_only", "a store in memory starts empty: it is written")
+        return cls.in_memory(options)
 
     @classmethod
     def open(
         cls,
         path: str | os.PathLike[str],
+        options: EngineOptions | None = None,
         *,
         sync: bool = True,
-        env: Mapping[str, str] | None = None,
-        clock: MonotonicClock | None = None,
-        embedder: EmbedderChoice = AUTOMATIC,
-        selection_threshold: float = DEFAULT_THRESHOLD,
-        interpreter: Interpreter | None = None,
-        default_sensitivity: str = Sensitivity.LOW.value,
-        chain_key: bytes | None = None,
         read_only: bool = False,
         verify_on_open: bool = False,
         create: bool = True,
+        **choices: Unpack[OptionChoices],
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
 
+        :param options: what the engine is opened with (embedder, clock, chain key,
+            eventsourcing settings…: :class:`~membrane_es.engine.options.EngineOptions`);
+            keyword arguments (``embedder=None``, ``chain_key=key``…) are put over them.
         :param create: with ``False``, a path that holds no store raises
             :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there
             (what a read on a mistyped path wants).
         :param sync: fsync every commit (durable); ``False`` trades the last few commits on
             power loss for speed, never consistency.
-        :param env: extra eventsourcing settings (e.g. ``COMPRESSOR_TOPIC``, ``CIPHER_KEY``).
-        :param embedder: embeds each new record's search text; its vector is stored in the
-            record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the
-            offline all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in
-            the ``membrane_es`` log), else none; None: no embedder (words and salience only).
-        :param chain_key: key of the log's hash chain (keep it outside the store): each link
-            is then a MAC nobody without the key can recompute. A store's first write fixes
-            whether its chain is keyed; opening it with another key, or none, is an error.
         :param read_only: open for forensics: a damaged log opens (``damage`` says where;
             the views hold what comes before it), reads of damaged records raise
             :class:`~membrane_es.errors.IntegrityError`, writes raise
@@ -101,15 +133,13 @@ class Opening(EngineCore):
         Opening a store whose log fails the chain check raises
         :class:`~membrane_es.errors.IntegrityError` naming the first bad notification.
         """
-        check_unit_interval("selection_threshold", selection_threshold)  # before opening
-        _check_default_sensitivity(default_sensitivity)
-        check_chain_key(chain_key)
+        options = options_of(options, choices)  # before opening
+        chain_key = options.chain_key
         directory = check_path("path", path)
-        extra = check_settings("env", env)
         for name, flag in (("sync", sync), ("read_only", read_only), ("create", create)):
             check_flag(name, flag)
         check_flag("verify_on_open", verify_on_open)
-        if not create and not (directory / LMDB_DATA_FILE).is_file():
+        if not create and not holds_store(directory):
             raise StoreNotFoundError(str(path))
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
@@ -117,37 +147,31 @@ class Opening(EngineCore):
             "LMDB_PATH": str(directory),
             "LMDB_SYNC": "y" if sync else "n",
             **({"LMDB_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
-            **extra,
+            **(options.env or {}),
         }
-        return cls(
+        engine = cls(
             MemoryApplication(settings, read_only=read_only),
-            clock,
-            embedder,
+            options,
             views_dir=directory / "views",
-            selection_threshold=selection_threshold,
-            interpreter=interpreter,
-            default_sensitivity=default_sensitivity,
             read_only=read_only,
             verify_on_open=verify_on_open,
         )
+        engine._measure = partial(_directory_bytes, directory)
+        return engine
 
     @classmethod
     def open_postgres(
         cls,
         dsn: str,
+        options: EngineOptions | None = None,
         *,
         views_dir: str | os.PathLike[str] | None = None,
         schema: str = DEFAULT_SCHEMA,
-        env: Mapping[str, str] | None = None,
-        clock: MonotonicClock | None = None,
-        embedder: EmbedderChoice = AUTOMATIC,
-        selection_threshold: float = DEFAULT_THRESHOLD,
-        interpreter: Interpreter | None = None,
-        default_sensitivity: str = Sensitivity.LOW.value,
         follow: bool = True,
         checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
-        chain_key: bytes | None = None,
         create: bool = True,
+        read_only: bool = False,
+        **choices: Unpack[OptionChoices],
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
         (needs the ``postgres`` extra). The schema and its tables are created if missing.
@@ -161,35 +185,39 @@ class Opening(EngineCore):
 
         :param dsn: a libpq connection string or URL (``postgresql://user:pw@host:5432/db``);
             see :mod:`membrane_es.stores.postgres.database` for the parameters it may carry.
+        :param options: what the engine is opened with, as for :meth:`open` (``env`` may
+            carry ``POSTGRES_POOL_SIZE``; every process writing the log must be given the
+            same ``chain_key``); keyword arguments are put over them.
         :param views_dir: where the read views are checkpointed (created if missing), so a
             restart replays only what follows; None replays the whole log at every open.
         :param schema: the PostgreSQL schema holding this store (one store per schema).
-        :param env: extra eventsourcing settings (e.g. ``POSTGRES_POOL_SIZE``, ``CIPHER_KEY``).
         :param checkpoint_interval: with ``views_dir``, save the views every so many seconds
             when they moved (None: only at close), so a process that is killed resumes from
             a recent checkpoint rather than replaying the log from the start.
-        :param chain_key: key of the log's hash chain, as for :meth:`open`; every process
-            writing the log must be given the same one.
         :param create: with ``False``, a schema that holds no store raises
             :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there.
+        :param read_only: this engine refuses writes (what the database lets the DSN's user
+            do is its own affair), checkpoints nothing, and opens a damaged log for
+            forensics, as :meth:`open`'s.
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
-        check_unit_interval("selection_threshold", selection_threshold)
-        _check_default_sensitivity(default_sensitivity)
-        check_chain_key(chain_key)
+        options = options_of(options, choices)
+        chain_key = options.chain_key
+        check_flag("create", create)
+        check_flag("read_only", read_only)
         settings = {
             **postgres_settings(dsn, schema),
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
-            **(env or {}),
+            **(options.env or {}),
         }
-        check_flag("create", create)
         with connect(settings) as connection:
             if not create and not has_store(connection, settings, EVENTS_TABLE):
                 raise StoreNotFoundError(store_location(settings))
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
             with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
-                app = MemoryApplication(settings)  # creates the tables (CREATE_TABLE)
+                # creates the tables (CREATE_TABLE)
+                app = MemoryApplication(settings, read_only=read_only)
             try:
                 identity = store_identity(connection, settings, EVENTS_TABLE)
             except BaseException:
@@ -199,47 +227,40 @@ class Opening(EngineCore):
         try:
             if directory is not None:
                 _claim_views(directory, identity)
-            engine = cls(
-                app,
-                clock,
-                embedder,
-                views_dir=directory,
-                selection_threshold=selection_threshold,
-                interpreter=interpreter,
-                default_sensitivity=default_sensitivity,
-            )
+            engine = cls(app, options, views_dir=directory, read_only=read_only)
         except BaseException:
             app.close()  # its connection pool's threads would outlive a failed open
             raise
+        engine._measure = partial(stored_bytes, settings)
         if follow:
             engine._follow_log()
-        if directory is not None and checkpoint_interval is not None:
+        if directory is not None and checkpoint_interval is not None and not read_only:
             engine._checkpoint_every(checkpoint_interval)
         return engine
 
     @classmethod
     def in_memory(
-        cls,
-        *,
-        env: Mapping[str, str] | None = None,
-        clock: MonotonicClock | None = None,
-        embedder: EmbedderChoice = AUTOMATIC,
-        selection_threshold: float = DEFAULT_THRESHOLD,
-        interpreter: Interpreter | None = None,
-        default_sensitivity: str = Sensitivity.LOW.value,
+        cls, options: EngineOptions | None = None, **choices: Unpack[OptionChoices]
     ) -> Self:
-        """A store that lives in this process only (eventsourcing's in-memory recorders)."""
-        check_unit_interval("selection_threshold", selection_threshold)
-        _check_default_sensitivity(default_sensitivity)
-        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **check_settings("env", env)}
-        return cls(
-            MemoryApplication(settings),
-            clock,
-            embedder,
-            selection_threshold=selection_threshold,
-            interpreter=interpreter,
-            default_sensitivity=default_sensitivity,
-        )
+        """A store that lives in this process only (eventsourcing's in-memory recorders).
+        ``options`` and keyword arguments as for :meth:`open`; it keeps no hash chain, so
+        a ``chain_key`` is refused."""
+        options = options_of(options, choices)
+        if options.chain_key is not None:
+            raise ValidationError("chain_key", "a store in memory keeps no hash chain to key")
+        settings = {"PERSISTENCE_MODULE": "eventsourcing.popo", **(options.env or {})}
+        return cls(MemoryApplication(settings), options)
+
+    @staticmethod
+    def verify_store(
+        address: str | os.PathLike[str] | StoreAddress,
+        *,
+        chain_key: bytes | None = None,
+        key_store: str | os.PathLike[str] | None = None,
+    ) -> ChainReport:
+        """Walk the hash chain of the store at ``address`` without opening its views (see
+        :func:`~membrane_es.engine.store_check.verify_store`)."""
+        return verify_store(address, chain_key=chain_key, key_store=key_store)
 
     def _follow_log(self) -> None:
         follower = LogFollower(self._app, lambda: self._views, self._views_moved)
@@ -356,3 +377,8 @@ def _claim_views(directory: Path, identity: str) -> None:
         ReadModel.discard(directory)
         directory.mkdir(parents=True, exist_ok=True)
         marker.write_text(identity)
+
+
+def _directory_bytes(directory: Path) -> int:
+    """The size of the files under ``directory`` (an LMDB store: log, views, key store)."""
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())

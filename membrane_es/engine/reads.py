@@ -3,19 +3,16 @@ to a token budget, metrics."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from membrane_es.application import EVENTS_TABLE, MemoryApplication
 from membrane_es.embedding.tokens import counter_for
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
-from membrane_es.engine.store_check import verify_lmdb_store
-from membrane_es.errors import MembraneError, StoreNotFoundError
+from membrane_es.errors import MembraneError
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import context as context_queries
@@ -27,17 +24,7 @@ from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import ContextResult, RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import (
     VectorInput,
-    check_chain_key,
     check_moment,
-    check_path,
-)
-from membrane_es.stores.chain import ChainReport
-from membrane_es.stores.postgres.database import (
-    DEFAULT_SCHEMA,
-    connect,
-    has_store,
-    postgres_settings,
-    store_location,
 )
 
 
@@ -323,51 +310,3 @@ class Reads(EngineCore):
                 "only LMDB and PostgreSQL stores can be verified"
             )
         return verify()
-
-    @staticmethod
-    def verify_store(
-        path: str | os.PathLike[str],
-        *,
-        chain_key: bytes | None = None,
-        key_store: str | os.PathLike[str] | None = None,
-    ) -> ChainReport:
-        """Walk the hash chain of the LMDB store in ``path`` without opening its views, then
-        count the records forgotten and those whose keys are missing from its key store.
-
-        Never raises for damage: an altered, missing or reordered event, and a store file
-        too corrupt to read, are reported (``report.ok`` False, ``report.notification_id``
-        the first bad notification when known), as are a missing or foreign key store
-        (fault ``keys``) and records that were not forgotten but whose keys are gone (fault
-        ``unsealable``). ``membrane-es verify`` prints this report. ``key_store``: the key
-        store's file, for a store opened with ``KEY_STORE_PATH`` elsewhere.
-        """
-        directory = check_path("path", path)
-        check_chain_key(chain_key)
-        keys = None if key_store is None else check_path("key_store", key_store)
-        if not (directory / "data.mdb").is_file():
-            raise StoreNotFoundError(str(path))
-        return verify_lmdb_store(directory, chain_key, keys)
-
-    @staticmethod
-    def verify_postgres_store(
-        dsn: str, *, schema: str = DEFAULT_SCHEMA, chain_key: bytes | None = None
-    ) -> ChainReport:
-        """Walk the hash chain of the PostgreSQL store in ``schema`` of the database ``dsn``
-        names, without opening its views (a store's read views replay the whole log).
-        Damage is reported, as by :meth:`verify_store`; a schema holding no store raises
-        :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created."""
-        check_chain_key(chain_key)
-        settings = {
-            **postgres_settings(dsn, schema),
-            "CREATE_TABLE": "n",
-            **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
-        }
-        with connect(settings) as connection:
-            if not has_store(connection, settings, EVENTS_TABLE):
-                raise StoreNotFoundError(store_location(settings))
-        app = MemoryApplication(settings)
-        try:
-            report: ChainReport = app.recorder.verify()  # type: ignore[attr-defined]
-        finally:
-            app.close()
-        return report

@@ -29,7 +29,14 @@ from typing import Any
 import msgspec
 import yaml
 
-from membrane_es.queries import retrieve_graph as graph
+from membrane_es.engine import (
+    DEFAULT_EDGE_LIMIT,
+    DEFAULT_MAX_HOPS,
+    DEFAULT_NODE_LIMIT,
+    DEFAULT_ROOT_LIMIT,
+    IN_MEMORY,
+    StoreAddress,
+)
 from membrane_es.schema.enums import Sensitivity
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -80,10 +87,10 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tls_key_file: str = ""
     api_key: str = ""
     rate_limit_per_second: int = 100
-    graph_default_root_limit: int = graph.DEFAULT_ROOT_LIMIT
-    graph_default_node_limit: int = graph.DEFAULT_NODE_LIMIT
-    graph_default_edge_limit: int = graph.DEFAULT_EDGE_LIMIT
-    graph_default_max_hops: int = graph.DEFAULT_MAX_HOPS
+    graph_default_root_limit: int = DEFAULT_ROOT_LIMIT
+    graph_default_node_limit: int = DEFAULT_NODE_LIMIT
+    graph_default_edge_limit: int = DEFAULT_EDGE_LIMIT
+    graph_default_max_hops: int = DEFAULT_MAX_HOPS
     # membrane_es additions
     api_keys_file: str = ""
     # a file holding the log's hash-chain key (kept outside the store): a keyed chain
@@ -115,6 +122,16 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if not key:
             raise ConfigError("membrane: chain_key_file is empty")
         return {"LMDB_CHAIN_KEY": key.hex(), "POSTGRES_CHAIN_KEY": key.hex()}
+
+    def store_address(self) -> StoreAddress:
+        """The default tenant's store: the LMDB directory ``db_path`` (``:memory:``: kept in
+        memory), or with ``backend: postgres`` the database's default schema, its read views
+        checkpointed in ``db_path/views`` (``:memory:``: not checkpointed). Every other
+        tenant's store is beside it (:meth:`StoreAddress.tenant`)."""
+        if self.backend != "postgres":
+            return StoreAddress.parse(self.db_path)
+        views = None if self.db_path == IN_MEMORY else Path(self.db_path) / "views"
+        return StoreAddress(dsn=self.dsn(), views_dir=views)
 
     def dsn(self) -> str:
         """The PostgreSQL DSN: ``postgres_dsn``, else env ``MEMBRANE_POSTGRES_DSN`` (spec §7.1)."""

@@ -25,9 +25,9 @@ class MembraneEsService(pb_grpc.MembraneEsServiceServicer):
     @rpc
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> pb.ForgetResponse:
         # A key with a ceiling may forget only records it could read in full.
-        engine = self._membrane._revisable([request.id])
+        engine = self._membrane.revisable([request.id])
         forgotten = engine.forget(request.id, request.actor, request.rationale)
         return pb.ForgetResponse(forgotten_ids=forgotten)
 
-    def _engine(self, caller: Caller) -> Membrane:
-        return self._membrane._engine(caller)
+    def engine(self, caller: Caller) -> Membrane:
+        return self._membrane.engine(caller)

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import TypedDict
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -22,7 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from membrane_es.access import DEFAULT_TENANT, KeyRing
 from membrane_es.embedding.default import named, resolve
 from membrane_es.embedding.protocol import Embedder
-from membrane_es.engine import Membrane
+from membrane_es.engine import EngineOptions, Membrane
 from membrane_es.grpc_server.config import ConfigError, DaemonConfig, listen_target
 from membrane_es.grpc_server.extensions import MembraneEsService
 from membrane_es.grpc_server.interceptors import GuardInterceptor
@@ -32,7 +31,6 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.signals import wait_for_stop_signal
 from membrane_es.store_places import announced_if_new
-from membrane_es.stores.postgres.database import DEFAULT_SCHEMA, tenant_schema
 from membrane_es.tenants import Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
@@ -128,7 +126,12 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     made by its first write, never by a read."""
     config.validate()
     keys = KeyRing.load(config.api_key, config.api_keys_file or None)
-    embedder = _embedder(config)
+    options = EngineOptions(
+        embedder=_embedder(config),
+        selection_threshold=config.selection_confidence_threshold,
+        default_sensitivity=config.default_sensitivity,
+        env=config.engine_env(),
+    )
     if config.ingest_llm_enabled or config.llm_endpoint or config.embedding_endpoint:
         log.warning(
             "hosted LLM and embedding endpoints are not used by membrane_es; "
@@ -136,8 +139,8 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
         )
     tenants = Tenants(
         config.db_path,
-        lambda tenant, path: _open_engine(config, tenant, path, embedder),
-        lambda tenant, path: _open_engine(config, tenant, path, embedder, create=False),
+        lambda tenant, _: _open_engine(config, tenant, options),
+        lambda tenant, _: _open_engine(config, tenant, options, create=False),
     )
     interval = config.consolidation_seconds()
     if interval > 0:
@@ -147,56 +150,27 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     try:
         for tenant in sorted(keys.tenants - {DEFAULT_TENANT}):
             tenants.open_existing(tenant)  # a tenant's store is made by its first write
-        if config.backend == "postgres":
+        with announced_if_new(config.store_address(), "db_path"):
             tenants.get(DEFAULT_TENANT)
-        else:
-            with announced_if_new(config.db_path, "db_path"):
-                tenants.get(DEFAULT_TENANT)
     except BaseException:
         tenants.close()
         raise
     return tenants, keys
 
 
-class _EngineOptions(TypedDict):
-    """What every tenant's engine is opened with, whichever the store."""
-
-    embedder: Embedder | None
-    selection_threshold: float
-    default_sensitivity: str
-    env: dict[str, str]
-
-
 def _open_engine(
     config: DaemonConfig,
     tenant: str,
-    path: Path | None,
-    embedder: Embedder | None,
+    options: EngineOptions,
     *,
     create: bool = True,
 ) -> Membrane:
-    """A tenant's store: LMDB in ``path``, or on PostgreSQL the tenant's own schema with its
-    read views checkpointed in ``path/views`` (``path`` None: in memory / not checkpointed);
+    """A tenant's store, where the configuration puts it (:meth:`DaemonConfig.store_address`);
     with ``create`` False, a store that does not exist yet is a StoreNotFoundError."""
-    options: _EngineOptions = {
-        "embedder": embedder,
-        "selection_threshold": config.selection_confidence_threshold,
-        "default_sensitivity": config.default_sensitivity,
-        "env": config.engine_env(),
-    }
-    if config.backend == "postgres":
-        schema = DEFAULT_SCHEMA if tenant == DEFAULT_TENANT else tenant_schema(tenant)
-        views = None if path is None else path / "views"
-        return Membrane.open_postgres(
-            config.dsn(),
-            views_dir=views,
-            schema=schema,
-            create=create,
-            **options,
-        )
-    if path is None:
-        return Membrane.in_memory(**options)
-    return Membrane.open(path, create=create, **options)
+    address = config.store_address()
+    if tenant != DEFAULT_TENANT:
+        address = address.tenant(tenant)
+    return Membrane.connect(address, options, create=create)
 
 
 def _read_vectors_back(engine: Membrane) -> None:

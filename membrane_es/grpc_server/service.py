@@ -34,8 +34,14 @@ import grpc
 import msgspec
 
 from membrane_es.access import CURRENT_CALLER, Caller, first_value
-from membrane_es.engine import Membrane
-from membrane_es.engine.core import DEFAULT_POSITION_WAIT_SECONDS
+from membrane_es.engine import (
+    DEFAULT_EDGE_LIMIT,
+    DEFAULT_MAX_HOPS,
+    DEFAULT_NODE_LIMIT,
+    DEFAULT_POSITION_WAIT_SECONDS,
+    DEFAULT_ROOT_LIMIT,
+    Membrane,
+)
 from membrane_es.errors import (
     MembraneError,
     NotFoundError,
@@ -46,7 +52,6 @@ from membrane_es.grpc_server import checks, convert
 from membrane_es.grpc_server.checks import WireError
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
-from membrane_es.queries import retrieve_graph as graph
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import ExplainedRetrieveGraphResult
 from membrane_es.tenants import Tenants
@@ -76,7 +81,7 @@ WRITE_RPCS = frozenset(
 class EngineSource(Protocol):
     """A service that finds the caller's engine (for the position a write answers with)."""
 
-    def _engine(self, caller: Caller) -> Membrane: ...
+    def engine(self, caller: Caller) -> Membrane: ...
 
 
 ServiceT = TypeVar("ServiceT", bound=EngineSource)
@@ -88,10 +93,10 @@ Handler = Callable[[ServiceT, RequestT, grpc.ServicerContext], ResponseT]
 class GraphDefaults(msgspec.Struct, frozen=True, kw_only=True):
     """What a zero limit (or ``max_hops`` 0) on the wire asks for (config §7.1)."""
 
-    root_limit: int = graph.DEFAULT_ROOT_LIMIT
-    node_limit: int = graph.DEFAULT_NODE_LIMIT
-    edge_limit: int = graph.DEFAULT_EDGE_LIMIT
-    max_hops: int = graph.DEFAULT_MAX_HOPS
+    root_limit: int = DEFAULT_ROOT_LIMIT
+    node_limit: int = DEFAULT_NODE_LIMIT
+    edge_limit: int = DEFAULT_EDGE_LIMIT
+    max_hops: int = DEFAULT_MAX_HOPS
 
 
 def rpc(
@@ -106,7 +111,7 @@ def rpc(
         try:
             response = handler(service, request, context)
             if writes:
-                _send_position(context, service._engine(CURRENT_CALLER.get()))
+                _send_position(context, service.engine(CURRENT_CALLER.get()))
             return response
         except WireError as error:
             context.abort(error.code, error.message)
@@ -144,7 +149,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         timestamp = checks.parse_timestamp(request.timestamp, "invalid timestamp")
         caller = CURRENT_CALLER.get()
         _check_ceiling(caller, request.sensitivity, request.scope)
-        result = self._engine(caller).capture_memory(
+        result = self.engine(caller).capture_memory(
             content,
             source_kind=request.source_kind,
             context=capture_context,
@@ -223,7 +228,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         record = convert.record_from_wire(
             request.new_record, request.HasField("new_record"), "new_record"
         )
-        engine = self._revisable([request.old_id], record)
+        engine = self.revisable([request.old_id], record)
         created = engine.supersede(request.old_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
@@ -234,7 +239,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         record = convert.record_from_wire(
             request.forked_record, request.HasField("forked_record"), "forked_record"
         )
-        engine = self._revisable([request.source_id], record)
+        engine = self.revisable([request.source_id], record)
         created = engine.fork(request.source_id, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
@@ -247,14 +252,14 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             request.merged_record, request.HasField("merged_record"), "merged_record"
         )
         ids = list(request.ids)
-        created = self._revisable(ids, record).merge(ids, record, request.actor, request.rationale)
+        created = self.revisable(ids, record).merge(ids, record, request.actor, request.rationale)
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
     @rpc
     def Retract(
         self, request: pb.RetractRequest, context: grpc.ServicerContext
     ) -> pb.RetractResponse:
-        self._revisable([request.id]).retract(request.id, request.actor, request.rationale)
+        self.revisable([request.id]).retract(request.id, request.actor, request.rationale)
         return pb.RetractResponse()
 
     @rpc
@@ -262,7 +267,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.ContestRequest, context: grpc.ServicerContext
     ) -> pb.ContestResponse:
         checks.check_actor_rationale(request.actor, request.rationale)
-        self._revisable([request.id]).contest(
+        self.revisable([request.id]).contest(
             request.id, request.contesting_ref, request.actor, request.rationale
         )
         return pb.ContestResponse()
@@ -272,7 +277,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.ReinforceRequest, context: grpc.ServicerContext
     ) -> pb.ReinforceResponse:
         checks.check_actor_rationale(request.actor, request.rationale)
-        self._revisable([request.id]).reinforce(request.id, request.actor, request.rationale)
+        self.revisable([request.id]).reinforce(request.id, request.actor, request.rationale)
         return pb.ReinforceResponse()
 
     @rpc
@@ -280,19 +285,19 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.PenalizeRequest, context: grpc.ServicerContext
     ) -> pb.PenalizeResponse:
         checks.check_penalize(request)
-        self._revisable([request.id]).penalize(
+        self.revisable([request.id]).penalize(
             request.id, request.amount, request.actor, request.rationale
         )
         return pb.PenalizeResponse()
 
-    def _revisable(self, ids: list[str], new_record: MemoryRecord | None = None) -> Membrane:
+    def revisable(self, ids: list[str], new_record: MemoryRecord | None = None) -> Membrane:
         """The caller's engine, once its key may revise ``ids`` and write ``new_record``.
 
         A key with a ceiling may only revise records it could read in full, and may not
         write what it could not read back.
         """
         caller = CURRENT_CALLER.get()
-        engine = self._engine(caller)
+        engine = self.engine(caller)
         if not caller.unrestricted:
             ceiling = caller.ceiling()
             for record_id in ids:
@@ -301,7 +306,8 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
                 _check_ceiling(caller, new_record.sensitivity, new_record.scope)
         return engine
 
-    def _engine(self, caller: Caller) -> Membrane:
+    def engine(self, caller: Caller) -> Membrane:
+        """The caller's tenant's store (opened, and so made, if need be: for a write)."""
         return self._tenants.get(caller.tenant)
 
     def _reader(self, caller: Caller) -> Membrane:

@@ -38,8 +38,21 @@ from litestar.params import Parameter
 
 from membrane_es import __version__
 from membrane_es.access import Caller, KeyRing
-from membrane_es.engine import Membrane
-from membrane_es.engine.entries import ENTRY_ACTOR, moment_of
+from membrane_es.engine import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_ENTRY_LIMIT,
+    ENTRY_ACTOR,
+    MAX_BUDGET_TOKENS,
+    MAX_ENTRY_LIMIT,
+    MIN_BUDGET_TOKENS,
+    EntryExplanation,
+    EntryQuery,
+    Expansion,
+    Membrane,
+    RerankReport,
+    SearchAdvisor,
+    moment_of,
+)
 from membrane_es.errors import (
     DuplicateRelationError,
     EntryNotFoundError,
@@ -51,20 +64,6 @@ from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
 from membrane_es.http_api.ui import inspector
-from membrane_es.queries.context import (
-    DEFAULT_BUDGET_TOKENS,
-    MAX_BUDGET_TOKENS,
-    MIN_BUDGET_TOKENS,
-)
-from membrane_es.queries.entries import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
-    EntryQuery,
-    Expansion,
-    RerankReport,
-    SearchAdvisor,
-)
-from membrane_es.queries.entry_scores import EntryExplanation
 from membrane_es.schema.entries import (
     ENTRY_TYPES,
     MAX_INTEGER,
@@ -283,7 +282,9 @@ def _intent(value: str | None) -> bool:
 
 Limit = Annotated[
     int | None,
-    Parameter(ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_LIMIT}, max {MAX_LIMIT}"),
+    Parameter(
+        ge=1, le=MAX_INTEGER, description=f"default {DEFAULT_ENTRY_LIMIT}, max {MAX_ENTRY_LIMIT}"
+    ),
 ]
 Moment = Annotated[
     str | None,
@@ -343,7 +344,7 @@ class MemoryController(Controller):
             as_of=_epoch("as_of", as_of) or 0,
             since=_epoch("since", since),
             before_updated_at=_epoch("before_updated_at", before_updated_at),
-            limit=min(limit or DEFAULT_LIMIT, MAX_LIMIT),
+            limit=min(limit or DEFAULT_ENTRY_LIMIT, MAX_ENTRY_LIMIT),
             decay=_bool("decay", decay),
             expand=expand or "",
             rerank=rerank or "",

@@ -18,7 +18,7 @@ import pytest
 from eventsourcing.cipher import AESCipher
 from eventsourcing.persistence import StoredEvent
 
-from membrane_es import ConflictError, Membrane, MembraneError
+from membrane_es import ConflictError, Membrane, MembraneError, StoreAddress
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
@@ -344,7 +344,7 @@ def test_a_store_that_must_exist_is_not_created(postgres_dsn: str) -> None:
     with pytest.raises(StoreNotFoundError, match="schema tenant_nobody"):
         Membrane.open_postgres(postgres_dsn, schema="tenant_nobody", create=False)
     with pytest.raises(StoreNotFoundError):
-        Membrane.verify_postgres_store(postgres_dsn, schema="tenant_nobody")
+        Membrane.verify_store(StoreAddress(dsn=postgres_dsn, schema="tenant_nobody"))
     with psycopg.connect(postgres_dsn) as connection:
         found = connection.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = 'tenant_nobody'"
@@ -359,12 +359,13 @@ def test_verify_without_views_names_the_first_bad_event(
     memory = open_store(chain_key=key)
     for index in range(3):
         memory.create_record(semantic(obj=f"port {index}"))
-    report = Membrane.verify_postgres_store(postgres_dsn, chain_key=key)
+    report = Membrane.verify_store(StoreAddress(dsn=postgres_dsn), chain_key=key)
     assert report.ok and report.checked == 3
-    assert not Membrane.verify_postgres_store(postgres_dsn).ok  # the key is part of the check
+    # the key is part of the check
+    assert not Membrane.verify_store(StoreAddress(dsn=postgres_dsn)).ok
     _sql(
         postgres_dsn,
         "UPDATE public.memory_events SET state = state || '\\x00'::bytea WHERE notification_id = 2",
     )
-    report = Membrane.verify_postgres_store(postgres_dsn, chain_key=key)
+    report = Membrane.verify_store(StoreAddress(dsn=postgres_dsn), chain_key=key)
     assert (report.fault, report.notification_id) == (ChainFault.ALTERED, 2)

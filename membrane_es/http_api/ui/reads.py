@@ -16,18 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from membrane_es.embedding.record_text import search_text
-from membrane_es.engine import Membrane
+from membrane_es.engine import (
+    EVIDENCE_WEIGHT,
+    FORGOTTEN_EVENT,
+    SALIENCE_WEIGHT,
+    HistoryEntry,
+    Membrane,
+    allows,
+    visible,
+)
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.http_api.ui.context import Reading
 from membrane_es.http_api.ui.diff import Change, changes, record_fields
-from membrane_es.projections.record_table import STATUS_CONTESTED
-from membrane_es.projections.timecodes import from_micros, micros
-from membrane_es.queries.by_id import HistoryEntry
-from membrane_es.queries.ranking import EVIDENCE_WEIGHT, SALIENCE_WEIGHT
-from membrane_es.queries.trust import allows, visible
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import Explanation
@@ -215,7 +216,7 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
     history = memory.history(record_id, trust=reading.trust)
     # Erasure reaches back: the content is unreadable at every moment, so it is told even
     # when reading as of a moment before it.
-    erased = next((e for e in history if e.event == "Forgotten"), None)
+    erased = next((e for e in history if e.event == FORGOTTEN_EVENT), None)
     if reading.as_of is not None:
         history = [entry for entry in history if entry.timestamp <= reading.as_of]
     entries, has_next = _page_of(history, page, TIMELINE_PAGE)
@@ -320,10 +321,7 @@ def _edges(memory: Membrane, reading: Reading, record: MemoryRecord) -> list[Edg
         for s in record.provenance.sources
         if _RECORD_ID.fullmatch(s.ref) and s.ref != record.id
     ]
-    views = memory.views
-    with views.lock:
-        pointing = list(views.graph.sources(record.id))
-    for source_id, predicate in pointing:
+    for source_id, predicate in memory.relations_to(record.id):
         try:
             source = memory.retrieve_by_id(source_id, trust=FULL_TRUST, as_of=reading.as_of)
         except NotFoundError:
@@ -355,31 +353,8 @@ def metrics(memory: Membrane, reading: Reading) -> Metrics:
     snapshot = memory.get_metrics(as_of=reading.as_of)
     moment = parse_moment(snapshot["collected_at"], "collected_at")
     assert moment is not None
-    at = micros(moment)
-    views = memory.views
-    with views.lock:
-        table = views.table
-        state = table.state_now() if reading.as_of is None else table.state_at(at)
-        size = state.size
-        rows = slice(0, size)
-        retracted = np.asarray(state.columns["retracted"][rows], dtype=bool)
-        contested = np.asarray(state.columns["status"][rows]) == STATUS_CONTESTED
-        hidden = np.asarray(table.hidden(rows, at, state), dtype=bool)
-        written = np.array(table.content["tx_time"][:size], copy=True)
-    by_state = {
-        "active": int((~retracted & ~contested & ~hidden).sum()),
-        "contested": int((contested & ~retracted & ~hidden).sum()),
-        "hidden": int((hidden & ~retracted).sum()),
-        "retracted": int(retracted.sum()),
-    }
-    day_us = 86_400 * 1_000_000
-    last_day = at // day_us
-    edges = np.arange(last_day - DAYS + 1, last_day + 2, dtype=np.int64) * day_us
-    counts, _ = np.histogram(written, bins=edges)
-    per_day = [
-        (from_micros(int(start)), int(count))
-        for start, count in zip(edges[:-1], counts, strict=True)
-    ]
+    census = memory.census(as_of=None if reading.as_of is None else moment, days=DAYS)
+    by_state, per_day = census.by_state, census.per_day
     return Metrics(snapshot, moment, by_state, per_day)
 
 

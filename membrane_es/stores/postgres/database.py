@@ -193,3 +193,16 @@ def store_identity(
         f"postgres {settings['POSTGRES_HOST']}:{settings['POSTGRES_PORT']}"
         f"/{settings['POSTGRES_DBNAME']}/{settings['POSTGRES_SCHEMA']}/{table}#{oid}"
     )
+
+
+def stored_bytes(settings: dict[str, str]) -> int:
+    """What the store in the schema ``settings`` name takes: its tables with their indexes
+    and TOAST (``pg_total_relation_size``)."""
+    with connect(settings) as connection:
+        row = connection.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (settings["POSTGRES_SCHEMA"],),
+        ).fetchone()
+    return int(str(row[0])) if row is not None else 0

@@ -1,0 +1,104 @@
+"""What an engine is opened with, whatever its store: one value, its defaults in one place.
+
+Every opener (:meth:`~membrane_es.engine.Membrane.connect`, ``open``, ``open_postgres``,
+``in_memory``) and the engine itself take an :class:`EngineOptions`; the keyword arguments
+the openers also take (``embedder=None``, ``selection_threshold=0.8``…) build one from these
+defaults, so a choice made once, e.g. by a server for every tenant's store, is passed whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypedDict, Unpack
+
+from membrane_es.clock import MonotonicClock
+from membrane_es.commands.interpreter import Interpreter
+from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
+from membrane_es.errors import ValidationError
+from membrane_es.queries.selector import DEFAULT_THRESHOLD
+from membrane_es.schema.enums import Sensitivity
+from membrane_es.schema.validation import check_chain_key, check_settings, check_unit_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineOptions:
+    """The choices every store is opened with (checked when the value is made: a bad one is a
+    :class:`~membrane_es.errors.ValidationError` naming the field, before anything opens).
+
+    :param clock: the engine's clock (None: a new one); tests may pass one driven by hand.
+    :param embedder: embeds each new record's search text; its vector is stored in the
+        record's ``Created`` event (see :mod:`membrane_es.embedding`). By default the offline
+        all-MiniLM-L6-v2 when the ``embeddings`` extra is installed (announced in the
+        ``membrane_es`` log), else none; None: no embedder (words and salience only).
+    :param selection_threshold: the selector's confidence below which a retrieval's selection
+        says ``needs_more`` (the reference's default, 0.7).
+    :param interpreter: reads captures and proposes mentions and links (an LLM, rules…); see
+        :class:`~membrane_es.commands.interpreter.Interpreter`. Without one, capture uses its
+        fallback interpretation only.
+    :param default_sensitivity: the sensitivity the ``ingest_*`` operations give records when
+        the caller names none (capture always defaults to ``low``, as the reference).
+    :param env: extra eventsourcing settings for the store (e.g. ``CIPHER_KEY``,
+        ``COMPRESSOR_TOPIC``, ``POSTGRES_POOL_SIZE``).
+    :param chain_key: key of the log's hash chain (keep it outside the store): each link is
+        then a MAC nobody without the key can recompute. A store's first write fixes whether
+        its chain is keyed; opening it with another key, or none, is an error. Every process
+        writing one log must be given the same key.
+    """
+
+    clock: MonotonicClock | None = None
+    embedder: EmbedderChoice = AUTOMATIC
+    selection_threshold: float = DEFAULT_THRESHOLD
+    interpreter: Interpreter | None = None
+    default_sensitivity: str = Sensitivity.LOW.value
+    env: Mapping[str, str] | None = field(default_factory=dict)  # None: none
+    chain_key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        check_unit_interval("selection_threshold", self.selection_threshold)
+        check_default_sensitivity(self.default_sensitivity)
+        check_chain_key(self.chain_key)
+        # a read-only copy of its own: the caller's mapping may change after the value is made,
+        # and one value may open many stores
+        settings = MappingProxyType(check_settings("env", self.env))
+        object.__setattr__(self, "env", settings)
+
+    def replace(self, **choices: Unpack[OptionChoices]) -> EngineOptions:
+        """These options with ``choices`` in place of theirs (checked as when made)."""
+        unknown = sorted(set(choices) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+        return dataclasses.replace(self, **choices)
+
+
+class OptionChoices(TypedDict, total=False):
+    """The fields of :class:`EngineOptions`, as the openers' keyword arguments take them."""
+
+    clock: MonotonicClock | None
+    embedder: EmbedderChoice
+    selection_threshold: float
+    interpreter: Interpreter | None
+    default_sensitivity: str
+    env: Mapping[str, str] | None
+    chain_key: bytes | None
+
+
+def options_of(options: EngineOptions | None, choices: OptionChoices) -> EngineOptions:
+    """``options`` (the defaults when None) with the keyword arguments a caller gave over
+    them: what every opener is run with."""
+    if options is not None and not isinstance(options, EngineOptions):
+        raise ValidationError("options", f"must be EngineOptions: {options!r}")
+    base = DEFAULT_OPTIONS if options is None else options
+    return base.replace(**choices) if choices else base
+
+
+def check_default_sensitivity(value: object) -> str:
+    """The configured default must be a sensitivity level (the reference refuses to start)."""
+    if value not in Sensitivity.__members__.values():
+        raise ValidationError("default_sensitivity", f'invalid default sensitivity "{value}"')
+    return str(value)
+
+
+DEFAULT_OPTIONS = EngineOptions()
