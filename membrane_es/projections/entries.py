@@ -49,8 +49,9 @@ from membrane_es.schema.records import MemoryRecord, Relation
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 PAGE = 500
 # The layout of a saved entries view (SQLite's user_version): a checkpoint of another layout
-# is not loaded, and the view is built from the log instead.
-SAVED_FORMAT = 1
+# is not loaded, and the view is built from the log instead. Format 2: an entry's title as it
+# was given (format 1 trimmed its spaces).
+SAVED_FORMAT = 2
 _STATE = msgspec.json.Encoder()
 SENSITIVITY_RANK = {level.value: rank for rank, level in enumerate(Sensitivity)}
 _TAGS_JSON = msgspec.json.Encoder()
@@ -106,6 +107,12 @@ class _SavedState(msgspec.Struct, frozen=True):
     continues: dict[str, tuple[int, int]]
 
 
+def _derived_title(text: str, record: MemoryRecord) -> str:
+    """The title of a record not written as an entry: its text, trimmed to a title's length,
+    or its type and id when it has no words."""
+    return text.strip()[:TITLE_MAX] or f"{record.type.value} {record.id}"
+
+
 def entry_fields(record: MemoryRecord) -> EntryFields:
     """A record read as an entry (the mapping is in :mod:`membrane_es.schema.entries`)."""
     payload = record.payload
@@ -114,14 +121,15 @@ def entry_fields(record: MemoryRecord) -> EntryFields:
         if payload.validity.start is not None:
             valid_from = epoch(payload.validity.start)
         if payload.predicate in ENTRY_TYPES and isinstance(payload.object, str):
+            # written as an entry: its title reads back exactly as it was given
             kind, title, content = payload.predicate, payload.subject, payload.object
         else:  # a fact: its subject, an entity id capture put there read as its name
             kind, title, content = "reference", subject_name(record), search_text(record)
+            title = _derived_title(title, record)
     else:
         kind = TYPE_OF_MEMORY.get(record.type, "context")
         content = search_text(record)
-        title = trigger_text(record) or content
-    title = title.strip()[:TITLE_MAX] or f"{record.type.value} {record.id}"
+        title = _derived_title(trigger_text(record) or content, record)
     return EntryFields(
         type=kind,
         title=title,

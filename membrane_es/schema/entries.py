@@ -197,11 +197,22 @@ def check_entry_call(entry_id: Any, trust: Any, tenant: Any = 0) -> tuple[int, T
 
 
 def check_new_entry(field: str, value: Any) -> NewEntry:
-    return check_struct(field, value, NewEntry)
+    entry = check_struct(field, value, NewEntry)
+    _check_title(f"{field}.title", entry.title)
+    return entry
 
 
 def check_entry_patch(field: str, value: Any) -> EntryPatch:
-    return check_struct(field, value, EntryPatch)
+    patch = check_struct(field, value, EntryPatch)
+    if isinstance(patch.title, str):
+        _check_title(f"{field}.title", patch.title)
+    return patch
+
+
+def _check_title(field: str, title: str) -> None:
+    """A title names the entry: it has words (it is stored as given, spaces and all)."""
+    if not title.strip():
+        raise ValidationError(field, "must not be blank")
 
 
 Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_INTEGER)]

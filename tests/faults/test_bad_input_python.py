@@ -919,3 +919,20 @@ def test_a_bad_writer_is_refused_before_the_entry_is_looked_up() -> None:
                 call()
             assert raised.value.field == "writer"
         assert memory.application.recorder.max_notification_id() == count
+
+
+@pytest.mark.parametrize("title", ["0\r", " spaced ", "line\n"])
+def test_an_entry_title_reads_back_as_given(store: Store, title: str) -> None:
+    revised = store.memory.revise_entry(
+        store.entry, EntryPatch(content="c", title=title), actor="t"
+    )
+    assert revised.title == title
+
+
+@pytest.mark.parametrize("shape", ["entry", "patch"])
+def test_a_blank_title_is_refused_naming_it(store: Store, shape: str) -> None:
+    with pytest.raises(ValidationError, match=rf"{shape}\.title"):
+        if shape == "entry":
+            store.memory.create_entry(NewEntry(type="project", title="\r", content="c"), actor="t")
+        else:
+            store.memory.revise_entry(store.entry, EntryPatch(title=" \t"), actor="t")
