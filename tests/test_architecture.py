@@ -47,7 +47,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "membrane_es.key_binding": (*STORAGE, *AGGREGATES),
     "membrane_es.record_cache": AGGREGATES,
     "membrane_es.commands": (*VOCABULARY, *EMBEDDING, *AGGREGATES),
-    "membrane_es.projections": (*VOCABULARY, *EMBEDDING, *AGGREGATES, "membrane_es.codec"),
+    "membrane_es.projections": (
+        *VOCABULARY,
+        *EMBEDDING,
+        *AGGREGATES,
+        "membrane_es.codec",
+        # what a recorder offers the read side (declarations only: no backend)
+        "membrane_es.stores.abilities",
+    ),
     "membrane_es.queries": (*VOCABULARY, *EMBEDDING, *AGGREGATES, *PROJECTIONS),
 }
 # module prefix → membrane_es modules it must never import
