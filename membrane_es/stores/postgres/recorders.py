@@ -149,7 +149,9 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "SELECT count(*) AS n FROM {schema}.{events} WHERE originator_version = %s"
         ).format(schema=schema, events=events)
         # Wakes the log's subscribers (eventsourcing's, which LISTEN on this channel).
-        self._notify = SQL("NOTIFY {channel}").format(channel=Identifier(self.channel_name))
+        self._wake_subscribers = SQL("NOTIFY {channel}").format(
+            channel=Identifier(self.channel_name)
+        )
         self._count_after = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
         ).format(schema=schema, events=events)
@@ -240,7 +242,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             if times is not None and log_time is not None and times[0] <= log_time:
                 raise EventTimeBehind(log_time)  # rolls the transaction back
             records = self._records_after(curs, stored_events, stamp.record_numbers)
-            curs.execute(self._notify)
+            curs.execute(self._wake_subscribers)
             curs.execute(self.insert_events_statement, (rows,))
             ids = [int(row["notification_id"]) for row in curs.fetchall()]
             if len(ids) != len(stored_events):
