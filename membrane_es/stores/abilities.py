@@ -128,9 +128,6 @@ class Abilities:
     key_binder: BindsKeyStore | None = None
 
 
-NO_ABILITIES = Abilities()
-
-
 def abilities_of(recorder: object) -> Abilities:
     """Check ``recorder`` against each ability once; :class:`MembraneError` if it offers
     half of one (the message names the recorder's class and the part it lacks)."""
@@ -174,7 +171,6 @@ def _half_offered(recorder: object, ability: str, offered: str, missing: str) ->
 
 
 __all__ = [
-    "NO_ABILITIES",
     "Abilities",
     "BindsKeyStore",
     "HasChain",
