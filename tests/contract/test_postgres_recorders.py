@@ -25,6 +25,7 @@ from eventsourcing.tests.persistence import (
 )
 from eventsourcing.utils import Environment
 
+from membrane_es.stores.abilities import Abilities, abilities_of
 from membrane_es.stores.postgres.database import postgres_settings
 from membrane_es.stores.postgres.recorders import (
     ChainedApplicationRecorder,
@@ -75,6 +76,15 @@ class TestChainedNonInterleavingNotificationIDs(
 ):
     def create_recorder(self) -> ChainedApplicationRecorder:
         return self.factory().application_recorder()
+
+
+class TestChainedRecorderAbilities(PostgresDatabaseMixin):
+    def test_the_chained_recorder_declares_what_it_offers(self) -> None:
+        recorder = self.factory().application_recorder()
+        self.assertEqual(
+            abilities_of(recorder),
+            Abilities(chained=recorder, verifier=recorder, time_keeper=recorder),
+        )
 
 
 # Factory -----------------------------------------------------------------------------
