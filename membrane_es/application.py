@@ -25,9 +25,10 @@ from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.key_binding import bind_key_store
 from membrane_es.record_cache import RecordCache
-from membrane_es.stores.event_times import EVENT_TIMES
+from membrane_es.stores.abilities import Abilities, abilities_of
 from membrane_es.stores.key_store import KeyStore, open_key_store
-from membrane_es.stores.record_numbers import RECORD_NUMBERS, RecordNumberBehind, RecordNumbering
+from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
+from membrane_es.stores.record_numbers import RecordNumberBehind, RecordNumbering
 
 APPLICATION_NAME = "memory"
 # eventsourcing names the log's table after the application.
@@ -63,6 +64,9 @@ class MemoryApplication(Application):
         recorded in a log that names no key store yet."""
         super().__init__(env)
         try:
+            # What the recorder offers beyond eventsourcing's interface, checked once here:
+            # the engine and the read side use this, never the recorder's attributes.
+            self.abilities: Abilities = abilities_of(self.recorder)
             if self.snapshots is not None:
                 # A snapshot would hold a record's content outside its sealed box, beyond
                 # the reach of erasure; replay from the record cache is fast enough.
@@ -154,10 +158,13 @@ class MemoryApplication(Application):
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """Append the pending events of these aggregates in one atomic write.
 
-        The library's ``save`` through its public parts (the event store's ``put``, the
-        repository's cache): it would recognise aggregates by runtime ``Protocol`` checks,
-        which cost more than a durable commit's CPU work. Snapshots are refused (see
-        :meth:`__init__`), so there are none to take.
+        Not the library's ``save``, which would recognise aggregates and events by runtime
+        ``Protocol`` checks (they cost more than a durable commit's CPU work), and cannot
+        renumber and retry a save another process's records overtook (see
+        :mod:`membrane_es.stores.record_numbers`). What it does of the library's is done here
+        through public parts (the event store's ``put``, the repository's cache); snapshots
+        are refused (see :meth:`__init__`), so there are none to take. ``kwargs`` go to the
+        recorder, as the library's do, beside the save's :class:`LogStamp`.
         """
         events: list[Any] = []
         aggregates: dict[UUID, Any] = {}
@@ -168,10 +175,8 @@ class MemoryApplication(Application):
         # batch) may hold several commands' events for one aggregate, so put them in order.
         # The sort is stable and each aggregate's events are in time order already.
         events.sort(key=_event_time)
-        saved = dict(kwargs)
-        if events:
-            saved[EVENT_TIMES] = (_event_time(events[0]), _event_time(events[-1]))
-        recordings = self._put_numbered(events, saved)
+        times = (_event_time(events[0]), _event_time(events[-1])) if events else None
+        recordings = self._put_numbered(events, times, kwargs)
         repository = self.repository
         if repository.cache is not None and not repository.fastforward:
             for aggregate_id, aggregate in aggregates.items():
@@ -182,7 +187,12 @@ class MemoryApplication(Application):
         self._note_recorded(recordings)
         return recordings
 
-    def _put_numbered(self, events: list[Any], saved: dict[str, Any]) -> list[Recording[UUID]]:
+    def _put_numbered(
+        self,
+        events: list[Any],
+        times: tuple[datetime, datetime] | None,
+        kwargs: dict[str, Any],
+    ) -> list[Recording[UUID]]:
         """Put the events in the store with their records' numbers; numbered again after the
         log's count and put again if another process created records meanwhile."""
         created = [e for e in events if isinstance(e, RecordAggregate.Created)]
@@ -190,10 +200,11 @@ class MemoryApplication(Application):
         with numbering.lock:
             for _ in range(NUMBERING_ATTEMPTS):
                 numbers = numbering.assign(created)
-                if numbers is not None:
-                    saved[RECORD_NUMBERS] = numbers
+                stamp = LogStamp(event_times=times, record_numbers=numbers)
                 try:
-                    recordings = self.events.put(events, tracking=None, **saved)
+                    recordings = self.events.put(
+                        events, tracking=None, **kwargs, **{LOG_STAMP: stamp}
+                    )
                 except RecordNumberBehind as behind:
                     numbering.count = behind.count
                     continue

@@ -44,27 +44,26 @@ def bind_key_store(app: Any, record: bool = True) -> None:
     names none yet (a new log, or one written before logs named their key store).
 
     Raises :class:`~membrane_es.errors.KeyStoreError` when the log is bound to another key
-    store, or none of its records' keys is in this one. Logs that keep no binding (in
-    memory, PostgreSQL, whose keys are a table beside the log) are left alone.
+    store, or none of its records' keys is in this one. Logs whose recorder keeps no binding
+    (in memory, PostgreSQL, whose keys are a table beside the log) are left alone.
     """
-    recorder, keys = app.recorder, app.keys
-    bound_to = getattr(recorder, "key_store_identity", None)
-    if bound_to is None or keys.identity is None:
+    binder, keys = app.abilities.key_binder, app.keys
+    if binder is None or keys.identity is None:
         return
-    bound = bound_to()
+    bound = binder.key_store_identity()
     if bound == keys.identity:
         return
     where = str(keys.path)
     if bound is not None:
         raise foreign_key_store(where)
-    if recorder.max_notification_id() and not _some_key_found(app):
+    if app.recorder.max_notification_id() and not _some_key_found(app):
         raise KeyStoreError(
             where,
             f"{where} holds none of this log's keys: it is not the key store the records "
             "were sealed with. Restore the key store backed up with this log",
         )
     if record:
-        recorder.bind_key_store(keys.identity)
+        binder.bind_key_store(keys.identity)
 
 
 def key_census(app: Any) -> KeyCensus:

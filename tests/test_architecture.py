@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import eventsourcing
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
@@ -58,7 +59,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "membrane_es.key_binding": (*STORAGE, *AGGREGATES),
     "membrane_es.record_cache": AGGREGATES,
     "membrane_es.commands": (*VOCABULARY, *EMBEDDING, *AGGREGATES),
-    "membrane_es.projections": (*VOCABULARY, *EMBEDDING, *AGGREGATES, "membrane_es.codec"),
+    "membrane_es.projections": (
+        *VOCABULARY,
+        *EMBEDDING,
+        *AGGREGATES,
+        "membrane_es.codec",
+        # what a recorder offers the read side (declarations only: no backend)
+        "membrane_es.stores.abilities",
+    ),
     "membrane_es.queries": (*VOCABULARY, *EMBEDDING, *AGGREGATES, *PROJECTIONS),
 }
 # module prefix → membrane_es modules it must never import
@@ -198,3 +206,131 @@ def _attributes(path: Path) -> set[str]:
 def test_edges_never_reach_inside_the_engine(path: Path) -> None:
     reached = _attributes(path) & ENGINE_INSIDES
     assert not reached, f"{_module_name(path)} reaches {sorted(reached)} of an engine"
+
+
+# eventsourcing is used through its public API and the extension points it documents: nothing
+# here reads or sets a ``_`` member the library defines. Three ways one would be touched:
+# through a name imported from eventsourcing (``PostgresAggregateRecorder._insert...``), from
+# inside a subclass of one of its classes (``self._pending_events``: also where an attribute of
+# our own would clobber one of the library's), or on another object, under a name only the
+# library defines (``aggregate._pending_events``).
+EVENTSOURCING = Path(eventsourcing.__file__).resolve().parent
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined_private_names(paths: list[Path]) -> set[str]:
+    """The ``_`` names these modules define: functions, attributes a class sets on itself or
+    its instances, and class-level names."""
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")
+            ):
+                names.add(node.attr)
+            elif isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    targets = (
+                        statement.targets
+                        if isinstance(statement, ast.Assign)
+                        else [statement.target]
+                        if isinstance(statement, ast.AnnAssign)
+                        else []
+                    )
+                    names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {name for name in names if _private(name)}
+
+
+LIBRARY_PRIVATE = _defined_private_names(
+    [p for p in EVENTSOURCING.rglob("*.py") if "tests" not in p.relative_to(EVENTSOURCING).parts]
+)
+OURS_PRIVATE = _defined_private_names(sorted(PACKAGE.rglob("*.py")))
+TREES = {_module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _library_names(tree: ast.Module) -> set[str]:
+    """The names a module binds to eventsourcing's modules and the things in them."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eventsourcing"):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(
+                alias.asname or alias.name.split(".")[0]
+                for alias in node.names
+                if alias.name.startswith("eventsourcing")
+            )
+    return names
+
+
+def _base_names(node: ast.ClassDef) -> set[str]:
+    return {
+        base.id if isinstance(base, ast.Name) else base.attr
+        for base in (b.value if isinstance(b, ast.Subscript) else b for b in node.bases)
+        if isinstance(base, ast.Name | ast.Attribute)
+    }
+
+
+def _library_subclasses() -> set[str]:
+    """Names of the classes here that derive, directly or through others here, from one of
+    eventsourcing's."""
+    bases: dict[str, set[str]] = {}
+    derived: set[str] = set()
+    for tree in TREES.values():
+        library = _library_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, set()).update(_base_names(node))
+                if _base_names(node) & library:
+                    derived.add(node.name)
+    grown = True
+    while grown:
+        more = {name for name, of in bases.items() if of & derived} - derived
+        derived |= more
+        grown = bool(more)
+    return derived
+
+
+LIBRARY_SUBCLASSES = _library_subclasses()
+
+
+def _library_internals(tree: ast.Module) -> list[str]:
+    library = _library_names(tree)
+    found: list[str] = []
+
+    def visit(node: ast.AST, in_subclass: bool) -> None:
+        if isinstance(node, ast.ClassDef):
+            in_subclass = node.name in LIBRARY_SUBCLASSES
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = node.value
+            own = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            via_super = (
+                isinstance(owner, ast.Call)
+                and isinstance(owner.func, ast.Name)
+                and owner.func.id == "super"
+            )
+            if isinstance(owner, ast.Name) and owner.id in library:
+                found.append(f"line {node.lineno}: {owner.id}.{node.attr}")
+            elif (own or via_super) and in_subclass and node.attr in LIBRARY_PRIVATE:
+                found.append(f"line {node.lineno}: {node.attr} of a subclass of the library's")
+            elif not own and node.attr in LIBRARY_PRIVATE - OURS_PRIVATE:
+                found.append(f"line {node.lineno}: .{node.attr}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_subclass)
+
+    visit(tree, False)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(TREES))
+def test_no_module_touches_eventsourcing_internals(module: str) -> None:
+    found = _library_internals(TREES[module])
+    assert not found, f"{module} uses eventsourcing's private members: {found}"

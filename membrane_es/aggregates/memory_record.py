@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
 
 from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
@@ -395,15 +396,25 @@ class RecordAggregate(Aggregate):
         embedding: Embedding | None = None,
     ) -> RecordAggregate:
         """A new record aggregate; ``record.id`` must already be set."""
-        return cls._create(
-            cls.Created,
-            id=record_key(record.id),
+        # The library makes event classes dataclasses when they are defined: a type checker
+        # sees the base event's fields only.
+        created_class: Any = cls.Created
+        created = created_class(
+            originator_topic=get_topic(cls),
+            originator_id=record_key(record.id),
+            originator_version=cls.INITIAL_VERSION,
             timestamp=at,
             record=record,
             actor=actor,
             rationale=rationale,
             embedding=embedding,
         )
+        # What the library's aggregate construction does with its "created" event: the
+        # event makes the aggregate, and is its first pending event.
+        aggregate = created.mutate(None)
+        assert isinstance(aggregate, RecordAggregate)
+        aggregate.pending_events.append(created)
+        return aggregate
 
     # --- reading --------------------------------------------------------------------------
 
@@ -478,7 +489,10 @@ class RecordAggregate(Aggregate):
         """
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
-        clone._pending_events = []
+        # The library's own initialiser of an aggregate's identity, version and times gives
+        # the copy a pending-events list of its own (the update above shared this one's).
+        clone.__base_init__(self.id, self.version, self.created_on)
+        clone.modified_on = self.modified_on
         state = self.state
         clone.state = msgspec.structs.replace(
             state,

@@ -99,12 +99,13 @@ class EngineCore:
         self._checkpoint_task: PeriodicTask | None = None
         self._advanced = threading.Condition()  # notified whenever the views' position moves
         self._positions = threading.local()  # per thread: the log position of its last write
-        recorder = app.recorder
+        chained = app.abilities.chained
         self._checkpoints: Checkpoints | None = None
         if views_dir is not None:
-            chain_key = getattr(getattr(recorder, "chain", None), "key", b"")
-            self._checkpoints = Checkpoints(
-                views_dir, getattr(recorder, "hash_at", None), chain_key
+            self._checkpoints = (
+                Checkpoints(views_dir, None)
+                if chained is None
+                else Checkpoints(views_dir, chained.hash_at, chained.chain.key)
             )
         self._views: ReadModel = ReadModel()
         try:
@@ -135,9 +136,9 @@ class EngineCore:
         the chain); with ``verify_on_open``, first walk the whole chain. A damaged log raises
         :class:`~membrane_es.errors.IntegrityError` naming the first bad notification."""
         app = self._app
-        verify = getattr(app.recorder, "verify", None)
-        if verify_on_open and verify is not None:
-            report = verify()
+        verifier = app.abilities.verifier
+        if verify_on_open and verifier is not None:
+            report = verifier.verify()
             if not report.ok:
                 raise IntegrityError(
                     f"the log fails verification: {report}", report.notification_id
@@ -166,9 +167,9 @@ class EngineCore:
             # A log chained after the fact (PostgreSQL) has a head that never recorded its
             # events' times, which only the application can decode: give it the newest, so
             # every process's next write is checked against it.
-            observe = getattr(app.recorder, "observe_event_time", None)
-            if observe is not None:
-                observe(last)
+            time_keeper = app.abilities.time_keeper
+            if time_keeper is not None:
+                time_keeper.observe_event_time(last)
 
     @property
     def embedder(self) -> Embedder | None:

@@ -282,9 +282,9 @@ class Opening(EngineCore):
         """Pack the large events written alone since the last checkpoint (where the store
         packs: LMDB), then save the read views."""
         assert self._checkpoints is not None
-        repack = getattr(self._app.recorder, "repack", None)
-        if repack is not None:
-            repack()
+        packer = self._app.abilities.packer
+        if packer is not None:
+            packer.repack()
         self._checkpoints.save(self._views)
 
     def close(self) -> None:

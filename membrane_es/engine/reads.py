@@ -302,11 +302,11 @@ class Reads(EngineCore):
         """Walk the log's hash chain; the report names the first altered, missing or
         reordered event. LMDB and PostgreSQL stores: the in-memory one keeps no chain, and
         this raises rather than report a check that never ran."""
-        verify = getattr(self._app.recorder, "verify", None)
-        if verify is None:
+        verifier = self._app.abilities.verifier
+        if verifier is None:
             module = type(self._app.recorder).__module__
             raise MembraneError(
                 f"verify: this store's log ({module}) keeps no hash chain; "
                 "only LMDB and PostgreSQL stores can be verified"
             )
-        return verify()
+        return verifier.verify()

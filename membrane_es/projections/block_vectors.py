@@ -31,6 +31,7 @@ from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.errors import IntegrityError
 from membrane_es.projections.log_pages import NotificationSource, event_decoder
+from membrane_es.stores.abilities import SelectsStates
 
 Array = npt.NDArray[Any]
 CHUNK = 2048  # creation events read by key at a time
@@ -54,9 +55,9 @@ def block_vectors(
     # store reads them ahead rather than one lookup each.
     order = sorted(owner)
     vectors: Iterable[bytes | None]
-    if reads_by_key(log):
-        select_states = log.recorder.select_states
-        vectors = _creation_vectors(log.mapper, select_states, [ids[row] for row in order])
+    state_reader = log.abilities.state_reader
+    if state_reader is not None and _lean(log.mapper):
+        vectors = _creation_vectors(log.mapper, state_reader, [ids[row] for row in order])
     else:
         vectors = _logged_vectors(log, position, [ids[row] for row in order])
     parts: dict[int, list[bytes]] = {scope: [] for scope in block_rows}
@@ -72,7 +73,7 @@ def block_vectors(
 def reads_by_key(log: NotificationSource) -> bool:
     """Whether vectors are read from ``log`` by their records' keys (else by scanning its
     creation events: a block or all of them cost about the same)."""
-    return getattr(log.recorder, "select_states", None) is not None and _lean(log.mapper)
+    return log.abilities.state_reader is not None and _lean(log.mapper)
 
 
 def _lean(mapper: Any) -> bool:
@@ -86,13 +87,13 @@ def _lean(mapper: Any) -> bool:
 
 
 def _creation_vectors(
-    mapper: Any, select_states: Any, record_ids: list[str]
+    mapper: Any, state_reader: SelectsStates, record_ids: list[str]
 ) -> Iterator[bytes | None]:
     """Each record's vector, its creation read by key a chunk at a time (the LMDB store)."""
     vector_of = mapper.sealer.vector_of
     for first in range(0, len(record_ids), CHUNK):
         keys = [record_key(record_id) for record_id in record_ids[first : first + CHUNK]]
-        for key, state in zip(keys, select_states(keys, 1), strict=True):
+        for key, state in zip(keys, state_reader.select_states(keys, 1), strict=True):
             try:
                 yield vector_of(state)
             except SealedContentError:

@@ -2,7 +2,8 @@
 
 Two ways to read a page, giving the same events in the same order:
 
-* a recorder that offers ``read_log_rows`` (the LMDB persistence module) hands over raw
+* a recorder that reads the log as rows (:class:`~membrane_es.stores.abilities.ReadsLogRows`:
+  the LMDB persistence module) hands over raw
   columns (ids, topics, state bytes) and each state is decoded straight into its event
   class: no ``Notification`` or ``UUID`` object per row, which cost as much as the decode;
 * any other recorder (POPO, SQLite, PostgreSQL) gives eventsourcing's ``Notification``
@@ -20,38 +21,28 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
-from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
 from membrane_es.codec import MsgspecMapper
+from membrane_es.stores.abilities import Abilities, LogRows
 
 StateDecoder = Callable[[bytes], Any]
 
 
-class LogRows(Protocol):
-    """Raw rows of the log, column by column (index ``i`` of each column is one row)."""
-
-    ids: list[int]
-    topics: list[str]
-    states: list[bytes]
-
-    def __len__(self) -> int: ...
-
-    def originator_id(self, index: int) -> UUID | str: ...
-
-    def originator_version(self, index: int) -> int: ...
-
-
 class NotificationSource(Protocol):
-    """Where the read model reads the log from (an eventsourcing application)."""
+    """Where the read model reads the log from (an eventsourcing application, and what its
+    recorder offers beyond eventsourcing's interface)."""
 
     @property
     def recorder(self) -> Any: ...
 
     @property
     def mapper(self) -> Any: ...
+
+    @property
+    def abilities(self) -> Abilities: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +61,14 @@ class LogReader:
     def __init__(self, source: NotificationSource) -> None:
         self._recorder = source.recorder
         self._mapper = source.mapper
-        self._read_rows: Callable[[int, int], LogRows] | None = getattr(
-            self._recorder, "read_log_rows", None
-        )
+        self._row_reader = source.abilities.row_reader
         self._typed = _typed_decoders(self._mapper)
         self.decode = _event_decoder(self._mapper, self._typed)
 
     def page(self, start: int, limit: int) -> Page:
         """Up to ``limit`` events from notification ``start`` on."""
-        if self._read_rows is not None:
-            rows = self._read_rows(start, limit)
+        if self._row_reader is not None:
+            rows = self._row_reader.read_log_rows(start, limit)
             count = len(rows)
             return Page(self._row_events(rows), count, rows.ids[-1] if count else 0)
         notifications = self._recorder.select_notifications(start=start, limit=limit)

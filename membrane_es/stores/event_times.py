@@ -1,15 +1,15 @@
 """Event times in log order, across every process writing one log.
 
 :meth:`~membrane_es.application.MemoryApplication.save` hands the recorder, with a save's
-events, the times of the first and the last of them (keyword :data:`EVENT_TIMES`). A recorder
-that orders several writers' events (LMDB's across processes, PostgreSQL's across machines)
-refuses a save whose first event is not later than the newest one already in the log
-(:class:`EventTimeBehind`); the engine then moves its clock past the log's time and runs the
-command again, so event times never go backwards along the log and ``as_of(T)`` always sees
-a prefix of it.
+events, the times of the first and the last of them (``LogStamp.event_times``, see
+:mod:`membrane_es.stores.log_stamp`). A recorder that orders several writers' events (LMDB's
+across processes, PostgreSQL's across machines) refuses a save whose first event is not
+later than the newest one already in the log (:class:`EventTimeBehind`); the engine then
+moves its clock past the log's time and runs the command again, so event times never go
+backwards along the log and ``as_of(T)`` always sees a prefix of it.
 
 Events written with the times they already carry (an import of an exported log) are not
-checked; the recorder is handed the newest of those times (keyword :data:`IMPORTED_TIME`)
+checked; the recorder is handed the newest of those times (``LogStamp.imported_time``)
 and moves the log's time up to it, so the next write is checked against them.
 """
 
@@ -18,9 +18,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
-
-EVENT_TIMES = "event_times"
-IMPORTED_TIME = "imported_time"
 
 
 class EventTimeBehind(ConcurrentWrite):

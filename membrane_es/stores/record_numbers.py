@@ -7,13 +7,14 @@ number of an entry's first record; a store is one tenant's, so the numbers are p
 
 :meth:`~membrane_es.application.MemoryApplication.save` writes the numbers into a save's
 ``Created`` events (in log order) and hands the recorder the first one and how many
-(keyword :data:`RECORD_NUMBERS`). A recorder shared by several processes (LMDB's, PostgreSQL's)
-keeps the count of records in its log head, under the same lock that orders the log, and
-refuses a save whose first number is not that count plus one (:class:`RecordNumberBehind`:
-another process created records meanwhile); the save then takes numbers after the log's
-count and is recorded again. A log written before records carried numbers is counted once,
-under that lock, at its first numbered write; readers number such ``Created`` events the
-same way (by their position among the log's creations), so ids do not change.
+(``LogStamp.record_numbers``, see :mod:`membrane_es.stores.log_stamp`). A recorder shared by
+several processes (LMDB's, PostgreSQL's) keeps the count of records in its log head, under
+the same lock that orders the log, and refuses a save whose first number is not that count
+plus one (:class:`RecordNumberBehind`: another process created records meanwhile); the save
+then takes numbers after the log's count and is recorded again. A log written before records
+carried numbers is counted once, under that lock, at its first numbered write; readers
+number such ``Created`` events the same way (by their position among the log's creations),
+so ids do not change.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
-RECORD_NUMBERS = "record_numbers"  # save keyword: (first number, how many)
 INITIAL_VERSION = 1  # an aggregate's first event (a record's ``Created``) has this version
 
 

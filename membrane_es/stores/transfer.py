@@ -26,8 +26,8 @@ tampered file is refused (naming its first bad line) and leaves the store as it 
 keep their order, their originators, versions, topics and stored bytes, so the imported store
 has the same records, the same history, the same ``as_of`` answers at every moment, and
 (on LMDB) the same hash chain. Each batch hands the store the newest of its events' times
-(:data:`~membrane_es.stores.event_times.IMPORTED_TIME`), so a write after the import, from
-any process, is timed after the imported events.
+(``LogStamp.imported_time``, see :mod:`membrane_es.stores.log_stamp`), so a write after
+the import, from any process, is timed after the imported events.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es.errors import MembraneError
-from membrane_es.stores.event_times import IMPORTED_TIME
+from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
 
 FORMAT = "membrane-es/log"
 VERSION = 1
@@ -211,7 +211,7 @@ def _append(
     newest event time imported so far (the log's time moves up to it)."""
     app.keys.adopt(keys)
     keys.clear()
-    app.recorder.insert_events(batch, **{IMPORTED_TIME: newest})
+    app.recorder.insert_events(batch, **{LOG_STAMP: LogStamp(imported_time=newest)})
     count = len(batch)
     batch.clear()
     if progress is not None:

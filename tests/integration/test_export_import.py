@@ -21,7 +21,8 @@ from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.errors import MembraneError
 from membrane_es.schema import Sensitivity
-from membrane_es.stores.event_times import EVENT_TIMES, EventTimeBehind
+from membrane_es.stores.event_times import EventTimeBehind
+from membrane_es.stores.log_stamp import LogStamp
 from membrane_es.stores.transfer import TransferError
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -229,5 +230,7 @@ def test_an_import_gives_the_log_its_newest_time(tmp_path: Path, exported: list[
         memory.import_log(path)
         late = StoredEvent(uuid4(), 1, "timed", b"state")
         with pytest.raises(EventTimeBehind) as behind:
-            memory.application.recorder.insert_events([late], **{EVENT_TIMES: (newest, newest)})
+            memory.application.recorder.insert_events(
+                [late], log_stamp=LogStamp(event_times=(newest, newest))
+            )
         assert behind.value.log_time == newest

@@ -24,7 +24,8 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
 from membrane_es.projections.log_pages import event_decoder
 from membrane_es.stores.chain import ChainFault
-from membrane_es.stores.event_times import EVENT_TIMES, EventTimeBehind
+from membrane_es.stores.event_times import EventTimeBehind
+from membrane_es.stores.log_stamp import LogStamp
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
 
@@ -300,7 +301,7 @@ def _write_timed(recorder: Any, moment: datetime) -> None:
     """A save of one event timed at ``moment``, straight to the recorder (as a process whose
     clock says ``moment`` would make it)."""
     event = StoredEvent(uuid4(), 1, "timed", b"state")
-    recorder.insert_events([event], **{EVENT_TIMES: (moment, moment)})
+    recorder.insert_events([event], log_stamp=LogStamp(event_times=(moment, moment)))
 
 
 def test_an_imported_log_times_the_next_write_after_its_events(

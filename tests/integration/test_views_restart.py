@@ -15,6 +15,7 @@ from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.block_vectors import block_vectors
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.stores.abilities import Abilities, abilities_of
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.test_concurrency import run_together
 from tests.views_support import SCOPES, assert_same_views, random_history
@@ -123,6 +124,10 @@ class _WithoutBulkReads:
             max_notification_id = recorder.max_notification_id
 
         return Recorder()
+
+    @property
+    def abilities(self) -> Abilities:
+        return abilities_of(self.recorder)
 
 
 def test_vectors_are_restored_by_topic_where_events_cannot_be_read_by_key(

@@ -19,6 +19,7 @@ from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.log_pages import LogReader, NotificationSource, event_decoder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.stores.abilities import Abilities, abilities_of
 from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, open_environment
 from tests.views_support import assert_same_views, random_history
 
@@ -27,6 +28,10 @@ from tests.views_support import assert_same_views, random_history
 class Source:
     recorder: Any
     mapper: Any
+
+    @property
+    def abilities(self) -> Abilities:
+        return abilities_of(self.recorder)
 
 
 def read_all(source: NotificationSource, page: int) -> tuple[list[Any], list[int]]:
@@ -61,7 +66,7 @@ def lmdb_memory(tmp_path: Path) -> Iterator[Membrane]:
 @pytest.mark.parametrize("page", [1, 3, 16, 500])
 def test_raw_rows_decode_to_the_mappers_events(lmdb_memory: Membrane, page: int) -> None:
     app = lmdb_memory.application
-    assert hasattr(app.recorder, "read_log_rows")
+    assert app.abilities.row_reader is app.recorder
     events, ends = read_all(app, page)
     assert events == expected(app)
     last = app.recorder.max_notification_id()
@@ -72,7 +77,7 @@ def test_raw_rows_decode_to_the_mappers_events(lmdb_memory: Membrane, page: int)
 def test_notifications_decode_to_the_mappers_events(memory: Membrane, page: int) -> None:
     random_history(memory, random.Random(4), 30)
     app = memory.application
-    assert not hasattr(app.recorder, "read_log_rows")
+    assert app.abilities.row_reader is None
     events, _ = read_all(app, page)
     assert events == expected(app)
     assert [event_decoder(app.mapper)(n) for n in app.recorder.select_notifications(1, 999)] == (

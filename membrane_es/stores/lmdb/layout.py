@@ -80,6 +80,7 @@ from membrane_es.stores.lmdb.packs import (
     pack_count,
     write_packs,
 )
+from membrane_es.stores.log_stamp import UNSTAMPED, LogStamp
 from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
@@ -178,24 +179,23 @@ def append_events(
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     events: Sequence[StoredEvent],
     chain: Chain = PLAIN_CHAIN,
-    times: tuple[datetime, datetime] | None = None,
-    numbers: tuple[int, int] | None = None,
-    imported: datetime | None = None,
+    stamp: LogStamp = UNSTAMPED,
 ) -> list[int]:
     """Write events and append them to the hash-chained log; return their ids.
 
-    ``times`` (the first and last event's): refused with :class:`EventTimeBehind` unless the
-    first is later than the newest event time already in the log (another process's clock
-    may be ahead), so event times follow log order across processes. ``imported`` (events
-    that keep the times they had, the newest of them): not checked, but the log's time moves
-    up to it, so the next write is checked against them. ``numbers`` (the first
-    record number the save wrote, and how many): refused with
-    :class:`~membrane_es.stores.record_numbers.RecordNumberBehind` unless the first is one more
-    than the count of records in the log (see :mod:`membrane_es.stores.record_numbers`).
+    The save's ``stamp`` is checked and kept (see :class:`~membrane_es.stores.log_stamp.LogStamp`):
+    event times are refused with :class:`EventTimeBehind` unless the first is later than the
+    newest event time already in the log (another process's clock may be ahead), so event
+    times follow log order across processes; an imported time is not checked, but the log's
+    time moves up to it, so the next write is checked against those events; record numbers
+    are refused with :class:`~membrane_es.stores.record_numbers.RecordNumberBehind` unless
+    the first is one more than the count of records in the log (see
+    :mod:`membrane_es.stores.record_numbers`).
     Each originator's head is kept with the log; a version at or below it is refused (its
     row was deleted: see :mod:`membrane_es.stores.lmdb.heads`).
     """
     events_db, log_db, meta_db = dbs
+    times, numbers, imported = stamp.event_times, stamp.record_numbers, stamp.imported_time
     known_heads = heads.index_log(txn, events_db, log_db, meta_db)
     new_heads = 0
     _count_records(txn, events_db, meta_db, events, numbers)

@@ -40,7 +40,9 @@ that replay it in bulk without a ``Notification`` per row.
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, cast
 
@@ -49,11 +51,11 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
     InterfaceError,
-    ListenNotifySubscription,
     Notification,
     ProcessRecorder,
     ProgrammingError,
     StoredEvent,
+    Subscription,
     Tracking,
     TrackingRecorder,
 )
@@ -69,7 +71,6 @@ from membrane_es.stores.chain import (
     originator_key,
     version_suffix,
 )
-from membrane_es.stores.event_times import EVENT_TIMES, IMPORTED_TIME
 from membrane_es.stores.key_store import (
     KEY_STORE_FILE,
     SqliteKeyStore,
@@ -101,9 +102,10 @@ from membrane_es.stores.lmdb.layout import (
     stored_hash,
     verify_log,
 )
-from membrane_es.stores.record_numbers import RECORD_NUMBERS
+from membrane_es.stores.log_stamp import stamp_of
 
 REPACK_LIMIT = 100_000  # log entries one repack looks at (it is one write transaction)
+SUBSCRIPTION_PAGE = 500  # notifications a subscription reads at a time
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -239,12 +241,9 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         dbs = self._log_dbs()
         events = list(stored_events)
         chain = self.chain
-        times = kwargs.get(EVENT_TIMES)
-        numbers = kwargs.get(RECORD_NUMBERS)
-        imported = kwargs.get(IMPORTED_TIME)
+        stamp = stamp_of(kwargs)
         return self.store.write(
-            lambda txn: append_events(txn, dbs, events, chain, times, numbers, imported),
-            self.channel,
+            lambda txn: append_events(txn, dbs, events, chain, stamp), self.channel
         )
 
     def select_events(
@@ -305,7 +304,7 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
             return rows
 
     def max_notification_id(self) -> int | None:
-        return self._head_id() or None
+        return self.head_id() or None
 
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> LMDBSubscription:
         return LMDBSubscription(recorder=self, gt=gt, topics=topics)
@@ -405,7 +404,8 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         with self.store.reading() as txn:
             return stored_hash(txn, log_db, notification_id)
 
-    def _head_id(self) -> int:
+    def head_id(self) -> int:
+        """The id of the log's newest notification (0 for an empty log)."""
         meta_db = self._db(self.meta_table)
         if meta_db is None:
             return 0
@@ -425,8 +425,9 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         return handles
 
 
-class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
-    """Iterates over an application sequence, blocking at its end until more is committed."""
+class LMDBSubscription(Subscription[LMDBApplicationRecorder]):
+    """Iterates over an application sequence, blocking at its end until more is committed
+    (woken by the store on each commit to the log, this process's or another's)."""
 
     def __init__(
         self,
@@ -435,20 +436,41 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
         topics: Sequence[str] = (),
     ) -> None:
         super().__init__(recorder=recorder, gt=gt, topics=topics)
-        recorder.store.add_listener(recorder.channel, self._has_been_notified, recorder._head_id)
-        if self._has_been_stopped:
-            self._unlisten()
-        else:
-            # A commit between the pull thread's first read and add_listener
-            # would otherwise go unnoticed until the next one.
-            self._has_been_notified.set()
+        self._log = recorder
+        self._after = gt or 0
+        self._wanted = list(topics)
+        self._ready: deque[Notification] = deque()
+        self._stopped = False
+        # Set by the store when the log may have grown; set now, so the first read is at once.
+        self._woken = threading.Event()
+        self._woken.set()
+        recorder.store.add_listener(recorder.channel, self._woken, recorder.head_id)
 
     def stop(self) -> None:
         super().stop()
-        self._unlisten()
+        self._stopped = True
+        self._woken.set()  # a reader blocked at the log's end sees the stop
+        self._log.store.remove_listener(self._log.channel, self._woken)
 
-    def _unlisten(self) -> None:
-        self._recorder.store.remove_listener(self._recorder.channel, self._has_been_notified)
+    def __next__(self) -> Notification:
+        ready = self._ready
+        while not ready and not self._stopped:
+            # Cleared before the read: a commit after it sets it again, so none is missed.
+            self._woken.clear()
+            found = self._log.select_notifications(
+                start=self._after,
+                limit=SUBSCRIPTION_PAGE,
+                topics=self._wanted,
+                inclusive_of_start=False,
+            )
+            if found:
+                ready.extend(found)
+                self._after = found[-1].id
+            else:
+                self._woken.wait()
+        if self._stopped:
+            raise StopIteration
+        return ready.popleft()
 
 
 class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
@@ -521,19 +543,13 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         tracking_db = self._require(self.tracking_table)
         events = list(stored_events)
         dbs = self._log_dbs() if events else None
+        stamp = stamp_of(kwargs)
 
         def work(txn: Txn) -> list[int]:
             put_tracking(txn, tracking_db, tracking)
             if dbs is None:
                 return []
-            return append_events(
-                txn,
-                dbs,
-                events,
-                self.chain,
-                kwargs.get(EVENT_TIMES),
-                kwargs.get(RECORD_NUMBERS),
-            )
+            return append_events(txn, dbs, events, self.chain, stamp)
 
         # An empty event list still records the tracking (a skipped event).
         return self.store.write(work, self.channel if events else None)

@@ -13,12 +13,12 @@ leaves neither behind):
   (:class:`EventTimeBehind`, a concurrent write: eventsourcing's ``IntegrityError``): a
   writer whose clock is behind another's then retries with its clock moved past the log's
   time, so event times never go backwards along the log, and ``as_of(T)`` always sees a
-  prefix of it. Events written with the times
-  they already had (an import, keyword :data:`IMPORTED_TIME`) move the log's time up to the
-  newest of them; a log chained after the fact gets its newest event's time from the engine
-  that opens it (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.
+  prefix of it. Events written with the times they already had (an import:
+  ``LogStamp.imported_time``) move the log's time up to the newest of them; a log chained
+  after the fact gets its newest event's time from the engine that opens it
+  (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.
 
-The chain hash is the LMDB store's (:class:`membrane_es.stores.lmdb.layout.Chain`: plain, or keyed
+The chain hash is every store's (:class:`membrane_es.stores.chain.Chain`: plain, or keyed
 with ``POSTGRES_CHAIN_KEY``) over the same fields; PostgreSQL's ids may have gaps (a
 rolled-back insert consumes them), so each hash links to the previous notification that
 exists. :meth:`ChainedApplicationRecorder.verify`
@@ -38,13 +38,10 @@ from typing import TYPE_CHECKING, Any
 from eventsourcing.persistence import (
     InterfaceError,
     OperationalError,
+    ProgrammingError,
     StoredEvent,
 )
-from eventsourcing.postgres import (
-    PostgresAggregateRecorder,
-    PostgresApplicationRecorder,
-    PostgresFactory,
-)
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
@@ -57,13 +54,9 @@ from membrane_es.stores.chain import (
     originator_key,
     version_suffix,
 )
-from membrane_es.stores.event_times import EVENT_TIMES, IMPORTED_TIME, EventTimeBehind
-from membrane_es.stores.record_numbers import (
-    INITIAL_VERSION,
-    RECORD_NUMBERS,
-    check_numbers,
-    creations,
-)
+from membrane_es.stores.event_times import EventTimeBehind
+from membrane_es.stores.log_stamp import stamp_of
+from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -156,6 +149,10 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         self._count_records = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE originator_version = %s"
         ).format(schema=schema, events=events)
+        # Wakes the log's subscribers (eventsourcing's, which LISTEN on this channel).
+        self._wake_subscribers = SQL("NOTIFY {channel}").format(
+            channel=Identifier(self.channel_name)
+        )
         self._count_after = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
         ).format(schema=schema, events=events)
@@ -202,7 +199,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            self._lock_table(curs)
+            self._lock_log(curs)
             if self._read_head(curs)[0] or not self._has_events(curs):
                 return  # another process chained it first, or there is nothing to chain
             previous, after = GENESIS, 0
@@ -228,31 +225,48 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int]:
         if not stored_events:
             return []
-        times: tuple[datetime, datetime] | None = kwargs.get(EVENT_TIMES)
+        stamp = stamp_of(kwargs)
+        times = stamp.event_times
+        rows = [
+            self.construct_pg_stored_event(
+                event.originator_id, event.originator_version, event.topic, event.state
+            )
+            for event in stored_events
+        ]
         with (
             self.datastore.get_connection() as conn,
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            self._lock_table(curs)  # from here to commit, this is the only writer
+            self._lock_log(curs)  # from here to commit, this is the only writer
             _, previous, log_time = self._read_head(curs)
             if times is not None and log_time is not None and times[0] <= log_time:
                 raise EventTimeBehind(log_time)  # rolls the transaction back
-            records = self._records_after(curs, stored_events, kwargs.get(RECORD_NUMBERS))
-            self._notify_channel(curs)
-            PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events)
-            ids = self._fetch_ids_after_insert_events(curs, stored_events)
-            assert ids is not None
+            records = self._records_after(curs, stored_events, stamp.record_numbers)
+            curs.execute(self._wake_subscribers)
+            curs.execute(self.insert_events_statement, (rows,))
+            ids = [int(row["notification_id"]) for row in curs.fetchall()]
+            if len(ids) != len(stored_events):
+                raise ProgrammingError(
+                    f"the log returned {len(ids)} notification ids for {len(stored_events)} events"
+                )
             hashes = []
             for notification_id, event in zip(ids, stored_events, strict=True):
                 previous = self._link(previous, notification_id, event)
                 hashes.append(previous)
-            curs.execute(self._insert_chain, (list(ids), hashes))
+            curs.execute(self._insert_chain, (ids, hashes))
             # Imported events keep their times unchecked, but the next write must follow them.
-            new_time = kwargs.get(IMPORTED_TIME) if times is None else times[1]
+            new_time = stamp.imported_time if times is None else times[1]
             curs.execute(self._upsert_head, (ids[-1], previous, new_time, self.chain.mode))
             curs.execute(self._set_records, (records,))
         return ids
+
+    def _lock_log(self, curs: Cursor[DictRow]) -> None:
+        """Take the writers' lock: the ``EXCLUSIVE`` lock on the events table that
+        eventsourcing's recorder takes for each insert (its ``lock_table_statements``), so
+        notification ids are handed out in commit order; held until the transaction ends."""
+        for statement in self.lock_table_statements:
+            curs.execute(statement, prepare=True)
 
     def _records_after(
         self,
@@ -303,7 +317,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            self._lock_table(curs)
+            self._lock_log(curs)
             curs.execute(self._raise_time, (moment, moment))
 
     def verify(self, chunk_size: int = VERIFY_CHUNK) -> ChainReport:
