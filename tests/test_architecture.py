@@ -334,3 +334,20 @@ def _library_internals(tree: ast.Module) -> list[str]:
 def test_no_module_touches_eventsourcing_internals(module: str) -> None:
     found = _library_internals(TREES[module])
     assert not found, f"{module} uses eventsourcing's private members: {found}"
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" and "wire" not in p.parts
+    ),
+)
+def test_the_architecture_page_names_every_module(path: str) -> None:
+    """docs/architecture.md is the map a new maintainer reads: a module it does not name is
+    one they cannot find."""
+    assert f"`{path}`" in ARCHITECTURE.read_text(), f"docs/architecture.md does not name {path}"
