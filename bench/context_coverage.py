@@ -36,13 +36,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
-import os
 import random
 import re
 import sqlite3
-import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -61,10 +58,11 @@ import numpy.typing as npt
 from bench.baselines import RRF_K, minmax
 from bench.longmem import Conversation, SessionClock, Turn
 from bench.longmem import load as load_locomo
+from bench.vector_cache import DiskCachedEmbedder
+from bench.vector_cache import cache_directory as bench_cache_directory
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder, record_text
-from membrane_es.embedding.onnx_runtime import cache_directory
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.queries.context import Memory, memory_of, pack
@@ -175,64 +173,6 @@ def _from_longmemeval(item: dict[str, Any]) -> Haystack:
     return Haystack(item["question_id"], sessions, asks)
 
 
-# --- vectors, cached by text digest ---------------------------------------------------------
-
-
-class CachedVectors:
-    """An embedder whose vectors are kept by the SHA-256 of their text in ``directory``: a
-    rerun embeds only texts it has not seen (the model is loaded only then)."""
-
-    def __init__(self, inner: Embedder, directory: Path) -> None:
-        self.inner = inner
-        slug = re.sub(r"[^A-Za-z0-9.-]+", "_", inner.model)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"vectors-{slug}.npz"
-        self.known: dict[bytes, Vectors] = {}
-        self.added = 0
-        if self.path.exists():
-            with np.load(self.path) as stored:
-                self.known = dict(
-                    zip(map(bytes, stored["digests"]), stored["vectors"], strict=True)
-                )
-
-    @property
-    def dimensions(self) -> int:
-        return self.inner.dimensions
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def token_counter(self) -> TokenCounter:
-        return counter_for(self.inner)
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        digests = [hashlib.sha256(text.encode()).digest() for text in texts]
-        missing = {d: t for d, t in zip(digests, texts, strict=True) if d not in self.known}
-        if missing:
-            vectors = self.inner.embed(list(missing.values()))
-            self.known.update(zip(missing, vectors, strict=True))
-            self.added += len(missing)
-        if not texts:
-            return np.zeros((0, self.dimensions), np.float32)
-        return np.stack([self.known[d] for d in digests])
-
-    def save(self) -> None:
-        """Write the cache (atomically) when it learned anything."""
-        if not self.added:
-            return
-        digests = list(self.known)
-        handle, name = tempfile.mkstemp(dir=self.path.parent, suffix=".npz")
-        os.close(handle)
-        np.savez(
-            name,
-            digests=np.array(digests, dtype="S32"),
-            vectors=np.stack([self.known[d] for d in digests]),
-        )
-        os.replace(name, self.path)
-        self.added = 0
-
-
 def make_embedder(name: str, cache: Path) -> Embedder | None:
     if name == "none":
         return None
@@ -240,7 +180,8 @@ def make_embedder(name: str, cache: Path) -> Embedder | None:
         return HashingEmbedder(384)
     from membrane_es.embedding.default import BundledMiniLM
 
-    return CachedVectors(BundledMiniLM(), cache)  # loaded only for texts not in the cache
+    # The model is loaded only for texts not in the cache.
+    return DiskCachedEmbedder(BundledMiniLM(), cache)
 
 
 # --- the engine -----------------------------------------------------------------------------
@@ -401,8 +342,6 @@ def evaluate(
             _ask_all(memory, wall, turn_of, haystack, embedder, counter, budgets, scores)
         finally:
             memory.close()
-        if isinstance(embedder, CachedVectors):
-            embedder.save()
         turns = sum(len(s) for s in haystack.sessions)
         scores.turns += turns
         progress(
@@ -523,7 +462,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="haystacks to use (0: all)")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
-    parser.add_argument("--cache", type=Path, default=cache_directory() / "bench")
+    parser.add_argument("--cache", type=Path, default=bench_cache_directory())
     args = parser.parse_args()
     path = args.path or DATA[args.dataset]
     haystacks = (locomo if args.dataset == "locomo" else longmemeval)(path, args.limit)
