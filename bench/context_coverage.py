@@ -6,10 +6,10 @@ Run: ``python -m bench.context_coverage --dataset locomo|longmemeval [--path P] 
 Data: LoCoMo (``../shared/data/locomo_dev.json``, read by :func:`bench.longmem.load`) and
 LongMemEval-S (``../shared/data/longmemeval_s_dev.json.gz``: every question has its own
 haystack of about 50 sessions, 500 turns). ``--limit N``: the first N conversations of LoCoMo;
-for LongMemEval N questions taken round-robin over the question types (a stratified subset),
-in file order within a type. Questions without evidence turns are left out (LoCoMo's
-adversarial category 5 too, as in :mod:`bench.longmem`; LongMemEval's abstentions, whose
-haystacks hold no turn marked ``has_answer``).
+for LongMemEval the subset :mod:`bench.longmemeval` takes with the same limit (each question
+type in proportion to its share, evenly spaced within it). Questions without evidence turns
+are left out (LoCoMo's adversarial category 5 too, as in :mod:`bench.longmem`;
+LongMemEval's abstentions, whose haystacks hold no turn marked ``has_answer``).
 
 Procedure, per haystack, in a fresh in-memory store: every turn is captured as it happened
 (``capture_memory({"speaker", "text"}, timestamp=…)``, one ``batch()`` a session, sessions in
@@ -58,6 +58,8 @@ import numpy.typing as npt
 from bench.baselines import RRF_K, minmax
 from bench.longmem import Conversation, SessionClock, Turn
 from bench.longmem import load as load_locomo
+from bench.longmemeval import load as load_longmemeval
+from bench.longmemeval import stratified
 from bench.vector_cache import DiskCachedEmbedder
 from bench.vector_cache import cache_directory as bench_cache_directory
 from membrane_es import Membrane, TrustContext
@@ -120,21 +122,14 @@ def _lme_time(text: str) -> datetime:
 
 
 def longmemeval(path: Path, limit: int) -> list[Haystack]:
+    """The haystacks of the questions :mod:`bench.longmemeval` evaluates with the same
+    ``--limit`` (a subset stratified by question type), so both benchmarks measure the same
+    questions and share their vectors."""
+    chosen = {question.id for question in stratified(load_longmemeval(path), limit)}
     with gzip.open(path, "rt") as stream:
         items = json.load(stream)
-    by_type: dict[str, list[Haystack]] = defaultdict(list)
-    for item in items:
-        haystack = _from_longmemeval(item)
-        if haystack.asks:
-            by_type[item["question_type"]].append(haystack)
-    ordered = [h for group in zip_longest_lists(list(by_type.values())) for h in group]
-    return ordered[:limit] if limit else ordered
-
-
-def zip_longest_lists(groups: list[list[Haystack]]) -> Iterator[list[Haystack]]:
-    """Round-robin rounds: the first of each group, then the second of each…"""
-    for index in range(max((len(g) for g in groups), default=0)):
-        yield [group[index] for group in groups if index < len(group)]
+    haystacks = [_from_longmemeval(item) for item in items if item["question_id"] in chosen]
+    return [haystack for haystack in haystacks if haystack.asks]
 
 
 def _from_longmemeval(item: dict[str, Any]) -> Haystack:
