@@ -9,11 +9,15 @@ and packs the records it returns, best first, as one line each::
 — the event date, who said it (a conversation turn's speaker; otherwise the record's type in
 parentheses), the words, and a short reference to cite: a prefix of the record's id, unique
 within the context. A record whose line no longer fits is passed over for the next one that
-does (nothing is cut mid-memory), and a line longer than a quarter of the budget is offered
-only after the shorter ones ranked below it; packing ends when the budget cannot hold
-another line or the candidates run out. The chosen lines are then written grouped by scope
-and day — the turns of one conversation together — groups and lines in time order, groups
-apart by a blank line, so a model reads what was said in the order it was said.
+does, and a line longer than a quarter of the budget is offered only after the shorter ones
+ranked below it; packing ends when the budget cannot hold another line or the candidates run
+out. A text longer than the embedder reads was ranked by its passage closest to the task
+(:mod:`membrane_es.embedding.passages`); when its whole line is over that quarter, that
+passage stands for it, in its place in the ranking, marked as an excerpt by ``…`` where the
+words go on: the part of a long answer that matched, rather than all of it or none. The
+chosen lines are then written grouped by scope and day — the turns of one conversation
+together — groups and lines in time order, groups apart by a blank line, so a model reads
+what was said in the order it was said.
 
 Only what the caller may read in full is packed: a record returned redacted (one level above
 the trust's ceiling) shows no words, and is left out; erased (forgotten) records have none.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -36,6 +40,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from membrane_es.embedding.passages import Splitter, located, splitter_of
 from membrane_es.embedding.record_text import search_text, trigger_text
 from membrane_es.embedding.tokens import TokenCounter
 from membrane_es.errors import ValidationError
@@ -60,6 +65,7 @@ LONG_SHARE = 0.25  # a line over this share of the budget is offered after the s
 SPEAKER_KEYS = ("speaker", "role", "author", "user", "from")
 WORDS_KEYS = ("text", "content", "message", "utterance", "body")
 _SPACES = re.compile(r"\s+")
+ELLIPSIS = "…"  # where an excerpt's words go on
 
 
 class Context(msgspec.Struct, kw_only=True, frozen=True):
@@ -91,6 +97,7 @@ class Memory:
     words: str
     group: str  # records of one group (a scope) on one day are written together
     score: float = 0.0
+    excerpt: str = ""  # a long text's passage that matched the task, marked (empty: none)
 
 
 @dataclass(frozen=True)
@@ -149,18 +156,25 @@ def _answer(
     hydrator = Hydrator(sources.reader, snapshot)
     hydrator.know(ranked.rows, ranked.salience)
     scores = ranking.scores if ranking.scores is not None else ranked.salience
+    passages = ranking.passages if ranking.passages is not None else np.zeros(len(ranked), np.int64)
     readable = [
-        (int(row), float(score))
-        for row, redacted, score in zip(ranked.rows, ranked.redacted, scores, strict=True)
+        (int(row), float(score), int(passage))
+        for row, redacted, score, passage in zip(
+            ranked.rows, ranked.redacted, scores, passages, strict=True
+        )
         if not redacted  # a redacted record shows no words: nothing of it is packed
     ]
+    split = splitter_of(sources.embedder)
 
     def memories() -> Iterator[Memory]:
         for start in range(0, len(readable), COUNT_BATCH):
             chunk = readable[start : start + COUNT_BATCH]
             hydrator.prepare(_rows(chunk))
-            for row, score in chunk:
-                memory = memory_of(hydrator.full(row), score)
+            for row, score, passage in chunk:
+                record = hydrator.full(row)
+                memory = memory_of(record, score)
+                if memory is not None and passage > 0 and split is not None:
+                    memory = replace(memory, excerpt=excerpt(record, passage, split))
                 if memory is not None:
                     yield memory
 
@@ -187,8 +201,8 @@ def _answer(
     )
 
 
-def _rows(chunk: list[tuple[int, float]]) -> Any:
-    return np.array([row for row, _ in chunk], dtype=np.int64)
+def _rows(chunk: list[tuple[int, float, int]]) -> Any:
+    return np.array([row for row, _, _ in chunk], dtype=np.int64)
 
 
 # --- a record as a line -----------------------------------------------------------------------
@@ -245,6 +259,35 @@ def words_of(record: MemoryRecord) -> str:
     return one_line(trigger_text(record) or search_text(record))
 
 
+def excerpt(record: MemoryRecord, passage: int, split: Splitter) -> str:
+    """The words of passage ``passage`` (1: the first) of the text the record was embedded
+    by, as they read in its line, ``…`` marking where its words go on; empty when the text is
+    one passage or its words are not found verbatim in it."""
+    text, words = search_text(record), words_of(record)
+    parts = split(text)
+    places = located(text, parts) if len(parts) > 1 else None
+    at = text.find(words)
+    if places is None or not 1 <= passage <= len(places) or at < 0:
+        return ""
+    first, last = max(places[passage - 1][0], at), min(places[passage - 1][1], at + len(words))
+    # Whole words only: a window may start or end inside one.
+    if first > at and not text[first - 1].isspace():
+        first = _after_space(text, first, last)
+    if last < at + len(words) and not text[last].isspace():
+        last = text.rfind(" ", first, last)
+    piece = text[first:last].strip() if 0 <= first < last else ""
+    if not piece:
+        return ""
+    before = f"{ELLIPSIS} " if first > at else ""
+    after = f" {ELLIPSIS}" if last < at + len(words) else ""
+    return before + piece + after
+
+
+def _after_space(text: str, start: int, end: int) -> int:
+    space = text.find(" ", start, end)
+    return space + 1 if space >= 0 else end
+
+
 def one_line(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
@@ -269,7 +312,9 @@ def pack(
     ``defer_long``: a line longer than a quarter of the budget waits until every shorter
     candidate has been offered, then is taken, in rank order, if it still fits — one long
     memory (a tool's output, an assistant's whole answer) would otherwise crowd out several
-    ranked just below it."""
+    ranked just below it. A long memory with an excerpt is offered as its excerpt instead, in
+    its place in the ranking when the excerpt's line is within that quarter, else deferred
+    as the whole line would be."""
     candidates = list(ranked)
     long = budget * LONG_SHARE if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
@@ -283,6 +328,9 @@ def pack(
         proposed = [(memory, ref_for(memory.id, refs)) for memory in batch]
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for (memory, ref), tokens in zip(proposed, counts, strict=True):
+            if tokens > long and memory.excerpt:
+                memory = replace(memory, words=memory.excerpt, excerpt="")
+                tokens = counter.count([line(memory, ref)])[0]
             if tokens > long:
                 deferred.append(memory)
                 continue

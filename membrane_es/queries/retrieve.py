@@ -149,6 +149,9 @@ class Ranking:
     selection: Selection | None
     scores: Array | None = None
     evidence: Evidence | None = None  # aligned with ``ranked`` (for explanations)
+    # aligned with ``ranked``: the passage of a long text its similarity is of (1: the
+    # record's own vector, 0: a text with one passage); None when no candidate has several
+    passages: Array | None = None
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -466,7 +469,14 @@ def _ranked(
             passage=None if passage is None else passage[picks],
             speaker=None if spoken is None else spoken[picks],
         )
-    return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
+    return Ranking(
+        found.take(picks),
+        chosen,
+        selection,
+        primary[picks],
+        kept,
+        None if passage is None else passage[picks],
+    )
 
 
 def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
