@@ -9,12 +9,13 @@ and packs the records it returns, best first, as one line each::
 — the event date, who said it (a conversation turn's speaker; otherwise the record's type in
 parentheses), the words, and a short reference to cite: a prefix of the record's id, unique
 within the context. A record whose line no longer fits is passed over for the next one that
-does, and a line longer than a quarter of the budget is offered only after the shorter ones
-ranked below it; packing ends when the budget cannot hold another line or the candidates run
-out. A text longer than the embedder reads was ranked by its passage closest to the task
-(:mod:`membrane_es.embedding.passages`); when its whole line is over that quarter, that
-passage stands for it, in its place in the ranking, marked as an excerpt by ``…`` where the
-words go on: the part of a long answer that matched, rather than all of it or none. The
+does, and a long line — over a quarter of the budget, or over :data:`LONG_LINE_TOKENS`
+whatever the budget — is offered only after the shorter ones ranked below it; packing ends
+when the budget cannot hold another line or the candidates run out. A text longer than the
+embedder reads was ranked by its passage closest to the task
+(:mod:`membrane_es.embedding.passages`); a long line is offered as that passage, marked as an
+excerpt by ``…`` where the words go on: the part of a long answer that matched is more
+likely to fit in what the budget has left than all of it. The
 chosen lines are then written grouped by scope and day — the turns of one conversation
 together — groups and lines in time order, groups apart by a blank line, so a model reads
 what was said in the order it was said.
@@ -61,6 +62,11 @@ TOKENS_PER_CANDIDATE = 8
 MIN_CANDIDATES = 32
 COUNT_BATCH = 32  # lines rendered and counted together
 LONG_SHARE = 0.25  # a line over this share of the budget is offered after the shorter ones
+# ... as is a line over this many tokens, whatever the budget: the window a sentence embedder
+# reads whole (all-MiniLM-L6-v2: 256 word pieces), a few paragraphs — a document more than a
+# message. A larger budget then holds more of the memories ranked first, not one long text
+# sooner: what a budget holds is about what a smaller one held, and more.
+LONG_LINE_TOKENS = 256
 # Keys of captured content whose value says who spoke, and whose value is the words.
 SPEAKER_KEYS = ("speaker", "role", "author", "user", "from")
 WORDS_KEYS = ("text", "content", "message", "utterance", "body")
@@ -309,14 +315,13 @@ def pack(
     """Take memories in rank order while their lines fit in ``budget`` tokens (one that does
     not fit is passed over), then write them grouped by scope and day, in time order.
 
-    ``defer_long``: a line longer than a quarter of the budget waits until every shorter
-    candidate has been offered, then is taken, in rank order, if it still fits — one long
-    memory (a tool's output, an assistant's whole answer) would otherwise crowd out several
-    ranked just below it. A long memory with an excerpt is offered as its excerpt instead, in
-    its place in the ranking when the excerpt's line is within that quarter, else deferred
-    as the whole line would be."""
+    ``defer_long``: a long line (over a quarter of the budget or :data:`LONG_LINE_TOKENS`)
+    waits until every shorter candidate has been offered, then is taken, in rank order, if it
+    still fits — one long memory (a tool's output, an assistant's whole answer) would
+    otherwise crowd out several ranked just below it; a long memory with an excerpt waits as
+    its excerpt."""
     candidates = list(ranked)
-    long = budget * LONG_SHARE if defer_long else float("inf")
+    long = min(budget * LONG_SHARE, LONG_LINE_TOKENS) if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
     refs: set[str] = set()
     deferred: list[Memory] = []
@@ -328,10 +333,9 @@ def pack(
         proposed = [(memory, ref_for(memory.id, refs)) for memory in batch]
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for (memory, ref), tokens in zip(proposed, counts, strict=True):
-            if tokens > long and memory.excerpt:
-                memory = replace(memory, words=memory.excerpt, excerpt="")
-                tokens = counter.count([line(memory, ref)])[0]
             if tokens > long:
+                if memory.excerpt:
+                    memory = replace(memory, words=memory.excerpt, excerpt="")
                 deferred.append(memory)
                 continue
             left -= _take(memory, ref, tokens, left, chosen, refs, counter)
