@@ -6,10 +6,10 @@ Run: ``python -m bench.context_coverage --dataset locomo|longmemeval [--path P] 
 Data: LoCoMo (``../shared/data/locomo_dev.json``, read by :func:`bench.longmem.load`) and
 LongMemEval-S (``../shared/data/longmemeval_s_dev.json.gz``: every question has its own
 haystack of about 50 sessions, 500 turns). ``--limit N``: the first N conversations of LoCoMo;
-for LongMemEval N questions taken round-robin over the question types (a stratified subset),
-in file order within a type. Questions without evidence turns are left out (LoCoMo's
-adversarial category 5 too, as in :mod:`bench.longmem`; LongMemEval's abstentions, whose
-haystacks hold no turn marked ``has_answer``).
+for LongMemEval the subset :mod:`bench.longmemeval` takes with the same limit (each question
+type in proportion to its share, evenly spaced within it). Questions without evidence turns
+are left out (LoCoMo's adversarial category 5 too, as in :mod:`bench.longmem`;
+LongMemEval's abstentions, whose haystacks hold no turn marked ``has_answer``).
 
 Procedure, per haystack, in a fresh in-memory store: every turn is captured as it happened
 (``capture_memory({"speaker", "text"}, timestamp=…)``, one ``batch()`` a session, sessions in
@@ -36,13 +36,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
-import os
 import random
 import re
 import sqlite3
-import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -61,10 +58,13 @@ import numpy.typing as npt
 from bench.baselines import RRF_K, minmax
 from bench.longmem import Conversation, SessionClock, Turn
 from bench.longmem import load as load_locomo
+from bench.longmemeval import load as load_longmemeval
+from bench.longmemeval import stratified
+from bench.vector_cache import DiskCachedEmbedder
+from bench.vector_cache import cache_directory as bench_cache_directory
 from membrane_es import Membrane, TrustContext
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder, search_text
-from membrane_es.embedding.onnx_runtime import cache_directory
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.queries.context import Memory, memory_of, pack
@@ -122,21 +122,14 @@ def _lme_time(text: str) -> datetime:
 
 
 def longmemeval(path: Path, limit: int) -> list[Haystack]:
+    """The haystacks of the questions :mod:`bench.longmemeval` evaluates with the same
+    ``--limit`` (a subset stratified by question type), so both benchmarks measure the same
+    questions and share their vectors."""
+    chosen = {question.id for question in stratified(load_longmemeval(path), limit)}
     with gzip.open(path, "rt") as stream:
         items = json.load(stream)
-    by_type: dict[str, list[Haystack]] = defaultdict(list)
-    for item in items:
-        haystack = _from_longmemeval(item)
-        if haystack.asks:
-            by_type[item["question_type"]].append(haystack)
-    ordered = [h for group in zip_longest_lists(list(by_type.values())) for h in group]
-    return ordered[:limit] if limit else ordered
-
-
-def zip_longest_lists(groups: list[list[Haystack]]) -> Iterator[list[Haystack]]:
-    """Round-robin rounds: the first of each group, then the second of each…"""
-    for index in range(max((len(g) for g in groups), default=0)):
-        yield [group[index] for group in groups if index < len(group)]
+    haystacks = [_from_longmemeval(item) for item in items if item["question_id"] in chosen]
+    return [haystack for haystack in haystacks if haystack.asks]
 
 
 def _from_longmemeval(item: dict[str, Any]) -> Haystack:
@@ -175,64 +168,6 @@ def _from_longmemeval(item: dict[str, Any]) -> Haystack:
     return Haystack(item["question_id"], sessions, asks)
 
 
-# --- vectors, cached by text digest ---------------------------------------------------------
-
-
-class CachedVectors:
-    """An embedder whose vectors are kept by the SHA-256 of their text in ``directory``: a
-    rerun embeds only texts it has not seen (the model is loaded only then)."""
-
-    def __init__(self, inner: Embedder, directory: Path) -> None:
-        self.inner = inner
-        slug = re.sub(r"[^A-Za-z0-9.-]+", "_", inner.model)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"vectors-{slug}.npz"
-        self.known: dict[bytes, Vectors] = {}
-        self.added = 0
-        if self.path.exists():
-            with np.load(self.path) as stored:
-                self.known = dict(
-                    zip(map(bytes, stored["digests"]), stored["vectors"], strict=True)
-                )
-
-    @property
-    def dimensions(self) -> int:
-        return self.inner.dimensions
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def token_counter(self) -> TokenCounter:
-        return counter_for(self.inner)
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        digests = [hashlib.sha256(text.encode()).digest() for text in texts]
-        missing = {d: t for d, t in zip(digests, texts, strict=True) if d not in self.known}
-        if missing:
-            vectors = self.inner.embed(list(missing.values()))
-            self.known.update(zip(missing, vectors, strict=True))
-            self.added += len(missing)
-        if not texts:
-            return np.zeros((0, self.dimensions), np.float32)
-        return np.stack([self.known[d] for d in digests])
-
-    def save(self) -> None:
-        """Write the cache (atomically) when it learned anything."""
-        if not self.added:
-            return
-        digests = list(self.known)
-        handle, name = tempfile.mkstemp(dir=self.path.parent, suffix=".npz")
-        os.close(handle)
-        np.savez(
-            name,
-            digests=np.array(digests, dtype="S32"),
-            vectors=np.stack([self.known[d] for d in digests]),
-        )
-        os.replace(name, self.path)
-        self.added = 0
-
-
 def make_embedder(name: str, cache: Path) -> Embedder | None:
     if name == "none":
         return None
@@ -240,7 +175,8 @@ def make_embedder(name: str, cache: Path) -> Embedder | None:
         return HashingEmbedder(384)
     from membrane_es.embedding.default import BundledMiniLM
 
-    return CachedVectors(BundledMiniLM(), cache)  # loaded only for texts not in the cache
+    # The model is loaded only for texts not in the cache.
+    return DiskCachedEmbedder(BundledMiniLM(), cache)
 
 
 # --- the engine -----------------------------------------------------------------------------
@@ -401,8 +337,6 @@ def evaluate(
             _ask_all(memory, wall, turn_of, haystack, embedder, counter, budgets, scores)
         finally:
             memory.close()
-        if isinstance(embedder, CachedVectors):
-            embedder.save()
         turns = sum(len(s) for s in haystack.sessions)
         scores.turns += turns
         progress(
@@ -523,7 +457,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="haystacks to use (0: all)")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
-    parser.add_argument("--cache", type=Path, default=cache_directory() / "bench")
+    parser.add_argument("--cache", type=Path, default=bench_cache_directory())
     args = parser.parse_args()
     path = args.path or DATA[args.dataset]
     haystacks = (locomo if args.dataset == "locomo" else longmemeval)(path, args.limit)

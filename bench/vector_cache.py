@@ -6,6 +6,10 @@ text up first (SQLite, one file per model under ``~/.cache/membrane_es/bench``, 
 ``MEMBRANE_ES_BENCH_CACHE``), embedding only the texts it has not seen. Several processes may
 share the file: SQLite serialises their writes. Ingestion figures measured through it mean
 nothing (the model mostly does not run); time the embedder itself for those.
+
+The wrapper offers what the embedder it wraps offers beside vectors — its passages of a long
+text and its token counter — so the engine under benchmark cuts long texts and counts tokens
+exactly as it does with the bare model.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from membrane_es.embedding import Embedder
+from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Matrix
+from membrane_es.embedding.tokens import TokenCounter, counter_for
 
 _LOOKUP = 500  # digests per SELECT (SQLite's bound-parameter limit is far above)
 
@@ -56,6 +62,14 @@ class DiskCachedEmbedder:
     @property
     def model(self) -> str:
         return self.inner.model
+
+    def passages(self, text: str) -> list[str]:
+        """The wrapped embedder's passages of ``text``; ``[text]`` when it reads every word."""
+        split = splitter_of(self.inner)
+        return split(text) if split is not None else [text]
+
+    def token_counter(self) -> TokenCounter:
+        return counter_for(self.inner)
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         texts = list(texts)

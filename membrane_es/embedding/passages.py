@@ -54,3 +54,22 @@ def cut(text: str, spans: Sequence[tuple[int, int]], width: int) -> list[str]:
     if len(spans) <= width:
         return [text]
     return [text[first:last] for first, last in windows(spans, width)]
+
+
+def located(text: str, passages: Sequence[str]) -> list[tuple[int, int]] | None:
+    """The (start, end) character offsets of each of ``passages`` (as :func:`cut` gave them,
+    in order) within ``text``; None when one is not there (an embedder whose passages are not
+    slices of the text). Each window starts and ends past the one before it, so a passage is
+    looked for only there (in a text that repeats itself, the first copy there: the same
+    words)."""
+    out: list[tuple[int, int]] = []
+    first, last = -1, -1
+    for passage in passages:
+        at = text.find(passage, first + 1)
+        while at >= 0 and at + len(passage) <= last:
+            at = text.find(passage, at + 1)
+        if at < 0:
+            return None
+        first, last = at, at + len(passage)
+        out.append((first, last))
+    return out

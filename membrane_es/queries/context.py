@@ -9,11 +9,16 @@ and packs the records it returns, best first, as one line each::
 — the event date, who said it (a conversation turn's speaker; otherwise the record's type in
 parentheses), the words, and a short reference to cite: a prefix of the record's id, unique
 within the context. A record whose line no longer fits is passed over for the next one that
-does (nothing is cut mid-memory), and a line longer than a quarter of the budget is offered
-only after the shorter ones ranked below it; packing ends when the budget cannot hold
-another line or the candidates run out. The chosen lines are then written grouped by scope
-and day — the turns of one conversation together — groups and lines in time order, groups
-apart by a blank line, so a model reads what was said in the order it was said.
+does, and a long line — over a quarter of the budget, or over :data:`LONG_LINE_TOKENS`
+whatever the budget — is offered only after the shorter ones ranked below it; packing ends
+when the budget cannot hold another line or the candidates run out. A text longer than the
+embedder reads was ranked by its passage closest to the task
+(:mod:`membrane_es.embedding.passages`); a long line is offered as that passage, marked as an
+excerpt by ``…`` where the words go on: the part of a long answer that matched is more
+likely to fit in what the budget has left than all of it. The
+chosen lines are then written grouped by scope and day — the turns of one conversation
+together — groups and lines in time order, groups apart by a blank line, so a model reads
+what was said in the order it was said.
 
 Only what the caller may read in full is packed: a record returned redacted (one level above
 the trust's ceiling) shows no words, and is left out; erased (forgotten) records have none.
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -36,6 +41,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from membrane_es.embedding.passages import Splitter, located, splitter_of
 from membrane_es.embedding.record_text import search_text, trigger_text
 from membrane_es.embedding.tokens import TokenCounter
 from membrane_es.errors import ValidationError
@@ -56,10 +62,16 @@ TOKENS_PER_CANDIDATE = 8
 MIN_CANDIDATES = 32
 COUNT_BATCH = 32  # lines rendered and counted together
 LONG_SHARE = 0.25  # a line over this share of the budget is offered after the shorter ones
+# ... as is a line over this many tokens, whatever the budget: the window a sentence embedder
+# reads whole (all-MiniLM-L6-v2: 256 word pieces), a few paragraphs — a document more than a
+# message. A larger budget then holds more of the memories ranked first, not one long text
+# sooner: what a budget holds is about what a smaller one held, and more.
+LONG_LINE_TOKENS = 256
 # Keys of captured content whose value says who spoke, and whose value is the words.
 SPEAKER_KEYS = ("speaker", "role", "author", "user", "from")
 WORDS_KEYS = ("text", "content", "message", "utterance", "body")
 _SPACES = re.compile(r"\s+")
+ELLIPSIS = "…"  # where an excerpt's words go on
 
 
 class Context(msgspec.Struct, kw_only=True, frozen=True):
@@ -91,6 +103,7 @@ class Memory:
     words: str
     group: str  # records of one group (a scope) on one day are written together
     score: float = 0.0
+    excerpt: str = ""  # a long text's passage that matched the task, marked (empty: none)
 
 
 @dataclass(frozen=True)
@@ -149,18 +162,25 @@ def _answer(
     hydrator = Hydrator(sources.reader, snapshot)
     hydrator.know(ranked.rows, ranked.salience)
     scores = ranking.scores if ranking.scores is not None else ranked.salience
+    passages = ranking.passages if ranking.passages is not None else np.zeros(len(ranked), np.int64)
     readable = [
-        (int(row), float(score))
-        for row, redacted, score in zip(ranked.rows, ranked.redacted, scores, strict=True)
+        (int(row), float(score), int(passage))
+        for row, redacted, score, passage in zip(
+            ranked.rows, ranked.redacted, scores, passages, strict=True
+        )
         if not redacted  # a redacted record shows no words: nothing of it is packed
     ]
+    split = splitter_of(sources.embedder)
 
     def memories() -> Iterator[Memory]:
         for start in range(0, len(readable), COUNT_BATCH):
             chunk = readable[start : start + COUNT_BATCH]
             hydrator.prepare(_rows(chunk))
-            for row, score in chunk:
-                memory = memory_of(hydrator.full(row), score)
+            for row, score, passage in chunk:
+                record = hydrator.full(row)
+                memory = memory_of(record, score)
+                if memory is not None and passage > 0 and split is not None:
+                    memory = replace(memory, excerpt=excerpt(record, passage, split))
                 if memory is not None:
                     yield memory
 
@@ -187,8 +207,8 @@ def _answer(
     )
 
 
-def _rows(chunk: list[tuple[int, float]]) -> Any:
-    return np.array([row for row, _ in chunk], dtype=np.int64)
+def _rows(chunk: list[tuple[int, float, int]]) -> Any:
+    return np.array([row for row, _, _ in chunk], dtype=np.int64)
 
 
 # --- a record as a line -----------------------------------------------------------------------
@@ -245,6 +265,35 @@ def words_of(record: MemoryRecord) -> str:
     return one_line(trigger_text(record) or search_text(record))
 
 
+def excerpt(record: MemoryRecord, passage: int, split: Splitter) -> str:
+    """The words of passage ``passage`` (1: the first) of the text the record was embedded
+    by, as they read in its line, ``…`` marking where its words go on; empty when the text is
+    one passage or its words are not found verbatim in it."""
+    text, words = search_text(record), words_of(record)
+    parts = split(text)
+    places = located(text, parts) if len(parts) > 1 else None
+    at = text.find(words)
+    if places is None or not 1 <= passage <= len(places) or at < 0:
+        return ""
+    first, last = max(places[passage - 1][0], at), min(places[passage - 1][1], at + len(words))
+    # Whole words only: a window may start or end inside one.
+    if first > at and not text[first - 1].isspace():
+        first = _after_space(text, first, last)
+    if last < at + len(words) and not text[last].isspace():
+        last = text.rfind(" ", first, last)
+    piece = text[first:last].strip() if 0 <= first < last else ""
+    if not piece:
+        return ""
+    before = f"{ELLIPSIS} " if first > at else ""
+    after = f" {ELLIPSIS}" if last < at + len(words) else ""
+    return before + piece + after
+
+
+def _after_space(text: str, start: int, end: int) -> int:
+    space = text.find(" ", start, end)
+    return space + 1 if space >= 0 else end
+
+
 def one_line(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
@@ -266,12 +315,13 @@ def pack(
     """Take memories in rank order while their lines fit in ``budget`` tokens (one that does
     not fit is passed over), then write them grouped by scope and day, in time order.
 
-    ``defer_long``: a line longer than a quarter of the budget waits until every shorter
-    candidate has been offered, then is taken, in rank order, if it still fits — one long
-    memory (a tool's output, an assistant's whole answer) would otherwise crowd out several
-    ranked just below it."""
+    ``defer_long``: a long line (over a quarter of the budget or :data:`LONG_LINE_TOKENS`)
+    waits until every shorter candidate has been offered, then is taken, in rank order, if it
+    still fits — one long memory (a tool's output, an assistant's whole answer) would
+    otherwise crowd out several ranked just below it; a long memory with an excerpt waits as
+    its excerpt."""
     candidates = list(ranked)
-    long = budget * LONG_SHARE if defer_long else float("inf")
+    long = min(budget * LONG_SHARE, LONG_LINE_TOKENS) if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
     refs: set[str] = set()
     deferred: list[Memory] = []
@@ -284,6 +334,8 @@ def pack(
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for (memory, ref), tokens in zip(proposed, counts, strict=True):
             if tokens > long:
+                if memory.excerpt:
+                    memory = replace(memory, words=memory.excerpt, excerpt="")
                 deferred.append(memory)
                 continue
             left -= _take(memory, ref, tokens, left, chosen, refs, counter)

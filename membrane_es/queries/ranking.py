@@ -65,6 +65,7 @@ VECTOR_SHARE = 0.5  # within relevance: semantic similarity
 LEXICAL_SHARE = 0.5  # ... and shared words
 TIME_SHARE = 0.5  # ... and happening when the task says
 SPEAKER_SHARE = 0.5  # ... and said by someone the task names
+DATED_SHARE = 0.5  # ... and saying when, for a task that asks when
 
 
 def relative(scores: Array) -> Array:
@@ -86,18 +87,26 @@ def relevance(
     lexical: Array | None,
     timing: Array | None = None,
     speaker: Array | None = None,
+    dated: Array | None = None,
 ) -> Array | None:
     """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
     no vector), lexical coverage, time evidence (1: it happened in a period the task
-    names) and speaker evidence (1: said by someone the task names); None when there is no
-    evidence at all."""
-    signals = []
+    names), speaker evidence (1: said by someone the task names) and, for a task that asks
+    when, whether it says when (1: it does) — worth what its match in meaning and words is
+    worth (saying "last week" answers a question about when only if it is about what was
+    asked); None when there is no evidence at all."""
+    content = []
     for share, scores in (
         (VECTOR_SHARE, None if similarity is None else relative(similarity)),
         (LEXICAL_SHARE, None if lexical is None else lexical_evidence(lexical)),
-        (TIME_SHARE, timing),
-        (SPEAKER_SHARE, speaker),
     ):
+        if scores is not None and scores.any():
+            content.append((share, scores))
+    signals = list(content)
+    if dated is not None and content and dated.any():
+        matched = sum(share * scores for share, scores in content)
+        signals.append((DATED_SHARE, dated * matched / sum(share for share, _ in content)))
+    for share, scores in ((TIME_SHARE, timing), (SPEAKER_SHARE, speaker)):
         if scores is not None and scores.any():
             signals.append((share, scores))
     if not signals:

@@ -53,6 +53,7 @@ from membrane_es.queries.selector import (
     success_rate,
 )
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
+from membrane_es.queries.when_asked import asks_when, says_when
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.results import ExplainedRetrieveResult, RetrieveResult, SelectionResult
@@ -149,6 +150,9 @@ class Ranking:
     selection: Selection | None
     scores: Array | None = None
     evidence: Evidence | None = None  # aligned with ``ranked`` (for explanations)
+    # aligned with ``ranked``: the passage of a long text its similarity is of (1: the
+    # record's own vector, 0: a text with one passage); None when no candidate has several
+    passages: Array | None = None
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -446,7 +450,12 @@ def _ranked(
     periods = named_periods(plan.descriptor, snapshot.moment)
     timing = periods.contain(created).astype(np.float64) if periods else None
     spoken = _said_by_named(snapshot, plan, found)
-    evidence = relevance(similarity, lexical, timing, spoken)
+    dated = (
+        says_when(snapshot.views.text, found.rows, snapshot.size)
+        if plan.descriptor.strip() and asks_when(plan.descriptor)
+        else None
+    )
+    evidence = relevance(similarity, lexical, timing, spoken, dated)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     if plan.evidence_only:
@@ -466,7 +475,14 @@ def _ranked(
             passage=None if passage is None else passage[picks],
             speaker=None if spoken is None else spoken[picks],
         )
-    return Ranking(found.take(picks), chosen, selection, primary[picks], kept)
+    return Ranking(
+        found.take(picks),
+        chosen,
+        selection,
+        primary[picks],
+        kept,
+        None if passage is None else passage[picks],
+    )
 
 
 def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:

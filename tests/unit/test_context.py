@@ -13,7 +13,7 @@ from membrane_es import Membrane, Sensitivity, TrustContext, ValidationError
 from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.embedding.tokens import APPROXIMATE, counter_for
-from membrane_es.queries.context import Memory, pack, ref_for
+from membrane_es.queries.context import LONG_LINE_TOKENS, Memory, pack, ref_for
 from tests.unit.conftest import ManualTime
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
@@ -93,6 +93,18 @@ def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
     assert {m.id for m, _, _ in plain.chosen} == {fits.id, short[0].id}
     roomy = pack([fits, *short], 400, APPROXIMATE)
     assert {m.id for m, _, _ in roomy.chosen} == {fits.id, *(s.id for s in short)}
+
+    # over LONG_LINE_TOKENS a line waits whatever the budget: a larger budget holds more of
+    # what was ranked first, not one long text sooner
+    document = Memory("c" * 36, "episodic", at, "x", "word " * (LONG_LINE_TOKENS + 10), "")
+    many = [Memory(f"{n:08d}-many", "episodic", at, "y", "short words", "") for n in range(200)]
+    budget = 5 * LONG_LINE_TOKENS  # its quarter would take the document at its rank
+    packed = pack([document, *many], budget, APPROXIMATE)
+    assert document.id not in {m.id for m, _, _ in packed.chosen}
+    assert packed.tokens > budget - LONG_LINE_TOKENS  # the short lines filled it
+    assert document.id in {
+        m.id for m, _, _ in pack([document, *many[:3]], budget, APPROXIMATE).chosen
+    }
 
 
 def test_turns_are_grouped_by_scope_and_day_in_time_order(

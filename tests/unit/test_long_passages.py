@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.embedding.passages import cut, windows
+from membrane_es.embedding.passages import cut, located, windows
 from membrane_es.embedding.protocol import Matrix, normalise
 from membrane_es.projections.read_model import ReadModel
 from tests.unit.builders import FULL_TRUST
@@ -146,3 +146,37 @@ def test_passages_are_kept_in_the_log_and_the_checkpoint(
             assert np.array_equal(values, held[name]), name
         found = memory.retrieve(task_descriptor=QUESTION, trust=FULL_TRUST).records
         assert found[0].id == long_id
+
+
+def test_a_context_packs_the_passage_of_a_long_message_that_matched_as_an_excerpt() -> None:
+    memory, long_id = store(WindowedConceptsWithPassages())
+
+    packed = memory.context(QUESTION, trust=FULL_TRUST, budget_tokens=512)
+
+    assert long_id in packed.ids  # the whole message (2,000 words) could never fit
+    line = next(text for text in packed.text.splitlines() if long_id[:8] in text)
+    assert "my automobile is crimson" in line
+    assert "user: … " in line  # marked: the message's words began before the excerpt
+    assert "committee" in line  # the window the fact ended, read whole (it overlaps the last)
+    assert packed.tokens <= 512
+    memory.close()
+
+
+def test_without_passages_a_long_message_is_packed_whole_or_not_at_all() -> None:
+    memory, long_id = store(WindowedConcepts())
+
+    packed = memory.context(QUESTION, trust=FULL_TRUST, budget_tokens=512)
+
+    assert long_id not in packed.ids
+    assert "…" not in packed.text
+    memory.close()
+
+
+def test_passages_are_located_in_order_in_the_text_they_were_cut_from() -> None:
+    text = "one two one two three two one"
+    spans = [match.span() for match in re.finditer(r"\w+", text)]
+
+    passages = cut(text, spans, 4)  # windows of 4 words, 3 apart
+    assert passages == ["one two one two", "two three two one"]
+    assert located(text, passages) == [(0, 15), (12, 29)]  # not the earlier "two" at 4
+    assert located(text, ["two", "zero"]) is None
