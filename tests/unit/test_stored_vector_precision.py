@@ -19,6 +19,7 @@ import pytest
 from membrane_es import Membrane, TrustContext
 from membrane_es.embedding.protocol import normalise
 from membrane_es.embedding.vectors import halved, pack, unpack, widened
+from membrane_es.schema.payloads import SemanticPayload
 from tests.unit.builders import read, semantic
 
 FIXTURE = Path(__file__).parent / "data" / "store_written_with_float32_vectors.tar.gz"
@@ -46,13 +47,16 @@ def _vectors(memory: Membrane) -> dict[str, np.ndarray]:
     for block in views.embeddings.blocks.values():
         for row, vector in zip(block.rows.tolist(), block.matrix, strict=True):
             payload = read(memory, views.table.ids[row]).payload
+            assert payload is None or isinstance(payload, SemanticPayload)
             out[FORGOTTEN if payload is None else payload.subject] = vector  # None: forgotten
     return out
 
 
 def _subjects(memory: Membrane, query: list[float]) -> list[str]:
     found = memory.retrieve(trust=EVERYONE, limit=10, query_embedding=query).records
-    return [record.payload.subject for record in found]
+    return [
+        record.payload.subject for record in found if isinstance(record.payload, SemanticPayload)
+    ]
 
 
 def test_a_store_written_at_full_precision_reads_its_vectors_bit_for_bit(old_store: Path) -> None:
