@@ -211,7 +211,7 @@ class ChromaStore(Store):
 
     def top(self, query: Matrix, scoped: bool) -> list[int]:
         found = self.collection.query(
-            query_embeddings=[query],
+            query_embeddings=[query],  # type: ignore[arg-type,unused-ignore]
             n_results=TOP,
             where={"scope": FOCUS} if scoped else None,
             include=[],
@@ -227,7 +227,7 @@ class LanceStore(Store):
         self.table: Any = None
 
     def insert(self, first: int, vectors: Matrix, clusters: npt.NDArray[np.int64]) -> None:
-        import pyarrow as pa  # type: ignore[import-not-found,unused-ignore]
+        import pyarrow as pa  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         rows = range(first, first + len(vectors))
         batch = pa.table(
