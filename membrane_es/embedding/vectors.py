@@ -1,7 +1,7 @@
 """Vectors as the engine holds them: float32 little-endian bytes, tagged with their model.
 
 The log keeps each vector at half precision (float16, :func:`halved`): half the bytes of a
-record's largest part, for a change in cosine similarity of about 10⁻⁴ (docs/benchmarks.md).
+record's largest part, for a change in cosine similarity of the order of 10⁻⁴ (docs/benchmarks.md).
 So that a store reads back exactly what was written before it was reopened, a vector is
 rounded to half precision when it is made (:func:`pack`): the float32 the engine holds is
 the float16 the log keeps, widened, and every search scores the same bits whether the vector
