@@ -211,7 +211,7 @@ class ChromaStore(Store):
 
     def top(self, query: Matrix, scoped: bool) -> list[int]:
         found = self.collection.query(
-            query_embeddings=[query],
+            query_embeddings=[query],  # type: ignore[arg-type,unused-ignore]
             n_results=TOP,
             where={"scope": FOCUS} if scoped else None,
             include=[],
@@ -227,7 +227,7 @@ class LanceStore(Store):
         self.table: Any = None
 
     def insert(self, first: int, vectors: Matrix, clusters: npt.NDArray[np.int64]) -> None:
-        import pyarrow as pa  # type: ignore[import-not-found,unused-ignore]
+        import pyarrow as pa  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         rows = range(first, first + len(vectors))
         batch = pa.table(
@@ -396,10 +396,11 @@ READING = [
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
-    " against the record's vector (1,536 B) + its text. membrane_es keeps each event in LMDB"
-    " (the events of a batch too large to share a page, about 2.4 kB with their vector,"
-    " packed together), the log and its hash chain, the read side's checkpoint (its columns"
-    " deflated, no vectors: a load reads them from the log) and the per-record key store.",
+    " against the record's vector (1,536 B as given) + its text. membrane_es keeps each event"
+    " in LMDB (its vector at half precision, 768 B; the events of a batch over 1,000 B, about"
+    " 1.6 kB with their vector, packed together), the log and its hash chain, the read side's"
+    " checkpoint (its columns deflated, each vector's 48-byte sign code, no vectors: a load"
+    " reads them from the log) and the per-record key store.",
     "- **peak RSS growth**: the process's peak resident set (file pages it mapped included)"
     " minus its size before the store was opened, per record, against the vector + 256 B. The"
     " read side's own anonymous memory is measured apart, in a fresh process (the retrieval"

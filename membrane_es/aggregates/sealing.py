@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from cryptography.exceptions import InvalidTag
 
-from membrane_es.embedding.vectors import erased, vector_bytes
+from membrane_es.embedding.vectors import erased, halved, vector_bytes, widened
 from membrane_es.errors import IntegrityError
 from membrane_es.schema.payloads import Payload
 from membrane_es.schema.records import (
@@ -49,8 +49,10 @@ class SealedContent(msgspec.Struct, kw_only=True, omit_defaults=True):
     audit_log: list[AuditEntry] = msgspec.field(default_factory=list)
     rationale: str = ""
     embedding: Embedding | None = None  # as boxes written before ``vector`` kept it
-    vector: bytes = b""  # the vector's bytes (its model and length stay in the clear)
-    passages: bytes = b""  # the vectors of a long text's further passages
+    vector: bytes = b""  # float32, as boxes written before ``half`` kept it
+    passages: bytes = b""  # float32, as boxes written before ``half_passages`` kept them
+    half: bytes = b""  # the vector as float16 (its model and length stay in the clear)
+    half_passages: bytes = b""  # the vectors of a long text's further passages, float16
 
 
 class _StoredVector(msgspec.Struct):
@@ -66,6 +68,7 @@ class _BoxedVector(msgspec.Struct):
 
     vector: bytes = b""
     embedding: Embedding | None = None
+    half: bytes = b""
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -119,8 +122,10 @@ class ContentSealer:
             interpretation=record.interpretation,
             audit_log=record.audit_log,
             rationale=state["rationale"],
-            vector=b"" if state["embedding"] is None else state["embedding"].vector,
-            passages=b"" if state["embedding"] is None else state["embedding"].passages,
+            half=b"" if state["embedding"] is None else halved(state["embedding"].vector),
+            half_passages=(
+                b"" if state["embedding"] is None else halved(state["embedding"].passages)
+            ),
         )
         nonce = os.urandom(NONCE_BYTES)
         box = nonce + cipher.encrypt(nonce, _encode(content), key_id)
@@ -151,7 +156,13 @@ class ContentSealer:
         record.audit_log = content.audit_log
         fields = event.__dict__
         fields["rationale"] = content.rationale
-        if content.vector:
+        if content.half:
+            fields["embedding"] = Embedding(
+                model=event.embedding.model,
+                vector=widened(content.half),
+                passages=widened(content.half_passages),
+            )
+        elif content.vector:
             fields["embedding"] = Embedding(
                 model=event.embedding.model, vector=content.vector, passages=content.passages
             )
@@ -173,6 +184,8 @@ class ContentSealer:
         if plain is None:
             return vector_bytes(embedding)  # forgotten: zeros
         boxed = _decode_boxed_vector(plain)
+        if boxed.half:
+            return widened(boxed.half)
         if boxed.vector:
             return boxed.vector
         return None if boxed.embedding is None else vector_bytes(boxed.embedding)

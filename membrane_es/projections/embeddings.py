@@ -30,7 +30,10 @@ vectors (from the log, :mod:`membrane_es.projections.block_vectors`) only when a
 first visits it (:meth:`EmbeddingIndex.restore_later`): opening a large store to read a
 record, list, write or checkpoint reads no vector, and a scoped search reads its scopes'
 blocks alone. Vectors added or erased meanwhile are noted and applied, in order, once their
-block is read, so the index ends as if it had been read at once.
+block is read, so the index ends as if it had been read at once. Where the checkpoint kept
+the blocks' sign codes, a search that shortlists by codes does not wait for that read: it
+scans a stand-in holding the rows and codes and reads only its picks' vectors
+(:mod:`membrane_es.projections.coded_blocks`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 Array = npt.NDArray[Any]
+StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (rows, codes)
 
 CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
 CODE_CHUNK_ROWS = 16_384  # 768 kB of 384-bit codes: few numpy calls per scan, stays in cache
@@ -257,6 +261,11 @@ class EmbeddingIndex:
         self._since: dict[int, list[tuple[Array, Array | None]]] = {}
         self._read: Callable[[dict[int, Array]], dict[int, Array]] | None = None
         self._together = False
+        # Unread blocks whose codes the checkpoint kept, and the stand-ins searched by them
+        # (made when first scanned, kept up to date with what is written until the read).
+        self._unread_codes: dict[int, Array] = {}
+        self._stand_ins: dict[int, Block] = {}
+        self._stand_in: StandIn | None = None
         self._reading = threading.Lock()  # guards the unread blocks and what is noted for them
         self._io = threading.Lock()  # one read back at a time
 
@@ -304,6 +313,7 @@ class EmbeddingIndex:
         """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
         self._blocks, self._order = dict(blocks), list(blocks)
         self._unread, self._since, self._read = {}, {}, None
+        self._unread_codes, self._stand_ins, self._stand_in = {}, {}, None
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
         self._prepare(0)
@@ -314,11 +324,17 @@ class EmbeddingIndex:
         read: Callable[[dict[int, Array]], dict[int, Array]],
         *,
         together: bool = False,
+        block_codes: dict[int, Array] | None = None,
+        stand_in: StandIn | None = None,
     ) -> None:
         """Take the blocks of a checkpoint by their rows: ``read(rows by scope)`` gives those
         blocks' matrices (their rows' vectors, in row order), and is called for a block when
         its vectors are first needed — for a scoped search, that scope's block alone; for
-        every block at once when ``together`` (a log that can only be scanned whole)."""
+        every block at once when ``together`` (a log that can only be scanned whole).
+
+        ``block_codes``: the sign codes the checkpoint kept of some blocks (column-major, as
+        :func:`sign_codes`); until such a block is read, a shortlisting search scans
+        ``stand_in(rows, codes)`` instead (see the module doc)."""
         self.restore({})
         self._together = together
         self._order = list(block_rows)
@@ -327,6 +343,13 @@ class EmbeddingIndex:
         self._read = read
         self.size = sum(len(rows) for rows in block_rows.values())
         self._prepare(0)
+        if self.coded and stand_in is not None and block_codes:
+            self._unread_codes = {
+                scope: codes
+                for scope, codes in block_codes.items()
+                if scope in block_rows and codes.shape[1] == len(block_rows[scope])
+            }
+            self._stand_in = stand_in
 
     def block_rows(self) -> dict[int, Array]:
         """Each block's rows, in the order the blocks were made, without reading a vector."""
@@ -355,6 +378,9 @@ class EmbeddingIndex:
         with self._reading:
             if scope in self._unread:
                 self._since[scope].append((rows, vectors))
+                stand_in = self._stand_ins.get(scope)
+                if stand_in is not None:
+                    stand_in.extend(rows, vectors)
                 return
         self._block(scope).extend(rows, vectors)
 
@@ -383,6 +409,8 @@ class EmbeddingIndex:
                             block.extend(added, vectors)
                     self._blocks[scope] = block
                     del self._unread[scope]
+                    self._unread_codes.pop(scope, None)
+                    self._stand_ins.pop(scope, None)
 
     def _prepare(self, incoming: int) -> None:
         """Start keeping codes before the rows that reach :data:`CODED_MIN_ROWS` land, so a
@@ -408,6 +436,8 @@ class EmbeddingIndex:
         with self._reading:
             for pending in self._since.values():  # blocks not read: whichever holds the row
                 pending.append((np.array([row], dtype=np.int64), None))
+            for stand_in in self._stand_ins.values():
+                stand_in.erase(row)
             read = list(self._blocks.values())  # a search may be reading one back meanwhile
         for block in read:
             if block.erase(row):
@@ -416,14 +446,72 @@ class EmbeddingIndex:
     def __len__(self) -> int:
         return self.size
 
-    def chosen(self, scopes: list[int] | None, below: int | None) -> list[tuple[int, Block, int]]:
+    def chosen(
+        self, scopes: list[int] | None, below: int | None, *, codes: bool = False
+    ) -> list[tuple[int, Block, int]]:
         """``(scope, block, rows under below)`` for the blocks of the given scopes (all if
-        None; in the order of ``scopes``, or of the blocks' creation)."""
+        None; in the order of ``scopes``, or of the blocks' creation). With ``codes`` (what
+        a pass over the sign codes needs), a block not read yet whose codes the checkpoint
+        kept comes as its stand-in instead of being read."""
         keys = list(self._order) if scopes is None else list(dict.fromkeys(scopes))
+        stand_ins: dict[int, Block] = {}
         if self._unread:
-            self._read_scopes(keys)
-        blocks = [(key, self._blocks[key]) for key in keys if key in self._blocks]
+            if codes:
+                stand_ins = self._stand_ins_of(keys)
+            missing = [key for key in keys if key not in stand_ins]
+            if missing:
+                self._read_scopes(missing)
+        blocks = [
+            (key, stand_ins[key] if key in stand_ins else self._blocks[key])
+            for key in keys
+            if key in stand_ins or key in self._blocks
+        ]
         return [(key, block, block.count_below(below)) for key, block in blocks]
+
+    def _stand_ins_of(self, scopes: list[int]) -> dict[int, Block]:
+        """The stand-ins of those of ``scopes`` not read yet whose codes are kept (made on
+        first use, with what was written to the block since applied in order)."""
+        with self._reading:
+            made = self._stand_in
+            if made is None or self._together:
+                return {}
+            out = {}
+            for scope in scopes:
+                if scope not in self._unread or scope not in self._unread_codes:
+                    continue
+                stand_in = self._stand_ins.get(scope)
+                if stand_in is None:
+                    stand_in = made(self._unread[scope], self._unread_codes[scope])
+                    for added, vectors in self._since[scope]:
+                        if vectors is None:
+                            stand_in.erase(int(added[0]))
+                        else:
+                            stand_in.extend(added, vectors)
+                    self._stand_ins[scope] = stand_in
+                out[scope] = stand_in
+            return out
+
+    def block_codes(self) -> dict[int, Array]:
+        """Each block's sign codes (column-major, as :func:`sign_codes`), of the blocks
+        whose codes are known without reading a vector: every block read, once the index
+        keeps codes, and those a checkpoint kept. Empty while the index keeps none."""
+        if not self.coded:
+            return {}
+        out = {}
+        for scope in self.unread_scopes():
+            self._stand_ins_of([scope])  # the checkpoint's codes with what came since
+        with self._reading:
+            for scope in self._order:
+                block = self._blocks.get(scope) or self._stand_ins.get(scope)
+                if block is None or block.code_chunks is None:
+                    continue
+                size = block.size
+                out[scope] = (
+                    np.concatenate(block.code_chunks, axis=1)[:, :size]
+                    if block.code_chunks
+                    else np.zeros((code_words(self.dimensions), 0), dtype=np.uint64)
+                )
+        return out
 
     def similarities(
         self, query: Array, scopes: list[int] | None, below: int | None = None
@@ -456,7 +544,7 @@ class EmbeddingIndex:
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows
         :meth:`similarities` would score, in the same order. Only when :attr:`coded`."""
-        chosen = self.chosen(scopes, below)
+        chosen = self.chosen(scopes, below, codes=True)
         starts = np.cumsum([0, *(count for _, _, count in chosen)])
         rows = np.empty(int(starts[-1]), dtype=np.int64)
         distances = np.empty(int(starts[-1]), dtype=np.uint16)

@@ -25,6 +25,7 @@ import numpy as np
 from eventsourcing.persistence import Tracking
 
 from membrane_es.projections.block_vectors import block_vectors, reads_by_key
+from membrane_es.projections.coded_blocks import CodedBlock
 from membrane_es.projections.embeddings import EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
@@ -254,6 +255,9 @@ class ReadModel:
             for scope, rows in self.embeddings.block_rows().items():
                 # The rows only: their vectors are in the log (see block_vectors).
                 arrays[f"block.{scope}.rows"] = rows
+            for scope, codes in self.embeddings.block_codes().items():
+                # Their sign codes: a search shortlists by them before the vectors are read.
+                arrays[f"block.{scope}.codes"] = codes
             arrays.update({f"passages.{k}": v for k, v in self.passages.arrays().items()})
             _save_arrays(staging / "arrays.npz", arrays)
             manifest = {
@@ -351,16 +355,25 @@ class ReadModel:
                 model.passages.restore(
                     arrays["passages.rows"], arrays["passages.numbers"], arrays["passages.vectors"]
                 )
-            block_rows = {
-                int(key.split(".")[1]): arrays[key]
-                for key in arrays.files
-                if key.startswith("block.") and key.endswith(".rows")
-            }
+            block_rows, block_codes = (
+                {
+                    int(key.split(".")[1]): arrays[key]
+                    for key in arrays.files
+                    if key.startswith("block.") and key.endswith(f".{part}")
+                }
+                for part in ("rows", "codes")
+            )
         position, ids, dimensions = manifest["position"], table.ids, index.dimensions
+
+        def fetch(rows: Any) -> Any:
+            return block_vectors(log, position, ids, {0: rows}, dimensions)[0]
+
         index.restore_later(
             block_rows,
             lambda rows: block_vectors(log, position, ids, rows, dimensions),
             together=not reads_by_key(log),
+            block_codes=block_codes,
+            stand_in=lambda rows, codes: CodedBlock(dimensions, rows, codes, fetch),
         )
         model.graph.outgoing = {}
         model.graph.incoming = {}
@@ -381,10 +394,15 @@ class ReadModel:
 def _save_arrays(path: Path, arrays: dict[str, Any]) -> None:
     """``arrays`` as an ``.npz`` file (what ``np.load`` reads), deflated at level 1: the
     columns are times, enums and repeated defaults, which shrink about sixfold, at a tenth
-    of the time numpy's own compressed save takes."""
+    of the time numpy's own compressed save takes. Sign codes are stored as they are: they
+    are random bits, which deflate only slows down."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zipped:
         for name, array in arrays.items():
-            with zipped.open(f"{name}.npy", "w", force_zip64=True) as member:
+            member_name: str | zipfile.ZipInfo = f"{name}.npy"
+            if name.endswith(".codes"):
+                member_name = zipfile.ZipInfo(f"{name}.npy")
+                member_name.compress_type = zipfile.ZIP_STORED
+            with zipped.open(member_name, "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 

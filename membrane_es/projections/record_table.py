@@ -186,6 +186,8 @@ class RecordTable:
         self.ids = ids
         self.row_of = {record_id: i for i, record_id in enumerate(ids)}
         self.row_of_key = KeyRows(self.row_of)
+        if _all_canonical_uuids(ids):
+            return  # the usual case, checked in one pass: no id needs an entry of its own
         for row, record_id in enumerate(ids):
             self.row_of_key.note(record_id, row)
 
@@ -293,6 +295,27 @@ class KeyRows:
 
 # A UUID in canonical form: what ``str(UUID(...))`` writes (lower-case hex, 8-4-4-4-12).
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+_DASHES = [8, 13, 18, 23]  # where a canonical UUID has its dashes
+
+
+def _all_canonical_uuids(record_ids: list[str]) -> bool:
+    """Whether every id is a UUID in canonical form, the characters of all of them checked
+    at once (a checkpoint of a million records loads its ids in a fraction of the time one
+    match an id takes): 36 characters each, only lower-case hex digits and dashes, a dash at
+    each of the four places in every id and nowhere else."""
+    if any(len(record_id) != 36 for record_id in record_ids):
+        return False
+    try:
+        data = "".join(record_ids).encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    if data.translate(None, b"0123456789abcdef-"):
+        return False
+    chars = np.frombuffer(data, dtype=np.uint8).reshape(-1, 36)
+    dashes = chars[:, _DASHES] == ord("-")
+    return bool(dashes.all()) and data.count(b"-") == len(_DASHES) * len(record_ids)
 
 
 def _canonical_uuid(record_id: str) -> bool:

@@ -52,7 +52,8 @@ def approximate(index: EmbeddingIndex, scopes: list[int] | None, size: int, limi
     """Whether a read with this limit over these scopes' rows under ``size`` may shortlist."""
     if limit <= 0 or not index.coded:  # codes are kept before a store reaches the threshold
         return False
-    return sum(count for _, _, count in index.chosen(scopes, size)) >= APPROXIMATE_MIN_ROWS
+    chosen = index.chosen(scopes, size, codes=True)
+    return sum(count for _, _, count in chosen) >= APPROXIMATE_MIN_ROWS
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,8 @@ class MemoryRecord(_Part, kw_only=True):
 
 
 class Embedding(_Part):
-    """A record's vector as stored in its ``Created`` event: float32, little-endian bytes.
+    """A record's vector as its ``Created`` event holds it: float32, little-endian bytes (the
+    log keeps them at half precision, :mod:`membrane_es.embedding.vectors`).
 
     A text longer than the model reads also keeps ``passages``: the vectors of its further
     passages (:mod:`membrane_es.embedding.passages`), one after another, in the same form.

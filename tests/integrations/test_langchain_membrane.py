@@ -128,7 +128,9 @@ def test_scores_are_cosines_and_the_retriever_ranks_by_them(memory: Membrane) ->
     docs = store(memory)
     docs.add_texts(["alpha", "beta", "gamma"], ids=["a", "b", "c"])
     (best, score), *_ = docs.similarity_search_with_score("beta", k=3)
-    assert best.id == "b" and score == pytest.approx(1.0, abs=1e-5)
+    assert best.id == "b" and score == pytest.approx(
+        1.0, abs=1e-3
+    )  # vectors kept at half precision
     assert [d.id for d in docs.as_retriever(search_kwargs={"k": 1}).invoke("gamma")] == ["c"]
 
 

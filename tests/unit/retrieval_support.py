@@ -21,6 +21,9 @@ def ids(records: Sequence[MemoryRecord]) -> list[str]:
     return [r.id for r in records]
 
 
+HALF_PRECISION = 1e-3  # the log keeps vectors at half precision: a cosine moves by about 1e-4
+
+
 def at_cosine(cosine: float) -> list[float]:
     """A unit vector whose cosine with :data:`QUERY` is ``cosine``."""
     return [cosine, math.sqrt(max(0.0, 1.0 - cosine * cosine)), 0.0]

@@ -17,7 +17,7 @@ from membrane_es import (
 from membrane_es.queries.ranking import EVIDENCE_WEIGHT, SALIENCE_WEIGHT
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
-from tests.unit.retrieval_support import QUERY, at_cosine, ids
+from tests.unit.retrieval_support import HALF_PRECISION, QUERY, at_cosine, ids
 
 
 def test_without_explain_the_result_is_the_plain_one(memory: Membrane) -> None:
@@ -40,9 +40,9 @@ def test_each_record_is_explained_in_its_order(memory: Membrane) -> None:
     assert set(ids(result.records)) == {meaning, words}
     assert [e.rank for e in explained] == [1, 2]
     by_id = {e.record_id: e for e in explained}
-    assert by_id[meaning].vector_similarity == pytest.approx(0.9)
+    assert by_id[meaning].vector_similarity == pytest.approx(0.9, abs=HALF_PRECISION)
     assert by_id[meaning].vector_score == pytest.approx(1.0)
-    assert by_id[words].vector_score == pytest.approx(0.3 / 0.9)
+    assert by_id[words].vector_score == pytest.approx(0.3 / 0.9, abs=HALF_PRECISION)
     assert by_id[meaning].lexical_score == 0.0
     lexical = by_id[words].lexical_score
     assert lexical is not None and lexical > 0

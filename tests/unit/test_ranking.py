@@ -21,7 +21,7 @@ from membrane_es.projections.text_index import TextIndex
 from membrane_es.queries import lexical, ranking
 from tests.unit.builders import competence, episodic, semantic
 from tests.unit.conftest import ManualTime
-from tests.unit.retrieval_support import QUERY, at_cosine, ids, stats
+from tests.unit.retrieval_support import HALF_PRECISION, QUERY, at_cosine, ids, stats
 
 
 def create(memory: Membrane, record: dict[str, Any], vector: Sequence[float] | None = None) -> str:
@@ -326,7 +326,7 @@ def test_a_revision_keeps_the_vector_its_writer_gives(memory: Membrane) -> None:
     result = memory.retrieve(query_embedding=QUERY, explain=True)
 
     assert ids(result.records) == [new.id, other]
-    assert result.explanations[0].vector_similarity == pytest.approx(0.9, abs=1e-6)
+    assert result.explanations[0].vector_similarity == pytest.approx(0.9, abs=HALF_PRECISION)
 
 
 def test_words_and_vectors_are_evidence_of_equal_weight(memory: Membrane) -> None:

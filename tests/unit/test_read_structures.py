@@ -14,7 +14,12 @@ from membrane_es.aggregates.identity import record_key
 from membrane_es.clock import MonotonicClock
 from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
 from membrane_es.projections.partitions import ScopePartitions
-from membrane_es.projections.record_table import KeyRows, _canonical_uuid
+from membrane_es.projections.record_table import (
+    KeyRows,
+    RecordTable,
+    _all_canonical_uuids,
+    _canonical_uuid,
+)
 from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.timecodes import micros
@@ -188,6 +193,18 @@ def test_a_canonical_uuid_is_what_a_uuid_round_trip_gives_back(record_id: str) -
     except ValueError:
         round_trip = False
     assert _canonical_uuid(record_id) is round_trip
+    # Checked all at once, as a checkpoint's ids are when it is loaded: the same answer.
+    assert _all_canonical_uuids([str(uuid.uuid4()), record_id]) is round_trip
+    assert _all_canonical_uuids([record_id, str(uuid.uuid4())[:35]]) is False
+
+
+def test_a_loaded_table_finds_records_by_key_whatever_their_ids() -> None:
+    canonical = [str(uuid.uuid4()) for _ in range(3)]
+    for ids in (canonical, [*canonical, "fact-42", str(uuid.uuid4()).upper()]):
+        table = RecordTable()
+        table.set_ids(list(ids))
+        for row, record_id in enumerate(ids):
+            assert table.row_of_key[record_key(record_id)] == row
 
 
 def test_noting_lengths_refreshes_the_corpus_statistics() -> None:

@@ -1,5 +1,6 @@
-"""The content box: the vector is sealed as bytes (its model and length stay in the clear),
-and boxes written when the box held the whole embedding still open to the same event."""
+"""The content box: the vector is sealed as half-precision bytes (its model and length stay in
+the clear), and boxes written when the box held the vector at full precision, or the whole
+embedding, still open to the same event."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import os
 from types import SimpleNamespace
 
 import msgspec
+import numpy as np
+import pytest
 
 from membrane_es.aggregates.sealing import NONCE_BYTES, ContentSealer, SealedContent
-from membrane_es.embedding.vectors import erased
+from membrane_es.embedding.vectors import erased, halved, pack
 from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.stores.key_store import SqliteKeyStore
 from tests.unit.builders import semantic
@@ -31,10 +34,10 @@ def _event(stored: dict[str, object]) -> Created:
     return Created(originator_id="o", originator_version=1, **stored)
 
 
-def test_a_vector_is_boxed_as_bytes_and_opens_whole() -> None:
+def test_a_vector_is_boxed_at_half_precision_and_opens_whole() -> None:
     keys = SqliteKeyStore(None)
     sealer = ContentSealer(keys, Created)
-    embedding = Embedding(model="m", vector=bytes(range(16)))
+    embedding = pack("m", np.array([0.1234567, -0.5, 0.25, 0.8]))
     stored = sealer.seal_state(_state(embedding))
     assert stored["embedding"] == erased(embedding)  # model and length in the clear
     key_id, box = stored["key_id"], stored["sealed"]
@@ -43,7 +46,8 @@ def test_a_vector_is_boxed_as_bytes_and_opens_whole() -> None:
     assert cipher is not None
     plain = cipher.decrypt(box[:NONCE_BYTES], box[NONCE_BYTES:], key_id)
     content = msgspec.msgpack.decode(plain, type=SealedContent)
-    assert content.vector == embedding.vector and content.embedding is None
+    assert content.half == halved(embedding.vector) and len(content.half) == 2 * 4
+    assert not content.vector and content.embedding is None
 
     opened = sealer.unseal(_event(stored))
     assert opened.embedding == embedding
@@ -51,14 +55,19 @@ def test_a_vector_is_boxed_as_bytes_and_opens_whole() -> None:
     assert opened.record == _record()
 
 
-def test_a_box_that_holds_the_whole_embedding_still_opens() -> None:
+@pytest.mark.parametrize("whole", [False, True], ids=["vector at full precision", "embedding"])
+def test_a_box_written_by_an_earlier_version_still_opens(whole: bool) -> None:
     keys = SqliteKeyStore(None)
     sealer = ContentSealer(keys, Created)
-    embedding = Embedding(model="m", vector=bytes(range(16)))
+    embedding = Embedding(model="m", vector=bytes(range(16)))  # any float32 bytes
     key_id, _ = keys.issue()
     cipher = keys.cipher(key_id)
     assert cipher is not None
-    old = SealedContent(rationale="then", embedding=embedding)
+    old = (
+        SealedContent(rationale="then", embedding=embedding)
+        if whole
+        else SealedContent(rationale="then", vector=embedding.vector)
+    )
     nonce = os.urandom(NONCE_BYTES)
     box = nonce + cipher.encrypt(nonce, msgspec.msgpack.encode(old), key_id)
     stored = {

@@ -20,7 +20,7 @@ from membrane_es.projections.timecodes import micros
 from membrane_es.queries import selector
 from tests.unit.builders import competence, plan_graph, semantic
 from tests.unit.conftest import START
-from tests.unit.retrieval_support import QUERY, at_cosine, ids, stats, trust
+from tests.unit.retrieval_support import HALF_PRECISION, QUERY, at_cosine, ids, stats, trust
 
 MONTH = 2_592_000
 
@@ -176,7 +176,7 @@ def test_similarity_replaces_confidence_as_applicability(engine: Membrane) -> No
 
     assert with_vector is not None and without is not None
     assert ids(with_vector.selected) == [better, worse]
-    assert with_vector.scores[better] == pytest.approx((0.95 + 0.5 + 1.0) / 3, abs=1e-6)
+    assert with_vector.scores[better] == pytest.approx((0.95 + 0.5 + 1.0) / 3, abs=HALF_PRECISION)
     assert ids(without.selected) == [worse, better]
 
 

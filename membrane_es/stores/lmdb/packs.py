@@ -41,9 +41,11 @@ _U16 = struct.Struct(">H")
 PACK_PREFIX = b"\x00"  # pack keys: before every originator's (type tags 1 and 2)
 PACKS_KEY = b"packs"  # in the meta sub-database
 PACKED_KEY = b"packed"  # in the meta sub-database
-# A row whose key and value together exceed this does not fit on a 4 kB page beside
-# another (LMDB then gives it overflow pages of its own).
-INLINE_LIMIT = 2000
+# A row whose key and value together exceed this is packed: beyond about half a 4 kB page
+# LMDB gives it overflow pages of its own, and from about a quarter page (an event with a
+# 384-dimension half-precision vector: about 1.6 kB) a B-tree leaf, about 70 % full, leaves
+# a third of the row's size unused beside it.
+INLINE_LIMIT = 1000
 PACK_LIMIT = 256 * 1024  # bytes of topics and states in one pack
 # A write repacks what single commits left unpacked once this many notifications followed
 # the last repack: so the overflow pages it frees are reused by the writes that come next,
