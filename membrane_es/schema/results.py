@@ -74,8 +74,8 @@ class Explanation(_Result):
     ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names,
     else 0 (None: it names no one who spoke); ``searched_with``:
     the conversation turns it was said after, whose words its lexical score counts at half
-    weight, lifting it up to theirs, never above (:mod:`membrane_es.projections.said_after`); ``relevance``:
-    the evidence combined (None: the read had none and ordered by
+    weight, lifting it up to theirs, never above (:mod:`membrane_es.projections.said_after`);
+    ``relevance``: the evidence combined (None: the read had none and ordered by
     salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
     or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
     ``score``: what it was ordered by; ``trust``: ``full`` or ``redacted``.
