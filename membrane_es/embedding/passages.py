@@ -8,7 +8,8 @@ one starting :data:`OVERLAP` of a window before the previous one ends, so a sent
 cuts is read whole by the next window. A text that fits is one passage.
 
 The engine keeps a vector for every passage after the first (the first is the record's own
-vector) and scores a record by its best passage: :mod:`membrane_es.projections.passages`.
+vector) and scores a record by its best passage, less what the best of that many reaches by
+chance: :mod:`membrane_es.projections.passages`.
 """
 
 from __future__ import annotations

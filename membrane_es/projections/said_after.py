@@ -5,7 +5,9 @@ A captured conversation turn names the turns it was said after
 (:class:`~membrane_es.projections.text_index.TextIndex`) searches the turn as if its document
 went on with theirs: a query word in an earlier turn counts for the reply too, and the
 reply's length includes theirs, both at :data:`WEIGHT` — and at most as much of them as the
-reply says itself (:func:`share`).
+reply says itself (:func:`share`). What a reply borrows lifts it up to the turn it borrowed
+from, never above (:func:`membrane_es.queries.lexical.bm25`): the turn that says a thing keeps
+precedence over the replies that repeat its words.
 Nothing is copied: each word lives in one document, so erasing a turn takes it out of every
 reply's search at once, and an answer ``as_of`` a moment counts only the replies that existed
 then.

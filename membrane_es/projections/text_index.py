@@ -171,6 +171,17 @@ class TextIndex:
 
     def term_postings(self, terms: list[str], below: int) -> list[tuple[Array, Array]]:
         """:meth:`postings` of terms already tokenized (:func:`~.tokens.query_terms`)."""
+        return [(rows, counts) for rows, counts, _, _ in self.term_postings_with_own(terms, below)]
+
+    def postings_with_own(self, query: str, below: int) -> list[tuple[Array, Array, Array, Array]]:
+        """:meth:`postings`, each beside the rows and counts of documents alone (no turn
+        counting the words of the turns it was said after)."""
+        return self.term_postings_with_own(query_terms(query), below)
+
+    def term_postings_with_own(
+        self, terms: list[str], below: int
+    ) -> list[tuple[Array, Array, Array, Array]]:
+        """:meth:`postings_with_own` of terms already tokenized."""
         result = []
         for term, again in dict.fromkeys((term, stem(term)) for term in terms):
             # One string of every occurrence's row, counted here: several times faster
@@ -183,9 +194,11 @@ class TextIndex:
                 rows, counts = np.unique(
                     np.fromstring(joined, dtype=np.int64, sep=","), return_counts=True
                 )
-                result.append(self._with_replies(rows, counts.astype(np.float64), below))
+                own = counts.astype(np.float64)
+                result.append((*self._with_replies(rows, own, below), rows, own))
             else:
-                result.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)))
+                empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+                result.append((*empty, *empty))
         return result
 
     def _with_replies(self, rows: Array, counts: Array, below: int) -> tuple[Array, Array]:

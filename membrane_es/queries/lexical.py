@@ -24,6 +24,7 @@ store has never seen tells nothing about which record fits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,32 +48,71 @@ def bm25(
     The statistics are always those of every row below ``size``: ``rows`` only chooses whose
     scores are computed, so a scoped read pays for the postings in its rows, not for a score
     per record of the store."""
-    return _bm25(text, text.postings(query, size), size, rows)
+    return _bm25(text, text.postings_with_own(query, size), size, rows)
+
+
+Postings = list[tuple[Array, Array, Array, Array]]  # TextIndex.postings_with_own
 
 
 def _bm25(
-    text: TextIndex, postings: list[tuple[Array, Array]], size: int, rows: Array | None
+    text: TextIndex, postings: Postings, size: int, rows: Array | None
 ) -> tuple[Array, float] | None:
-    """:func:`bm25` from the query words' postings."""
-    if not any(len(hits) for hits, _ in postings):
+    """:func:`bm25` from the query words' postings (with and without borrowed words).
+
+    A turn counts the words of the turns it was said after
+    (:mod:`membrane_es.projections.said_after`), but what it borrows can lift it up to the
+    turn it borrowed from, never above: a reply is found by the question it answers, and the
+    turn that says a thing keeps precedence over the replies that repeat its words. Its own
+    words alone may still take it higher."""
+    if not any(len(hits) for hits, _, _, _ in postings):
         return None
     documents, tokens = text.corpus(size)
     average = tokens / documents if documents else 1.0
-    scores = np.zeros(size if rows is None else len(rows), dtype=np.float64)
-    ceiling = 0.0
-    for hits, counts in postings:
-        frequency = len(hits)
-        if frequency:
-            idf = float(np.log1p((documents - frequency + 0.5) / (frequency + 0.5)))
-            ceiling += idf
-            places, found = hits, counts
-            if rows is not None:
-                places, keep = _positions(rows, hits)
-                hits, found = hits[keep], counts[keep]
-            lengths = np.maximum(text.lengths(hits), 0)
-            norm = K1 * (1.0 - B + B * lengths / max(average, 1e-9))
-            scores[places] += idf * found * (K1 + 1.0) / (found + norm)
+    idfs = [
+        float(np.log1p((documents - len(hits) + 0.5) / (len(hits) + 0.5))) if len(hits) else 0.0
+        for hits, _, _, _ in postings
+    ]
+    ceiling = float(sum(idfs))
+    merged = [(hits, counts) for hits, counts, _, _ in postings]
+    scores = _scores(merged, idfs, average, size, rows, text.lengths)
+    if len(text.said_after):
+        targets = np.arange(size, dtype=np.int64) if rows is None else rows
+        places, lenders = text.said_after.earlier_of(targets)
+        if len(places):
+            borrowers = np.unique(places)  # positions in targets, ascending
+            own = [(hits, counts) for _, _, hits, counts in postings]
+            alone = _scores(own, idfs, average, size, targets[borrowers], text.own_lengths)
+            lender_rows, which = np.unique(lenders, return_inverse=True)
+            lent = _scores(merged, idfs, average, size, lender_rows, text.lengths)[which]
+            best_lender = np.full(len(targets), -np.inf)
+            np.maximum.at(best_lender, places, lent)
+            cap = np.maximum(alone, best_lender[borrowers])
+            scores[borrowers] = np.minimum(scores[borrowers], cap)
     return scores, ceiling
+
+
+def _scores(
+    postings: list[tuple[Array, Array]],
+    idfs: list[float],
+    average: float,
+    size: int,
+    rows: Array | None,
+    lengths_of: Callable[[Array], Array],
+) -> Array:
+    """BM25 of every row below ``size`` (or of ``rows``, ascending) from these postings, each
+    term's idf given, each document's length read by ``lengths_of``."""
+    scores = np.zeros(size if rows is None else len(rows), dtype=np.float64)
+    for (hits, counts), idf in zip(postings, idfs, strict=True):
+        if not len(hits):
+            continue
+        places, found = hits, counts
+        if rows is not None:
+            places, keep = _positions(rows, hits)
+            hits, found = hits[keep], counts[keep]
+        lengths = np.maximum(lengths_of(hits), 0)
+        norm = K1 * (1.0 - B + B * lengths / max(average, 1e-9))
+        scores[places] += idf * found * (K1 + 1.0) / (found + norm)
+    return scores
 
 
 def _positions(rows: Array, hits: Array) -> tuple[Array, Array]:
@@ -104,8 +144,8 @@ def matches(
     """(rows, :func:`coverage`) of just the rows below ``size`` — and in ``within``
     (ascending), when given — that hold a query word, ascending; None when no row below
     ``size`` holds one. Every other row's coverage is 0."""
-    postings = text.postings(query, size)
-    hits = [rows for rows, _ in postings if len(rows)]
+    postings = text.postings_with_own(query, size)
+    hits = [rows for rows, _, _, _ in postings if len(rows)]
     if not hits:
         return None
     rows = np.unique(np.concatenate(hits))

@@ -69,12 +69,13 @@ class Explanation(_Result):
     evidence); ``time_score``: 1 when its event time is within a period the descriptor
     names ("in October 2023", "last week"), else 0 (None: it names none); ``passage``: for a
     text longer than the embedder reads, which of its passages the similarity is of — it is
-    scored by its best (1: its opening, the record's own vector; None: a text read whole);
+    scored by its best, less what the best of that many reaches by chance (1: its opening,
+    the record's own vector; None: a text read whole);
     ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names,
     else 0 (None: it names no one who spoke); ``searched_with``:
     the conversation turns it was said after, whose words its lexical score counts at half
-    weight (:mod:`membrane_es.projections.said_after`); ``relevance``:
-    the evidence combined (None: the read had none and ordered by
+    weight, lifting it up to theirs, never above (:mod:`membrane_es.projections.said_after`);
+    ``relevance``: the evidence combined (None: the read had none and ordered by
     salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
     or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
     ``score``: what it was ordered by; ``trust``: ``full`` or ``redacted``.

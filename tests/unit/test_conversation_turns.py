@@ -18,6 +18,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import search_text
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.said_after import SaidAfter
+from membrane_es.queries.lexical import bm25
 from membrane_es.schema import MemoryRecord
 from membrane_es.schema.conversation import said_after
 from tests.unit.builders import FULL_TRUST, episodic, semantic
@@ -414,3 +415,29 @@ def test_a_short_turn_borrows_no_more_of_a_long_ones_words_than_it_says(
     assert own[0] > 10 * own[1]
     assert length == pytest.approx(own[1] + 0.5 * own[1])  # its own length's worth, not 60 %
     assert 0 < lexical(memory, "Lisbon", short.id) < lexical(memory, "Lisbon", long.id)
+
+
+def test_borrowed_words_lift_a_reply_up_to_the_turn_it_borrowed_from_never_above(
+    memory: Membrane,
+) -> None:
+    said = turn(
+        memory,
+        "Ann",
+        "Last spring I ran the Boston marathon with my brother and two friends from the running"
+        " club at work",
+    )
+    reply = turn(memory, "Ben", "Wow, a marathon! Was the marathon hard?", minutes=1)
+    turn(memory, "Ann", "I started knitting a scarf for my sister", minutes=40)  # another sitting
+    text, rows = memory.views.text, memory.views.table.row_of
+    both = np.array([rows[said.id], rows[reply.id]])
+    size = memory.views.table.size
+
+    scored = bm25(text, "Boston marathon", size, both)
+    alone = bm25(text, "marathon", size, both)
+
+    assert scored is not None and alone is not None
+    # Its own "marathon" twice and the borrowed "Boston" would put the reply above Ann's turn,
+    # which says both; borrowing lifts it as far as Ann's turn, not past it.
+    assert scored[0][1] == pytest.approx(scored[0][0])
+    # Its own words alone may take it higher: "marathon" said twice in a short turn.
+    assert alone[0][1] > alone[0][0]

@@ -13,6 +13,7 @@ import pytest
 from membrane_es import Membrane
 from membrane_es.embedding.passages import cut, located, windows
 from membrane_es.embedding.protocol import Matrix, normalise
+from membrane_es.projections.passages import PassageIndex, with_passages
 from membrane_es.projections.read_model import ReadModel
 from tests.unit.builders import FULL_TRUST
 
@@ -180,3 +181,34 @@ def test_passages_are_located_in_order_in_the_text_they_were_cut_from() -> None:
     assert passages == ["one two one two", "two three two one"]
     assert located(text, passages) == [(0, 15), (12, 29)]  # not the earlier "two" at 4
     assert located(text, ["two", "zero"]) is None
+
+
+def _at(cosines: list[float]) -> bytes:
+    """Unit vectors whose cosines with the query (1, 0) are ``cosines``, as a passage blob."""
+    return b"".join(np.array([c, np.sqrt(1.0 - c * c)], dtype="<f4").tobytes() for c in cosines)
+
+
+def test_a_long_text_is_credited_with_what_its_best_passage_shows_beyond_chance() -> None:
+    index = PassageIndex()
+    # Row 1: passages that scatter about the task's neighbourhood, none of them about it;
+    # row 2: passages far from it but one, which stands out. Row 0 is a short text.
+    index.add_many(
+        [
+            (1, _at([0.20, 0.40, 0.25, 0.50, 0.15, 0.35, 0.30])),
+            (2, _at([0.12, 0.08, 0.11, 0.70, 0.09, 0.10, 0.12])),
+        ],
+        dimensions=2,
+    )
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    own = np.array([0.45, 0.30, 0.10])  # each record's own vector (its opening)
+
+    scored, passage = with_passages(index, query, np.array([0, 1, 2]), own, below=3)
+
+    # The best of eight scattered cosines (0.50) is what eight draws reach by chance: the
+    # short text that is as close as they usually are ranks above it.
+    assert scored[0] == 0.45
+    assert scored[1] < scored[0]
+    # A passage standing out from a text's other passages keeps nearly all of its cosine.
+    assert scored[2] == pytest.approx(0.70, abs=0.03)
+    assert scored[2] > scored[0]
+    assert passage is not None and passage.tolist() == [0, 5, 5]
