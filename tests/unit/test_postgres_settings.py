@@ -12,7 +12,8 @@ from membrane_es.stores.postgres.database import postgres_settings, tenant_schem
 
 def test_a_url_is_split_into_the_settings_the_module_reads() -> None:
     settings = postgres_settings("postgresql://agent:p%40ss@db.example:6543/memory", "mine")
-    assert settings["PERSISTENCE_MODULE"] == "membrane_es.stores.postgres"
+    factory = "membrane_es.stores.postgres.recorders:ChainedPostgresFactory"
+    assert settings["PERSISTENCE_MODULE"] == factory
     assert settings["CREATE_TABLE"] == "y"
     assert (
         settings["POSTGRES_HOST"],

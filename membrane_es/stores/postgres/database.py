@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # eventsourcing's PostgreSQL module, its recorder given the hash chain and event times in log
 # order (stores/postgres/recorders.py).
-PERSISTENCE_MODULE = "membrane_es.stores.postgres"
+PERSISTENCE_MODULE = "membrane_es.stores.postgres.recorders:ChainedPostgresFactory"
 DEFAULT_SCHEMA = "public"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 

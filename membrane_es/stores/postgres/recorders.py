@@ -24,9 +24,9 @@ rolled-back insert consumes them), so each hash links to the previous notificati
 exists. :meth:`ChainedApplicationRecorder.verify`
 walks the chain and reports the first altered, missing or unlogged event.
 
-Selected with ``PERSISTENCE_MODULE=membrane_es.stores.postgres`` (the
-settings of :func:`membrane_es.stores.postgres.database.postgres_settings`); every other setting is
-eventsourcing's PostgreSQL module's.
+Selected with ``PERSISTENCE_MODULE=membrane_es.stores.postgres.recorders:ChainedPostgresFactory``
+(the settings of :func:`membrane_es.stores.postgres.database.postgres_settings`); every other
+setting is eventsourcing's PostgreSQL module's.
 """
 
 from __future__ import annotations
