@@ -41,6 +41,25 @@ class RelationGraph:
         elif known != edge:
             self.incoming[relation.target_id] = {known: None, edge: None}
 
+    def restore(self, outgoing: dict[str, list[Relation]]) -> None:
+        """Take every record's outgoing relations as saved (each list already holds one
+        relation per predicate and target); the incoming edges follow, in the order
+        :meth:`add` of each relation in turn would give them."""
+        self.outgoing = outgoing
+        incoming: dict[str, Edge | dict[Edge, None]] = {}
+        for source_id, relations in outgoing.items():
+            for relation in relations:
+                edge = (source_id, relation.predicate)
+                target_id = relation.target_id
+                known = incoming.get(target_id)
+                if known is None:
+                    incoming[target_id] = edge
+                elif isinstance(known, dict):
+                    known[edge] = None
+                elif known != edge:
+                    incoming[target_id] = {known: None, edge: None}
+        self.incoming = incoming
+
     def relations(self, source_id: str) -> list[Relation]:
         """Outgoing relations in insertion order."""
         return self.outgoing.get(source_id, [])
