@@ -37,7 +37,6 @@ from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.speakers import SpeakerIndex
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.view_writes import TextSink, ViewWrites
-from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
@@ -50,9 +49,8 @@ CHECKPOINT_VERSION = 7  # 2: validity columns, entity names, text lengths; 3: me
 # lives, which outweighs the overlap it buys on a short catch-up.
 TEXT_WORKER_MIN_BACKLOG = 50_000
 ENTRIES_FILE = "entries.sqlite"
-# Every record's outgoing relations, on their own: decoded straight into relations.
+# Every record's outgoing relations, on their own: decoded when the graph is first used.
 GRAPH_FILE = "graph.msgpack"
-_GRAPH = msgspec.msgpack.Decoder(dict[str, list[Relation]], strict=False)
 
 
 class ReadModel:
@@ -281,7 +279,7 @@ class ReadModel:
                 ],
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
-            (staging / GRAPH_FILE).write_bytes(msgspec.msgpack.encode(self.graph.outgoing))
+            (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
             self.text.save(staging / "text.sqlite")
             entries = self.entries
             if entries is not None:
@@ -379,7 +377,7 @@ class ReadModel:
             block_codes=block_codes,
             stand_in=lambda rows, codes: CodedBlock(dimensions, rows, codes, fetch),
         )
-        model.graph.restore(_GRAPH.decode((current / GRAPH_FILE).read_bytes()))
+        model.graph.restore_later((current / GRAPH_FILE).read_bytes())
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))
