@@ -37,18 +37,20 @@ from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.speakers import SpeakerIndex
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.view_writes import TextSink, ViewWrites
-from membrane_es.schema.records import Relation
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-CHECKPOINT_VERSION = 6  # 2: validity columns, entity names, text lengths; 3: metrics;
+CHECKPOINT_VERSION = 7  # 2: validity columns, entity names, text lengths; 3: metrics;
 # 4: the text index's tokenizer removes every diacritic, as queries do; 5: no vectors;
-# 6: long texts' passages, who said each turn
+# 6: long texts' passages, who said each turn; 7: the relation graph in a file of its own,
+# the text index's document lengths as one blob
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
 TEXT_WORKER_MIN_BACKLOG = 50_000
 ENTRIES_FILE = "entries.sqlite"
+# Every record's outgoing relations, on their own: decoded when the graph is first used.
+GRAPH_FILE = "graph.msgpack"
 
 
 class ReadModel:
@@ -271,13 +273,13 @@ class ReadModel:
                 "dimensions": self.embeddings.dimensions,
                 "skipped": self.embeddings.skipped,
                 "speakers": self.speakers.saved(),
-                "graph": self.graph.outgoing,
                 "entities": [
                     [row, canonical, list(aliases)]
                     for row, (canonical, aliases) in self.entities.names.items()
                 ],
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
+            (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
             self.text.save(staging / "text.sqlite")
             entries = self.entries
             if entries is not None:
@@ -375,12 +377,7 @@ class ReadModel:
             block_codes=block_codes,
             stand_in=lambda rows, codes: CodedBlock(dimensions, rows, codes, fetch),
         )
-        model.graph.outgoing = {}
-        model.graph.incoming = {}
-        relation_type = msgspec.convert
-        for source, relations in manifest["graph"].items():
-            for relation in relations:
-                model.graph.add(source, relation_type(relation, Relation, strict=False))
+        model.graph.restore_later((current / GRAPH_FILE).read_bytes())
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))

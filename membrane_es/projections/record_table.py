@@ -184,7 +184,7 @@ class RecordTable:
     def set_ids(self, ids: list[str]) -> None:
         """Every row's record id at once (a checkpoint being loaded)."""
         self.ids = ids
-        self.row_of = {record_id: i for i, record_id in enumerate(ids)}
+        self.row_of = dict(zip(ids, range(len(ids)), strict=True))
         self.row_of_key = KeyRows(self.row_of)
         if _all_canonical_uuids(ids):
             return  # the usual case, checked in one pass: no id needs an entry of its own
@@ -305,7 +305,7 @@ def _all_canonical_uuids(record_ids: list[str]) -> bool:
     at once (a checkpoint of a million records loads its ids in a fraction of the time one
     match an id takes): 36 characters each, only lower-case hex digits and dashes, a dash at
     each of the four places in every id and nowhere else."""
-    if any(len(record_id) != 36 for record_id in record_ids):
+    if record_ids and set(map(len, record_ids)) != {36}:
         return False
     try:
         data = "".join(record_ids).encode("ascii")

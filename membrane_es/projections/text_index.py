@@ -34,6 +34,7 @@ Array = npt.NDArray[Any]
 
 _JSON = msgspec.json.Encoder()
 _SAID_AFTER = "said_after"  # the table a saved index keeps its turns' links in
+_LENGTHS = "doc_lengths"  # the table a saved index keeps its documents' lengths in, as one blob
 
 
 class TextIndex:
@@ -274,7 +275,9 @@ class TextIndex:
         return np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64)
 
     def save(self, path: Path) -> None:
-        """The index, and the turns each turn was said after (table ``said_after``)."""
+        """The index, the turns each turn was said after (table ``said_after``) and every
+        row's document length (table ``doc_lengths``: one blob of little-endian int32s, so a
+        load takes them in one read rather than decoding FTS5's size of each document)."""
         target = sqlite3.connect(path)
         try:
             self._db.backup(target)
@@ -282,6 +285,9 @@ class TextIndex:
                 target.execute(f"CREATE TABLE {_SAID_AFTER} (turn INTEGER, earlier INTEGER)")
                 pairs = zip(*(column.tolist() for column in self.said_after.pairs()), strict=True)
                 target.executemany(f"INSERT INTO {_SAID_AFTER} VALUES (?, ?)", pairs)
+                target.execute(f"CREATE TABLE {_LENGTHS} (data BLOB)")
+                lengths = self._lengths.astype("<i4").tobytes()
+                target.execute(f"INSERT INTO {_LENGTHS} VALUES (?)", (lengths,))
         finally:
             target.close()
 
@@ -291,9 +297,10 @@ class TextIndex:
             source.backup(self._db)
         finally:
             source.close()
-        self._lengths = np.full(1024, -1, dtype=np.int32)
-        for row, size in self._db.execute("SELECT id, sz FROM docs_docsize ORDER BY id"):
-            self._set_length(row, _varint(size))
+        (lengths,) = self._db.execute(f"SELECT data FROM {_LENGTHS}").fetchone()
+        self._lengths = np.frombuffer(lengths, dtype="<i4").astype(np.int32)  # writable copy
+        self._lengths_version += 1
+        self._db.execute(f"DROP TABLE {_LENGTHS}")
         # Saved by :meth:`save` (absent from indexes saved before turns were linked).
         exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
         if self._db.execute(exists, (_SAID_AFTER,)).fetchone():

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -233,3 +234,22 @@ def test_closing_stops_the_background_read_and_keeps_the_checkpoint_whole(
     memory.close()  # at once: whatever it had read, the checkpoint lists every block's rows
     with Membrane.open(tmp_path, sync=False, embedder=embedder) as memory:
         assert_same_views(memory.views, ReadModel.rebuild(memory.application))
+
+
+def test_a_checkpoint_of_an_earlier_format_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    """A checkpoint saved in another format (here: the relation graph back in the manifest,
+    as the previous version kept it) is never read as this one: the load declines it, and an
+    open rebuilds the views from the log."""
+    with Membrane.open(tmp_path, sync=False, embedder=HashingEmbedder(32)) as memory:
+        random_history(memory, random.Random(9), 30)
+        before = ReadModel.rebuild(memory.application)
+    current = tmp_path / "views" / "current"
+    manifest = msgspec.msgpack.decode((current / "manifest.msgpack").read_bytes())
+    graph = msgspec.msgpack.decode((current / read_model.GRAPH_FILE).read_bytes())
+    manifest.update(version=read_model.CHECKPOINT_VERSION - 1, graph=graph)
+    (current / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
+    (current / read_model.GRAPH_FILE).unlink()
+    with Membrane.open(tmp_path / "other", sync=False) as other:  # any log: none is read
+        assert ReadModel.load(tmp_path / "views", other.application) is None
+    with Membrane.open(tmp_path, sync=False, embedder=HashingEmbedder(32)) as memory:
+        assert_same_views(memory.views, before)
