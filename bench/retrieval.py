@@ -429,54 +429,41 @@ def open_probe(directory: str, scoped: bool, query: list[float], descriptor: str
     }
 
 
+def _in_fresh_process(what: str, code: str, *args: str) -> dict[str, Any]:
+    """Run ``code`` (which prints one JSON object last) in a new interpreter, so what it
+    measures starts cold: nothing of this process's store is mapped or cached there."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys\n" + code, *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{what} failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run_open_probe(
     directory: Path, scoped: bool, query: list[float], descriptor: str
 ) -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
     code = (
-        "import json, sys\n"
         "from bench.retrieval import open_probe\n"
         "query, descriptor = json.loads(sys.argv[3])\n"
         "print(json.dumps(open_probe(sys.argv[1], sys.argv[2] == 'scoped', query, descriptor)))\n"
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            str(directory),
-            "scoped" if scoped else "all",
-            json.dumps([query, descriptor]),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
+    scope = "scoped" if scoped else "all"
+    return _in_fresh_process(
+        "open probe", code, str(directory), scope, json.dumps([query, descriptor])
     )
-    if done.returncode:
-        raise RuntimeError(f"open probe failed:\n{done.stderr}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
 
 
 def run_probe(directory: Path) -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
     code = (
-        "import json, sys\n"
-        "from bench.retrieval import rebuild_probe\n"
-        "print(json.dumps(rebuild_probe(sys.argv[1])))\n"
+        "from bench.retrieval import rebuild_probe\nprint(json.dumps(rebuild_probe(sys.argv[1])))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(directory)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        raise RuntimeError(f"rebuild probe failed:\n{done.stderr}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return _in_fresh_process("rebuild probe", code, str(directory))
 
 
 # --- one size -----------------------------------------------------------------------------

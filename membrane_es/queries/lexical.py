@@ -76,7 +76,10 @@ def _bm25(
     merged = [(hits, counts) for hits, counts, _, _ in postings]
     scores = _scores(merged, idfs, average, size, rows, text.lengths)
     if len(text.said_after):
-        targets = np.arange(size, dtype=np.int64) if rows is None else rows
+        # Only a row that scores can be capped (a cap is never below 0): the rows a query
+        # word reaches, not every row of the store, are looked up among the replies.
+        scored = np.flatnonzero(scores)
+        targets = scored if rows is None else rows[scored]
         places, lenders = text.said_after.earlier_of(targets)
         if len(places):
             borrowers = np.unique(places)  # positions in targets, ascending
@@ -87,7 +90,8 @@ def _bm25(
             best_lender = np.full(len(targets), -np.inf)
             np.maximum.at(best_lender, places, lent)
             cap = np.maximum(alone, best_lender[borrowers])
-            scores[borrowers] = np.minimum(scores[borrowers], cap)
+            capped = scored[borrowers]
+            scores[capped] = np.minimum(scores[capped], cap)
     return scores, ceiling
 
 

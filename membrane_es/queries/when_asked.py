@@ -51,9 +51,8 @@ def says_when(text: TextIndex, rows: Array, size: int) -> Array:
     out = np.zeros(len(rows), dtype=np.float64)
     if not len(rows):
         return out
-    for hits, counts in text.term_postings(query_terms(TIME_WORDS), size):
-        # A turn's postings count the words of the turn it was said after at a fraction
-        # of one occurrence; its own words count whole.
-        own = hits[counts >= 1.0]
+    # A turn's own words only: what it borrows from the turn it was said after is that
+    # turn's saying when, not its own.
+    for _, _, own, _ in text.term_postings_with_own(query_terms(TIME_WORDS), size):
         out[np.isin(rows, own)] = 1.0
     return out

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane
+from membrane_es.projections.text_index import TextIndex
 from membrane_es.queries import ranking
-from membrane_es.queries.when_asked import asks_when
+from membrane_es.queries.when_asked import asks_when, says_when
 from tests.unit.builders import FULL_TRUST
 
 
@@ -79,3 +80,17 @@ def test_a_question_about_when_ranks_the_turn_that_says_when_first() -> None:
     # Saying when about something else is no answer.
     assert ids["other"] not in [record.id for record in when.records]
     memory.close()
+
+
+def test_a_turn_says_when_by_its_own_words_not_by_those_it_borrows() -> None:
+    """A reply counts the words of the turn it was said after, at a fraction each: a lender
+    that names a time often enough lends more than one occurrence's worth, yet the reply still
+    says no time itself."""
+    index = TextIndex()
+    index.add(0, "last week last week the museum last week was great last week")
+    index.add(1, "that museum sounds lovely and the pictures were fun")
+    index.link([(1, [0])])
+    borrowed = [counts for rows, counts in index.postings("week", 2)][0]
+    assert borrowed[1] >= 1.0  # the reply's borrowed count alone reaches one occurrence
+
+    assert says_when(index, np.array([0, 1]), 2).tolist() == [1.0, 0.0]
