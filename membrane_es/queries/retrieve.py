@@ -35,7 +35,6 @@ from membrane_es.errors import ValidationError
 from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
-from membrane_es.projections.tokens import tokens
 from membrane_es.queries import vectors
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
@@ -376,7 +375,7 @@ def _rank_by_evidence(
     if matched is not None:
         rows = np.union1d(rows, matched[0])
     if plan.descriptor.strip():
-        named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+        named = snapshot.views.speakers.named_in(plan.descriptor)
         named = named[named < size]
         rows = np.union1d(rows, named if within is None else np.intersect1d(named, within))
     periods = named_periods(plan.descriptor, snapshot.moment)
@@ -490,7 +489,7 @@ def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array |
     returned redacted shows no one who said it); None when it names none."""
     if not plan.descriptor.strip() or not len(snapshot.views.speakers):
         return None
-    named = snapshot.views.speakers.named_in(set(tokens(plan.descriptor)))
+    named = snapshot.views.speakers.named_in(plan.descriptor)
     if not len(named):
         return None
     spoken: Array = np.isin(found.rows, named) & ~found.redacted

@@ -71,8 +71,9 @@ class Explanation(_Result):
     text longer than the embedder reads, which of its passages the similarity is of — it is
     scored by its best, less what the best of that many reaches by chance (1: its opening,
     the record's own vector; None: a text read whole);
-    ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names,
-    else 0 (None: it names no one who spoke); ``searched_with``:
+    ``speaker_score``: 1 when it is a conversation turn said by someone the descriptor names
+    (by name, or a chat's role by person: "I" the user, "you" the assistant), else 0 (None:
+    it names no one who spoke); ``searched_with``:
     the conversation turns it was said after, whose words its lexical score counts at half
     weight, lifting it up to theirs, never above (:mod:`membrane_es.projections.said_after`);
     ``relevance``: the evidence combined (None: the read had none and ordered by

@@ -18,6 +18,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import search_text
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.said_after import SaidAfter
+from membrane_es.projections.speakers import ASSISTANT_ROLES, USER_ROLES, roles_named
 from membrane_es.queries.lexical import bm25
 from membrane_es.schema import MemoryRecord
 from membrane_es.schema.conversation import said_after
@@ -382,6 +383,38 @@ def test_a_question_naming_a_participant_ranks_what_they_said(
     assert all(e.speaker_score is None for e in unnamed.explanations)
 
 
+def test_a_question_in_the_first_or_second_person_ranks_the_chat_role_it_means(
+    memory: Membrane, time: ManualTime
+) -> None:
+    told = turn(memory, "user", "I fixed the kitchen shelf and replaced the toaster", minutes=0)
+    echoed = turn(
+        memory, "assistant", "Great job fixing the kitchen shelf and the toaster!", minutes=1
+    )
+    time.advance(days=1)
+
+    def speaker_scores(question: str) -> dict[str, float | None]:
+        result = memory.retrieve(task_descriptor=question, trust=FULL_TRUST, explain=True)
+        return {e.record_id: e.speaker_score for e in result.explanations}
+
+    mine = speaker_scores("Which kitchen items did I fix?")
+    assert mine == {told.id: 1.0, echoed.id: 0.0}
+    yours = speaker_scores("What did you say about the kitchen shelf?")
+    assert yours == {told.id: 0.0, echoed.id: 1.0}
+    both = speaker_scores("What did you tell me about my kitchen shelf?")
+    assert both == {told.id: 1.0, echoed.id: 1.0}
+    assert set(speaker_scores("kitchen shelf").values()) == {None}
+    # Named people are named by name only: "I" is nobody in a conversation between them.
+    ann = turn(memory, "Ann", "I fixed the kitchen shelf too", minutes=2)
+    assert speaker_scores("Which kitchen items did I fix?")[ann.id] == 0.0
+
+
+def test_roles_are_named_by_person_whatever_the_contraction() -> None:
+    assert roles_named("I'm sure I've said it") == USER_ROLES
+    assert roles_named("What were you're thoughts?") == ASSISTANT_ROLES
+    assert roles_named("Did YOU tell ME?") == USER_ROLES | ASSISTANT_ROLES
+    assert roles_named("Where has Melanie camped?") == frozenset()
+
+
 def test_who_said_each_turn_survives_a_checkpoint_and_forgetting(
     tmp_path: Path, clock: MonotonicClock
 ) -> None:
@@ -392,11 +425,11 @@ def test_who_said_each_turn_survives_a_checkpoint_and_forgetting(
 
     with Membrane.open(tmp_path, clock=clock, embedder=None) as memory:
         speakers = memory.views.speakers
-        rows = {memory.views.table.ids[int(r)] for r in speakers.named_in({"ann", "lee"})}
+        rows = {memory.views.table.ids[int(r)] for r in speakers.named_in("Ann Lee")}
         assert rows == {gone.id, kept.id}
         assert_same_views(memory.views, ReadModel.rebuild(memory.application))
         memory.forget(gone.id, actor="user", rationale="asked to")
-        rows = {memory.views.table.ids[int(r)] for r in speakers.named_in({"ann", "lee"})}
+        rows = {memory.views.table.ids[int(r)] for r in speakers.named_in("Ann Lee")}
         assert rows == {kept.id}
 
 
