@@ -33,9 +33,18 @@ widened from vector rank alone to every kind of evidence the engine holds for th
   within it and 0 otherwise: a question that says when is answered by what happened then.
 
 * **speaker**: when the descriptor names a participant of a captured conversation
-  ("Where has Melanie camped?": :mod:`membrane_es.projections.speakers`), 1 for the turns
-  that participant said and 0 otherwise: a question about what someone did is answered by
-  what they said, not by what others said to them.
+  ("Where has Melanie camped?", or a chat's role by person:
+  :mod:`membrane_es.projections.speakers`), 1 for the turns that participant said and 0
+  otherwise: a question about what someone did is answered by what they said, not by what
+  others said to them.
+
+Time, speaker and saying when are evidence *about* an answer, not of one: what Melanie said
+last week answers "where did Melanie camp last week?" only as far as it is about camping.
+Each is therefore worth what the record's match in meaning and words is worth (the content
+signals' average, in [0, 1]): a turn of the named speaker, in the named week, that shares
+nothing with the question gains nothing from either, and among turns that match the
+question equally, the one said by the person it names, when it names, comes first. Without
+a content signal (no embedder, no word of the task searched) they count as they are.
 
 The signals present are averaged with the shares below (a signal is present when at least
 one candidate has some of that evidence). So without an embedder relevance is the lexical
@@ -92,9 +101,9 @@ def relevance(
     """How well each candidate matches the task, in [0, 1], from cosine similarities (NaN:
     no vector), lexical coverage, time evidence (1: it happened in a period the task
     names), speaker evidence (1: said by someone the task names) and, for a task that asks
-    when, whether it says when (1: it does) — worth what its match in meaning and words is
-    worth (saying "last week" answers a question about when only if it is about what was
-    asked); None when there is no evidence at all."""
+    when, whether it says when (1: it does) — the last three each worth what its match in
+    meaning and words is worth (saying "last week" answers a question about when only if it
+    is about what was asked); None when there is no evidence at all."""
     content = []
     for share, scores in (
         (VECTOR_SHARE, None if similarity is None else relative(similarity)),
@@ -103,12 +112,18 @@ def relevance(
         if scores is not None and scores.any():
             content.append((share, scores))
     signals = list(content)
-    if dated is not None and content and dated.any():
-        matched = sum(share * scores for share, scores in content)
-        signals.append((DATED_SHARE, dated * matched / sum(share for share, _ in content)))
+    # How well each candidate matches the task itself: what time, speaker and saying when
+    # are worth for it (see above); None without a content signal.
+    matched = (
+        sum(share * scores for share, scores in content) / sum(share for share, _ in content)
+        if content
+        else None
+    )
+    if dated is not None and matched is not None and dated.any():
+        signals.append((DATED_SHARE, dated * matched))
     for share, scores in ((TIME_SHARE, timing), (SPEAKER_SHARE, speaker)):
         if scores is not None and scores.any():
-            signals.append((share, scores))
+            signals.append((share, scores if matched is None else scores * matched))
     if not signals:
         return None
     total = sum(share for share, _ in signals)

@@ -36,7 +36,7 @@ def test_weights_are_the_reference_hybrid_and_equal_shares() -> None:
     assert ranking.VECTOR_SHARE == ranking.LEXICAL_SHARE == ranking.TIME_SHARE == 0.5
 
 
-def test_time_evidence_is_a_third_share_when_a_candidate_has_it() -> None:
+def test_time_evidence_is_a_third_share_worth_the_candidates_match() -> None:
     similarity = np.array([1.0, 1.0, 0.5])
     coverage = np.array([0.0, 0.6, 0.6])
 
@@ -45,9 +45,27 @@ def test_time_evidence_is_a_third_share_when_a_candidate_has_it() -> None:
     unnamed = ranking.relevance(similarity, coverage)
 
     assert with_time is not None and unnamed is not None and nobody_then is not None
-    np.testing.assert_allclose(with_time, [(0.5 + 0.5) / 1.5, (0.5 + 0.3) / 1.5, 0.55 / 1.5])
+    # The first happened then and matches the task half (0.5): its time evidence is worth 0.5.
+    np.testing.assert_allclose(with_time, [(0.5 + 0.5 * 0.5) / 1.5, (0.5 + 0.3) / 1.5, 0.55 / 1.5])
     np.testing.assert_allclose(nobody_then, unnamed)
     np.testing.assert_allclose(unnamed, [0.5, 0.8, 0.55])
+
+
+def test_who_said_it_and_when_count_only_as_far_as_it_matches_the_task() -> None:
+    similarity = np.array([1.0, 1.0, 0.0])
+    coverage = np.array([1.0, 1.0, 0.0])
+    named = np.array([1.0, 0.0, 1.0])  # the first and the last said by the one named
+
+    scored = ranking.relevance(similarity, coverage, named, named)
+
+    assert scored is not None
+    # Equal matches: the one said by the person named, then, comes first; a turn of theirs
+    # that shares nothing with the task gains nothing from being theirs.
+    np.testing.assert_allclose(scored, [1.0, 0.5, 0.0])
+    # Without a content signal (no vector, no word searched) they count as they are.
+    alone = ranking.relevance(None, None, named, None)
+    assert alone is not None
+    np.testing.assert_allclose(alone, named)
 
 
 def test_vector_evidence_is_relative_to_the_best_candidate() -> None:
