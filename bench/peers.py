@@ -158,14 +158,13 @@ class MembraneStore(Store):
         from membrane_es import Membrane, TrustContext
 
         self.memory = Membrane.open(path, embedder=None)
-        self.row_of: dict[str, int] = {}
         self.everyone = TrustContext()
         self.focused = TrustContext(scopes=[FOCUS])
 
     def insert(self, first: int, vectors: Matrix, clusters: npt.NDArray[np.int64]) -> None:
         with self.memory.batch():
             for i, (vector, cluster) in enumerate(zip(vectors, clusters, strict=True), first):
-                record = self.memory.create_record(
+                self.memory.create_record(
                     {
                         "type": "semantic",
                         "scope": scope_of(i),
@@ -179,16 +178,25 @@ class MembraneStore(Store):
                     },
                     embedding=vector,
                 )
-                self.row_of[record.id] = i
 
     def top(self, query: Matrix, scoped: bool) -> list[int]:
         result = self.memory.retrieve(
             trust=self.focused if scoped else self.everyone, limit=TOP, query_embedding=query
         )
-        return [self.row_of[record.id] for record in result.records]
+        # The row is the record's subject ("entity<row>"): the harness keeps no table of
+        # record ids in the measured process (it would count as the store's memory; the
+        # other stores are given the row as their id).
+        return [_row_of(record) for record in result.records]
 
     def close(self) -> None:
         self.memory.close()
+
+
+def _row_of(record: Any) -> int:
+    subject = getattr(record.payload, "subject", "")
+    if not subject.startswith("entity"):
+        raise RuntimeError(f"record {record.id} is not one the benchmark wrote")
+    return int(subject.removeprefix("entity"))
 
 
 class ChromaStore(Store):
