@@ -24,8 +24,9 @@ Measured: insert rate (records/s, including each store's own indexing), p50 of 1
 reads unscoped and scoped, the share of the exact top 10 (numpy, by inner product) each read
 returns, the store's directory size on disk per record, and the process's peak resident
 memory growth (``ru_maxrss`` minus the resident size before the store was opened; the
-corpus is generated batch by batch and never held whole). On-disk bytes are compared with a
-record's vector + text, resident bytes with its vector + 256 B.
+corpus is generated batch by batch and never held whole, and no harness keeps a table of
+the records it wrote: each store is given, or gives back, the row). On-disk bytes are
+compared with a record's vector + text, resident bytes with its vector + 256 B.
 """
 
 from __future__ import annotations
@@ -410,9 +411,11 @@ READING = [
     " checkpoint (its columns deflated, each vector's 48-byte sign code, no vectors: a load"
     " reads them from the log) and the per-record key store.",
     "- **peak RSS growth**: the process's peak resident set (file pages it mapped included)"
-    " minus its size before the store was opened, per record, against the vector + 256 B. The"
-    " read side's own anonymous memory is measured apart, in a fresh process (the retrieval"
-    " benchmark's 'memory per record').",
+    " minus its size before the store was opened, per record, against the vector + 256 B."
+    " membrane_es unmaps the pages of its LMDB file it touched as it goes (the page cache"
+    " keeps them, as it keeps the pages SQLite reads for Chroma); the read side's own"
+    " anonymous memory is measured apart, in a fresh process (the retrieval benchmark's"
+    " 'memory per record').",
 ]
 
 
