@@ -79,9 +79,10 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> MemoryRecord:
     if not embed and cmd.embedding is not None:
         raise ValidationError("embedding", "a record stored without a vector takes none")
     record = coerce_record(cmd.record, "record")
+    generated = not record.id
     record = replace(record, id=record.id or new_record_id())
     _check_relation_targets(record, "record", uow)
-    _check_new_id(record.id, uow)
+    _check_new_id(record.id, uow, generated=generated)
     at = uow.now()
     aggregate = RecordAggregate.create(
         _stamped(record, at, keep_created=True),
@@ -167,9 +168,10 @@ def _revision_record(
         else:
             source.check_revisable()
     require_evidence(new, field)
+    generated = not new.id
     new = replace(new, id=new.id or new_record_id())
     _check_relation_targets(new, field, uow)
-    _check_new_id(new.id, uow)
+    _check_new_id(new.id, uow, generated=generated)
     return new
 
 
@@ -314,8 +316,12 @@ def _check_reason(cmd: Command) -> None:
     check_text("rationale", cmd.rationale)
 
 
-def _check_new_id(record_id: str, uow: UnitOfWork) -> None:
-    if uow.exists(record_id):
+def _check_new_id(record_id: str, uow: UnitOfWork, *, generated: bool) -> None:
+    """Refuse an id the caller gave that a record already has. An id made here (a UUIDv4:
+    122 random bits) is not looked up: it names no record written before, and the log
+    refuses a second creation under one id whatever the reason. Looking it up would read a
+    page of the log's index, at random, for every record created."""
+    if not generated and uow.exists(record_id):
         raise AlreadyExistsError(record_id)
 
 

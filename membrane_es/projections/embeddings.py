@@ -243,6 +243,19 @@ class Block:
         return 0 if self.code_chunks is None else 8 * code_words(self.dimensions)
 
 
+def _used_codes(chunks: list[Array], size: int, dimensions: int) -> Array:
+    """The codes of a block's ``size`` rows from its code chunks, in one array (a copy of
+    the used columns alone: a chunk's spare capacity, up to ``CODE_CHUNK_ROWS`` columns of
+    zeros, is not copied; a checkpoint holds every block's copy at once)."""
+    parts = [
+        chunk[:, : min(CODE_CHUNK_ROWS, size - first)]
+        for first, chunk in zip(range(0, size, CODE_CHUNK_ROWS), chunks, strict=False)
+    ]
+    if not parts:
+        return np.zeros((code_words(dimensions), 0), dtype=np.uint64)
+    return np.concatenate(parts, axis=1)
+
+
 class EmbeddingIndex:
     """Vectors by scope; one model and one dimension for the whole store."""
 
@@ -505,12 +518,7 @@ class EmbeddingIndex:
                 block = self._blocks.get(scope) or self._stand_ins.get(scope)
                 if block is None or block.code_chunks is None:
                     continue
-                size = block.size
-                out[scope] = (
-                    np.concatenate(block.code_chunks, axis=1)[:, :size]
-                    if block.code_chunks
-                    else np.zeros((code_words(self.dimensions), 0), dtype=np.uint64)
-                )
+                out[scope] = _used_codes(block.code_chunks, block.size, self.dimensions)
         return out
 
     def similarities(

@@ -240,28 +240,11 @@ class ReadModel:
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(directory / "old", ignore_errors=True)
             staging.mkdir()
+            # From a dict dropped once written (the sign codes in it are copies), before the
+            # manifest is encoded: a save holds one of the two at a time, not both.
+            _save_arrays(staging / "arrays.npz", self._checkpoint_arrays())
             table = self.table
-            n = table.size
             timeline = table.timeline
-            arrays: dict[str, Any] = {f"content.{k}": v[:n] for k, v in table.content.items()}
-            arrays.update({f"state.{k}": v[:n] for k, v in table.state.items()})
-            metrics = self.metrics
-            arrays["metrics.figures"] = metrics.figures[:n]
-            arrays["metrics.audit_times"] = metrics.audit_times[: metrics.audit_size]
-            arrays["metrics.audit_codes"] = metrics.audit_codes[: metrics.audit_size]
-            arrays["timeline.times"] = timeline.times[: timeline.size]
-            arrays["timeline.rows"] = timeline.rows[: timeline.size]
-            arrays.update({f"timeline.{k}": v[: timeline.size] for k, v in timeline.values.items()})
-            for i, (_, _, copies) in enumerate(timeline.checkpoints):
-                arrays.update({f"checkpoint.{i}.{k}": v for k, v in copies.items()})
-            for scope, rows in self.embeddings.block_rows().items():
-                # The rows only: their vectors are in the log (see block_vectors).
-                arrays[f"block.{scope}.rows"] = rows
-            for scope, codes in self.embeddings.block_codes().items():
-                # Their sign codes: a search shortlists by them before the vectors are read.
-                arrays[f"block.{scope}.codes"] = codes
-            arrays.update({f"passages.{k}": v for k, v in self.passages.arrays().items()})
-            _save_arrays(staging / "arrays.npz", arrays)
             manifest = {
                 "version": CHECKPOINT_VERSION,
                 "position": self.position,
@@ -296,6 +279,32 @@ class ReadModel:
                 current.rename(old)
             staging.rename(current)
             shutil.rmtree(old, ignore_errors=True)
+
+    def _checkpoint_arrays(self) -> dict[str, Any]:
+        """The views' arrays a checkpoint keeps, by member name (views of the live arrays,
+        but for the sign codes and passages: copies)."""
+        table = self.table
+        timeline = table.timeline
+        n = table.size
+        arrays: dict[str, Any] = {f"content.{k}": v[:n] for k, v in table.content.items()}
+        arrays.update({f"state.{k}": v[:n] for k, v in table.state.items()})
+        metrics = self.metrics
+        arrays["metrics.figures"] = metrics.figures[:n]
+        arrays["metrics.audit_times"] = metrics.audit_times[: metrics.audit_size]
+        arrays["metrics.audit_codes"] = metrics.audit_codes[: metrics.audit_size]
+        arrays["timeline.times"] = timeline.times[: timeline.size]
+        arrays["timeline.rows"] = timeline.rows[: timeline.size]
+        arrays.update({f"timeline.{k}": v[: timeline.size] for k, v in timeline.values.items()})
+        for i, (_, _, copies) in enumerate(timeline.checkpoints):
+            arrays.update({f"checkpoint.{i}.{k}": v for k, v in copies.items()})
+        for scope, rows in self.embeddings.block_rows().items():
+            # The rows only: their vectors are in the log (see block_vectors).
+            arrays[f"block.{scope}.rows"] = rows
+        for scope, codes in self.embeddings.block_codes().items():
+            # Their sign codes: a search shortlists by them before the vectors are read.
+            arrays[f"block.{scope}.codes"] = codes
+        arrays.update({f"passages.{k}": v for k, v in self.passages.arrays().items()})
+        return arrays
 
     @staticmethod
     def discard(directory: Path) -> None:

@@ -16,7 +16,15 @@ from membrane_es import Membrane
 from membrane_es.errors import IntegrityError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.stores.chain import ChainFault
-from membrane_es.stores.lmdb.packs import INLINE_LIMIT, PACK_LIMIT, REPACK_EVERY, is_pack, pack_key
+from membrane_es.stores.lmdb.packs import (
+    INLINE_LIMIT,
+    PACK_LIMIT,
+    PACKED_KEY,
+    REPACK_EVERY,
+    U64,
+    is_pack,
+    pack_key,
+)
 from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder
 from tests.integration.test_lmdb_store import make_recorder
 
@@ -226,3 +234,29 @@ def test_a_forgotten_record_in_a_pack_reads_as_zeros_after_a_restart(tmp_path: P
         assert [bool(matrix[i].any()) for i in (0, 2, 3)] == [True, True, True]
         result = memory.retrieve(query_embedding=vectors[1], limit=4)
         assert made[1] not in [record.id for record in result.records]
+
+
+def packed_mark(recorder: LMDBApplicationRecorder) -> int:
+    """The last notification repacking has looked at (the meta sub-database's mark)."""
+    meta = recorder.store.open_db(recorder.meta_table, create=False)
+    with recorder.store.env.begin(db=meta) as txn:
+        stored = txn.get(PACKED_KEY)
+    assert stored is not None
+    return int(U64.unpack(stored)[0])
+
+
+def test_the_repack_mark_follows_commits_that_leave_nothing_to_pack(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    recorder.insert_events(large(3))  # packed together
+    recorder.insert_events([StoredEvent(uuid4(), 1, "small", b"tiny")])  # fits a row
+    assert packed_mark(recorder) == 4  # no repack will read these rows back
+    lone = large(1)
+    recorder.insert_events(lone)  # left in its own row, for a repack to pack
+    recorder.insert_events(large(3))
+    assert packed_mark(recorder) == 4  # still before the lone row
+    recorder.repack()
+    assert packed_mark(recorder) == 8
+    (stored,) = recorder.select_events(lone[0].originator_id)
+    assert stored.state == lone[0].state
+    assert recorder.verify().ok

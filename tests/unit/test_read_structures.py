@@ -12,7 +12,7 @@ import pytest
 from membrane_es import Membrane
 from membrane_es.aggregates.identity import record_key
 from membrane_es.clock import MonotonicClock
-from membrane_es.projections.embeddings import CHUNK_ROWS, Block, EmbeddingIndex
+from membrane_es.projections.embeddings import CHUNK_ROWS, CODE_CHUNK_ROWS, Block, EmbeddingIndex
 from membrane_es.projections.partitions import ScopePartitions
 from membrane_es.projections.record_table import (
     KeyRows,
@@ -246,3 +246,22 @@ def test_a_past_state_computed_for_some_rows_equals_the_whole_one(seed: int) -> 
                     np.testing.assert_array_equal(past.columns[name][rows], column[rows])
             for name, column in dense.columns.items():
                 np.testing.assert_array_equal(past.columns[name][0 : dense.size], column)
+
+
+def test_a_checkpoint_takes_the_sign_codes_of_used_rows_only() -> None:
+    rng = np.random.default_rng(5)
+    index = EmbeddingIndex()
+    sizes = {0: CODE_CHUNK_ROWS + 5, 1: 7}  # one block over a code chunk, one in a sliver
+    entries = [
+        (row, scope, "m", rng.standard_normal(8).astype("<f4").tobytes())
+        for scope, size in sizes.items()
+        for row in range(scope * 100_000, scope * 100_000 + size)
+    ]
+    index.add_many(entries)
+    assert index.coded
+    saved = index.block_codes()
+    for scope, block in index.blocks.items():
+        assert block.code_chunks is not None
+        every_chunk = np.concatenate(block.code_chunks, axis=1)
+        np.testing.assert_array_equal(saved[scope], every_chunk[:, : sizes[scope]])
+        assert saved[scope].base is None  # its own copy, not a view of every chunk's columns

@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es.errors import IntegrityError, StorageFullError
+from membrane_es.stores.lmdb.mapped_pages import MappedPages
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,6 +45,15 @@ MAX_MAP_SIZE = 1 << 40
 # Other processes cannot signal us, so subscriptions poll the environment's
 # last transaction id at this interval while at least one is active.
 POLL_INTERVAL = 0.025
+# The map's pages the process touched are unmapped (see mapped_pages) once this many
+# places of the file were visited since the last time: a read transaction or a commit is one,
+# and a write's work counts what it visits (an append: each event it writes). Measured at
+# 100,000 records: one record read mapped up to 2.5 MB and a commit of 1,000 records under
+# random ids 40 % of the file; counted this way neither maps more than some tens of MB before
+# it is given back. Unmapping costs one system call, and a page needed again comes back from
+# the page cache without I/O, but mapping it again costs a fault: a read by id (record cache
+# emptied) took 87-159 µs unmapping every 8 places against 73-80 µs every 32 or never.
+RELEASE_EVERY = 16
 
 
 # LMDB reports a short write (a disk that filled up mid-commit) as EIO, not ENOSPC: an I/O
@@ -252,6 +262,7 @@ class _ReadTxn(Generic[X]):
     ) -> None:
         try:
             self._txn.abort()
+            self._store.touched()
         finally:
             self._store.gate.leave()
         if isinstance(exc, lmdb.Error):
@@ -302,6 +313,8 @@ class LMDBEnvironment:
         except lmdb.Error as e:
             raise translate_error(e) from e
         self.gate = _Gate()
+        self.mapped = MappedPages(path)
+        self._touches = 0
         self.closed = False
         self.commit_count = 0
         self.batch_count = 0
@@ -413,6 +426,17 @@ class LMDBEnvironment:
         with self.reading() as txn:
             return txn.id()
 
+    def touched(self, places: int = 1) -> None:
+        """Count places of the file visited, and unmap the pages the process has touched
+        once ``RELEASE_EVERY`` were since the last time. Called holding the gate (after a
+        read) or by a write's work inside its transaction (the map cannot move then: only
+        the writer resizes it, between transactions, and closing waits for the writer).
+        Counted without a lock: a count lost to a race only moves the next release."""
+        self._touches += places
+        if self._touches >= RELEASE_EVERY and not self.closed:
+            self._touches = 0
+            self.mapped.release(self.env.info()["map_size"])
+
     def map_size(self) -> int:
         """Return the current size of the memory map in bytes."""
         self.gate.enter()
@@ -455,6 +479,11 @@ class LMDBEnvironment:
                         self._finish(b, False, e)
                 self._end_lead()
             raise
+        self.gate.enter()
+        try:
+            self.touched()
+        finally:
+            self.gate.leave()
         committed: set[str] = set()
         # The group's outcomes and the end of this lead in one critical section: a write
         # takes the lock once less, and the writers waiting for either are woken once.
@@ -551,6 +580,7 @@ class LMDBEnvironment:
         # Caller is the writer, so no write transaction is open; the gate
         # waits out the read transactions.
         with self.gate:
+            self.mapped.moved()
             self.env.set_mapsize(size)
 
     def adopt_map_size(self) -> None:

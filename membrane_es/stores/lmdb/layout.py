@@ -40,6 +40,7 @@ that stops before its originator's latest logged version raises
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -77,6 +78,7 @@ from membrane_es.stores.lmdb.packs import (
     MissingPackError,
     RowReader,
     altered,
+    large_rows,
     pack_count,
     write_packs,
 )
@@ -159,6 +161,12 @@ def _conflict(event: StoredEvent) -> str:
 
 # Writes: each runs inside a (possibly shared) write transaction and raises to undo.
 
+Touched = Callable[[int], None]
+
+
+def nowhere(places: int) -> None:
+    """A ``touched`` that counts nothing (no map to give pages back to)."""
+
 
 def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEvent]) -> None:
     """Write events that are not part of a notification log (snapshots)."""
@@ -180,8 +188,13 @@ def append_events(
     events: Sequence[StoredEvent],
     chain: Chain = PLAIN_CHAIN,
     stamp: LogStamp = UNSTAMPED,
+    touched: Touched = nowhere,
 ) -> list[int]:
     """Write events and append them to the hash-chained log; return their ids.
+
+    ``touched(1)`` is called after each event is written: the places of the file it visited
+    (its row and its head, under a random id) may be unmapped between two (see
+    :meth:`~membrane_es.stores.lmdb.environment.LMDBEnvironment.touched`).
 
     The save's ``stamp`` is checked and kept (see :class:`~membrane_es.stores.log_stamp.LogStamp`):
     event times are refused with :class:`EventTimeBehind` unless the first is later than the
@@ -218,11 +231,13 @@ def append_events(
         txn.put(CHAIN_KEY, chain.mode, db=meta_db)  # the first write fixes the chain's mode
         txn.put(PACKED_KEY, U64.pack(0), db=meta_db)  # repacked from here (see repack)
     notification_ids = []
+    before = last
     keys = [originator_key(e.originator_id) + version_suffix(e.originator_version) for e in events]
     topics = [event.topic.encode("utf-8") for event in events]
+    large = large_rows(keys, topics, events)
     # A pack holds two or more events: a single event's save has none to write.
     pointers = (
-        write_packs(txn, events_db, meta_db, last + 1, keys, topics, events)
+        write_packs(txn, events_db, meta_db, last + 1, keys, topics, events, large=large)
         if len(events) > 1
         else {}
     )
@@ -244,22 +259,51 @@ def append_events(
         if not txn.put(notification_key, previous + key, append=True, db=log_db):
             raise ConcurrentWrite(f"Notification id {last} already used")
         notification_ids.append(last)
+        touched(1)
     if notification_ids:
         txn.put(HEAD_KEY, U64.pack(last) + previous, db=meta_db)
-        packed = txn.get(PACKED_KEY, db=meta_db)
-        if packed is not None and last - int(U64.unpack(packed)[0]) >= REPACK_EVERY:
-            repack(txn, dbs, 4 * REPACK_EVERY)
+        _advance_repack(txn, dbs, before, last, len(large) == 1, touched)
     if new_heads:
         txn.put(heads.COUNT_KEY, U64.pack(known_heads + new_heads), db=meta_db)
     return notification_ids
 
 
-def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database], limit: int) -> int:
+def _advance_repack(
+    txn: Txn,
+    dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
+    before: int,
+    last: int,
+    leaves_row: bool,
+    touched: Touched = nowhere,
+) -> None:
+    """After a commit appended notifications ``before + 1`` to ``last``: when everything up
+    to ``before`` was looked at and the commit leaves no large event in a row of its own
+    (``leaves_row``: a lone one, which only a repack packs), move the repack mark to ``last``
+    without reading the commit's rows back (a read would map pages the writer never needs
+    again); else repack once ``REPACK_EVERY`` notifications have followed the mark."""
+    _, _, meta_db = dbs
+    packed = txn.get(PACKED_KEY, db=meta_db)
+    if packed is None:
+        return  # a log from before repacking: nothing marks where to start
+    done = int(U64.unpack(packed)[0])
+    if done == before and not leaves_row:
+        txn.put(PACKED_KEY, U64.pack(last), db=meta_db)
+    elif last - done >= REPACK_EVERY:
+        repack(txn, dbs, 4 * REPACK_EVERY, touched)
+
+
+def repack(
+    txn: Txn,
+    dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
+    limit: int,
+    touched: Touched = nowhere,
+) -> int:
     """Move the large events appended alone since the last repack (at most ``limit`` log
     entries are looked at) into packs; returns how many moved. Their bytes are unchanged
     (the chain, checked as they are read, vouches for them); each row then keeps where its
     event lies, as a row packed when written does. A row that is missing or damaged is left
-    as it is: reads and :func:`verify_log` report it, and writes go on."""
+    as it is: reads and :func:`verify_log` report it, and writes go on. ``touched(1)`` is
+    called for each log entry looked at (see :func:`append_events`)."""
     events_db, log_db, meta_db = dbs
     last, _ = read_head(txn, meta_db)
     stored = txn.get(PACKED_KEY, db=meta_db)
@@ -274,6 +318,7 @@ def repack(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
             (notification_id,) = U64.unpack(key)
             if notification_id > stop:
                 break
+            touched(1)
             event_key = bytes(value[HASH_SIZE:])
             row = txn.get(event_key, db=events_db)
             if row is None or len(row) < ROW.size:

@@ -124,6 +124,16 @@ def _pack_topics(pack: bytes | memoryview) -> list[bytes]:
     return topics
 
 
+def large_rows(keys: list[bytes], topics: list[bytes], events: Sequence[StoredEvent]) -> list[int]:
+    """The indexes of the events too large for a row beside another (packed when a commit
+    holds two or more of them; a lone one stays in its row until a repack)."""
+    return [
+        index
+        for index, event in enumerate(events)
+        if len(keys[index]) + ROW.size + len(topics[index]) + len(event.state) > INLINE_LIMIT
+    ]
+
+
 def write_packs(
     txn: Txn,
     events_db: lmdb._Database,
@@ -133,15 +143,14 @@ def write_packs(
     topics: list[bytes],
     events: Sequence[StoredEvent],
     ids: list[int] | None = None,
+    large: list[int] | None = None,
 ) -> dict[int, tuple[int, bytes]]:
     """Write the packs of these events (the first to be notification ``first_id``, or each
     the one ``ids`` gives) if two or more are too large for a row beside another; return the
-    topic number and the pointer of each packed one."""
-    large = [
-        index
-        for index, event in enumerate(events)
-        if len(keys[index]) + ROW.size + len(topics[index]) + len(event.state) > INLINE_LIMIT
-    ]
+    topic number and the pointer of each packed one. ``large``: :func:`large_rows` of these
+    events, when the caller has it already."""
+    if large is None:
+        large = large_rows(keys, topics, events)
     if len(large) < 2:
         return {}
     pointers: dict[int, tuple[int, bytes]] = {}

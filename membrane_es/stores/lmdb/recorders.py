@@ -242,8 +242,9 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         events = list(stored_events)
         chain = self.chain
         stamp = stamp_of(kwargs)
+        touched = self.store.touched
         return self.store.write(
-            lambda txn: append_events(txn, dbs, events, chain, stamp), self.channel
+            lambda txn: append_events(txn, dbs, events, chain, stamp, touched), self.channel
         )
 
     def select_events(
@@ -327,7 +328,8 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         entries) into packs, in one commit; returns how many moved (see
         :func:`~membrane_es.stores.lmdb.layout.repack`)."""
         dbs = self._log_dbs()
-        moved: int = self.store.write(lambda txn: repack(txn, dbs, limit))
+        touched = self.store.touched
+        moved: int = self.store.write(lambda txn: repack(txn, dbs, limit, touched))
         return moved
 
     def verify(self, chunk_size: int = 1000) -> ChainReport:
@@ -549,7 +551,7 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
             put_tracking(txn, tracking_db, tracking)
             if dbs is None:
                 return []
-            return append_events(txn, dbs, events, self.chain, stamp)
+            return append_events(txn, dbs, events, self.chain, stamp, self.store.touched)
 
         # An empty event list still records the tracking (a skipped event).
         return self.store.write(work, self.channel if events else None)
