@@ -1,0 +1,56 @@
+"""A task about how two things relate: the two things it names, to be searched on their own.
+
+"Which trip did I take first, the solo trip to Europe or the family road trip across the
+Southwest?" and "How many months passed between the completion of my degree and the
+submission of my thesis?" ask how two memories relate — which came first, how long lay
+between them — and are answered by both. Searched as one task, the memory that matches more
+of the question's words and meaning takes every place near the top (its neighbours, the
+replies that repeat it), and the other is pushed down the list. So retrieval also searches
+each of the two on its own and takes the rankings in turn, place by place
+(:func:`membrane_es.queries.retrieve.rank`): the whole task's best, then each thing's best,
+then the second of each, and so on.
+
+Two forms are read, both at the end of the task, as English asks them:
+
+* ``…, A or B?`` — a choice offered after a comma ("Which did I buy first, the necklace or
+  the photo album?"); without the comma "or" joins words of one thing ("replace or fix",
+  "publications or conferences"), which are not split;
+* ``… between A and B?`` — unless either is a period (``between May and June 2023`` names
+  one period: :mod:`membrane_es.queries.periods`).
+
+Each thing must hold a word the engine searches by (not a stop word:
+:mod:`membrane_es.projections.tokens`);
+a leading article or possessive is dropped (``the``, ``a``, ``an``, ``my``, ``our``, ``your``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from membrane_es.projections.tokens import query_terms
+from membrane_es.queries.periods import named_periods
+
+_LEAD = r"(?:(?:the|a|an|my|our|your)\s+)?"
+_END = r"\s*[?.!]*\s*$"
+_CHOICE = re.compile(rf",\s*{_LEAD}(?P<a>[^,?;]+?)\s+or\s+{_LEAD}(?P<b>[^,?;]+?){_END}", re.I)
+_BETWEEN = re.compile(
+    rf"\bbetween\s+{_LEAD}(?P<a>[^,?;]+?)\s+and\s+{_LEAD}(?P<b>[^,?;]+?){_END}", re.I
+)
+# Any moment serves to ask whether a phrase names a period at all.
+_SOME_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def named_things(descriptor: str) -> tuple[str, ...]:
+    """The two things a task relates (see above), or none."""
+    for form in (_CHOICE, _BETWEEN):
+        match = form.search(descriptor)
+        if match is None:
+            continue
+        things = (match["a"].strip(), match["b"].strip())
+        if not all(query_terms(thing) for thing in things):
+            continue
+        if any(named_periods(thing, _SOME_MOMENT) for thing in things):
+            continue
+        return things
+    return ()
