@@ -31,26 +31,44 @@ from datetime import UTC, datetime
 from membrane_es.projections.tokens import query_terms
 from membrane_es.queries.periods import named_periods
 
-_LEAD = r"(?:(?:the|a|an|my|our|your)\s+)?"
-_END = r"\s*[?.!]*\s*$"
-_CHOICE = re.compile(rf",\s*{_LEAD}(?P<a>[^,?;]+?)\s+or\s+{_LEAD}(?P<b>[^,?;]+?){_END}", re.I)
-_BETWEEN = re.compile(
-    rf"\bbetween\s+{_LEAD}(?P<a>[^,?;]+?)\s+and\s+{_LEAD}(?P<b>[^,?;]+?){_END}", re.I
-)
+_LEAD = re.compile(r"^(?:(?:the|a|an|my|our|your) )?", re.I)
+_OR = re.compile(r" or ", re.I)
+_AND = re.compile(r" and ", re.I)
+_BETWEEN = re.compile(r"\bbetween ", re.I)
 # Any moment serves to ask whether a phrase names a period at all.
 _SOME_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def named_things(descriptor: str) -> tuple[str, ...]:
-    """The two things a task relates (see above), or none."""
-    for form in (_CHOICE, _BETWEEN):
-        match = form.search(descriptor)
-        if match is None:
-            continue
-        things = (match["a"].strip(), match["b"].strip())
-        if not all(query_terms(thing) for thing in things):
-            continue
-        if any(named_periods(thing, _SOME_MOMENT) for thing in things):
-            continue
-        return things
+    """The two things a task relates (see above), or none. Each form is read in one pass
+    over the task's words (no backtracking: a task may be long)."""
+    text = " ".join(descriptor.split())
+    _, comma, choice = text.rpartition(",")
+    candidates = [_two(choice, _OR)] if comma else []
+    betweens = list(_BETWEEN.finditer(text))
+    if betweens:
+        candidates.append(_two(text[betweens[-1].end() :], _AND))
+    for things in candidates:
+        if things and _are_things(things):
+            return things
     return ()
+
+
+def _two(text: str, joint: re.Pattern[str]) -> tuple[str, ...]:
+    """``text``, which ends the task, split by ``joint`` into exactly two phrases, each
+    without a leading article or possessive; none if it is not two, or holds more than one
+    clause."""
+    body = text.strip().rstrip("?.! ")
+    if "?" in body or ";" in body:
+        return ()
+    parts = joint.split(body)
+    if len(parts) != 2:
+        return ()
+    return tuple(_LEAD.sub("", part.strip()) for part in parts)
+
+
+def _are_things(things: tuple[str, ...]) -> bool:
+    """Both hold a word searched by, and neither names a period."""
+    return all(query_terms(thing) for thing in things) and not any(
+        named_periods(thing, _SOME_MOMENT) for thing in things
+    )

@@ -41,6 +41,8 @@ EUROPE = (
         ("What did Ann do between May and June 2023?", ()),  # one period, not two things
         ("Which was it, this or that?", ()),  # no word searched by in either (stop words)
         ("Where did I go on holiday?", ()),
+        ("Which came first, the trip or the move? Tell me why.", ()),  # not at the end
+        ("Which came first,   THE trip\n or  the   move ?! ", ("trip", "move")),
     ],
 )
 def test_the_two_things_a_task_relates(task: str, things: tuple[str, ...]) -> None:
@@ -88,3 +90,9 @@ def test_each_thing_a_task_relates_is_found_though_the_other_matches_more(
     assert ids[0] == as_one.records[0].id and ids[1] == europe.id
     assert [e.record_id for e in found.explanations] == ids
     assert all(e.score > 0 and e.lexical_score for e in found.explanations)
+
+
+def test_a_long_task_is_read_in_one_pass() -> None:
+    hostile = "x, " + " or ".join(["word"] * 20_000) + " between " + " and ".join(["w"] * 20_000)
+    assert named_things(hostile) == ()
+    assert named_things(" " * 100_000 + "x") == ()
