@@ -20,7 +20,7 @@ selected record first whenever the descriptor is non-empty) — it is reported i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -36,7 +36,7 @@ from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import vectors
-from membrane_es.queries.alternatives import named_things
+from membrane_es.queries.alternatives import in_turn, named_things
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
 from membrane_es.queries.explain import Evidence, Placed, explain_rows, turns_searched_with
@@ -306,74 +306,6 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
         for thing in plan.things
     ]
     return in_turn(ranking, each, plan.limit)
-
-
-def in_turn(first: Ranking, others: list[Ranking], limit: int) -> Ranking:
-    """The rankings taken place by place — ``first``'s best, then each other's best, then
-    the second of each — each record once, at its first place, cut to ``limit`` (0: all).
-    Each record keeps the score and evidence of the ranking it was taken from; the
-    selection is ``first``'s."""
-    rankings = [first, *others]
-    picks: list[tuple[int, int]] = []  # (ranking, index in it)
-    seen: set[int] = set()
-    for place in range(max(len(r.ranked) for r in rankings)):
-        for which, ranking in enumerate(rankings):
-            if place < len(ranking.ranked):
-                row = int(ranking.ranked.rows[place])
-                if row not in seen:
-                    seen.add(row)
-                    picks.append((which, place))
-    if limit > 0:
-        picks = picks[:limit]
-
-    def gathered(column: Callable[[Ranking], Array | None], missing: float) -> Array | None:
-        columns = [column(r) for r in rankings]
-        if all(values is None for values in columns):
-            return None
-        return np.array(
-            [
-                missing if (values := columns[which]) is None else values[place]
-                for which, place in picks
-            ]
-        )
-
-    def taken(column: Callable[[Candidates], Array]) -> Array:
-        return np.array(
-            [column(rankings[which].ranked)[place] for which, place in picks],
-            dtype=column(first.ranked).dtype,
-        )
-
-    ranked = Candidates(
-        taken(lambda c: c.rows), taken(lambda c: c.salience), taken(lambda c: c.redacted)
-    )
-    evidence = None
-    if any(r.evidence is not None for r in rankings):
-        evidence = Evidence(
-            **{
-                name: gathered(partial(_evidence_of, name), np.nan)
-                for name in ("similarity", "vector", "lexical", "relevance", "timing", "speaker")
-            },
-            score=_scores_of(rankings, picks),
-            passage=gathered(partial(_evidence_of, "passage"), 0),
-        )
-    scores = None if first.scores is None else _scores_of(rankings, picks)
-    passages = gathered(lambda r: r.passages, 0)
-    return Ranking(ranked, first.selectable, first.selection, scores, evidence, passages)
-
-
-def _evidence_of(name: str, ranking: Ranking) -> Array | None:
-    return None if ranking.evidence is None else getattr(ranking.evidence, name)
-
-
-def _scores_of(rankings: list[Ranking], picks: list[tuple[int, int]]) -> Array:
-    """What each pick was ordered by in its own ranking (its salience when that one had no
-    evidence to score by)."""
-    taken = []
-    for which, place in picks:
-        ranking = rankings[which]
-        scores = ranking.scores if ranking.scores is not None else ranking.ranked.salience
-        taken.append(float(scores[place]))
-    return np.array(taken, dtype=np.float64)
 
 
 def _rank_task(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
