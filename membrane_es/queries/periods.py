@@ -19,12 +19,16 @@ UTC:
 * an open period: ``since`` one (from its start) or ``after`` one (from its end), up to the
   moment the read answers for;
 * relative to the moment the read answers for (now, or its ``as_of``): ``today``,
-  ``yesterday``, ``this``/``last`` ``week`` (weeks start on Monday), ``month`` or ``year``,
+  ``yesterday``, ``the day before yesterday``, ``last Friday`` (the latest Friday before
+  today; ``this past Friday`` too), ``this``/``last`` ``weekend`` (Saturday and Sunday of
+  this week or the week before), ``this``/``last`` ``week`` (weeks start on Monday),
+  ``month`` or ``year``,
   and ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a year ago`` (the day, week,
   month or year that many before) — unless the descriptor also names a date, which such a
   phrase then most likely counts from (left unread).
 
-Nothing else is guessed: no seasons (the hemisphere is unknown), no bare weekdays, no
+Nothing else is guessed: no seasons (the hemisphere is unknown), no bare weekdays ("on
+Monday": this week's, last week's or one long ago, as the story goes), no
 "recently" (an episode's fading salience already prefers the last day's). A descriptor that
 names no period gives no time evidence at all.
 """
@@ -91,7 +95,12 @@ _AGO = re.compile(
     re.IGNORECASE,
 )
 _THIS_OR_LAST = re.compile(rf"\b(?P<which>this|last)\s+(?P<unit>{'|'.join(_UNITS[1:])})\b", re.I)
-_DAY_WORD = re.compile(r"\b(?P<word>today|yesterday)\b", re.IGNORECASE)
+_DAY_WORD = re.compile(r"\b(?P<word>today|(?:the\s+day\s+before\s+)?yesterday)\b", re.IGNORECASE)
+_WEEKDAYS = tuple(name.lower() for name in calendar.day_name)  # Monday first, as weekday()
+_LAST_WEEKDAY = re.compile(
+    rf"\b(?:last|this\s+past)\s+(?P<day>{'|'.join(_WEEKDAYS)})\b", re.IGNORECASE
+)
+_WEEKEND = re.compile(r"\b(?P<which>this|last|this\s+past)\s+weekend\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,8 @@ def named_periods(text: str, now: datetime) -> Periods:
     remaining = _take(_AGO, remaining, relative, lambda m: _ago_span(m, now))
     remaining = _take(_THIS_OR_LAST, remaining, relative, lambda m: _this_or_last_span(m, now))
     remaining = _take(_DAY_WORD, remaining, relative, lambda m: _day_word_span(m, now))
+    remaining = _take(_LAST_WEEKDAY, remaining, relative, lambda m: _last_weekday_span(m, now))
+    remaining = _take(_WEEKEND, remaining, relative, lambda m: _weekend_span(m, now))
     remaining = _note(_YEAR_FORM, remaining, mentions)
     for match in _MONTH_ALONE.finditer(remaining):
         if match["month"] != "May" or _follows_cue(remaining, match.start()):
@@ -314,8 +325,28 @@ def _this_or_last_span(match: re.Match[str], now: datetime) -> tuple[datetime, d
 
 
 def _day_word_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
-    then = _back(now, 1 if match["word"].lower() == "yesterday" else 0, "day")
+    word = match["word"].lower()
+    days = 0 if word == "today" else 1 if word == "yesterday" else 2
+    then = _back(now, days, "day")
     return None if then is None else _unit_containing(then, "day")
+
+
+def _last_weekday_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
+    """The latest such weekday before today ("last Friday" said on a Friday is a week ago)."""
+    today = now.astimezone(UTC)
+    days = (today.weekday() - _WEEKDAYS.index(match["day"].lower()) - 1) % 7 + 1
+    then = _back(today, days, "day")
+    return None if then is None else _unit_containing(then, "day")
+
+
+def _weekend_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
+    """Saturday and Sunday of this week ("this weekend"), or of the week before ("last
+    weekend", "this past weekend": on a Monday, the one just gone; weeks start on Monday)."""
+    week = _back(now, 0 if match["which"].lower() == "this" else 1, "week")
+    if week is None:
+        return None
+    monday, next_monday = _unit_containing(week, "week")
+    return monday + timedelta(days=5), next_monday
 
 
 def _follows_cue(text: str, start: int) -> bool:

@@ -86,6 +86,14 @@ def test_a_day_that_does_not_exist_names_nothing() -> None:
     [
         ("what did we decide today", day(2024, 3, 14), day(2024, 3, 15)),
         ("what did Joanna write yesterday", day(2024, 3, 13), day(2024, 3, 14)),
+        ("the day before yesterday", day(2024, 3, 12), day(2024, 3, 13)),
+        ("what did I cook last Friday", day(2024, 3, 8), day(2024, 3, 9)),
+        ("last Wednesday", day(2024, 3, 13), day(2024, 3, 14)),
+        ("last Thursday", day(2024, 3, 7), day(2024, 3, 8)),  # said on a Thursday
+        ("this past Monday", day(2024, 3, 11), day(2024, 3, 12)),
+        ("What game did I finally beat last weekend?", day(2024, 3, 9), day(2024, 3, 11)),
+        ("this past weekend", day(2024, 3, 9), day(2024, 3, 11)),
+        ("plans for this weekend", day(2024, 3, 16), day(2024, 3, 18)),
         ("notes from this week", day(2024, 3, 11), day(2024, 3, 18)),  # from Monday
         ("what broke last week", day(2024, 3, 4), day(2024, 3, 11)),
         ("our plans this month", day(2024, 3, 1), day(2024, 4, 1)),
@@ -99,6 +107,15 @@ def test_a_day_that_does_not_exist_names_nothing() -> None:
 )
 def test_relative_to_the_moment_answered_for(text: str, start: datetime, end: datetime) -> None:
     assert spans(text) == [(start, end)]
+
+
+def test_last_weekend_said_on_a_monday_is_the_one_just_gone() -> None:
+    assert spans("last weekend", day(2024, 3, 11)) == [(day(2024, 3, 9), day(2024, 3, 11))]
+
+
+@pytest.mark.parametrize("text", ["what time did I reach the clinic on Monday?", "on Fridays"])
+def test_a_bare_weekday_names_no_period(text: str) -> None:
+    assert not named_periods(text, NOW)
 
 
 def test_a_month_back_from_its_last_day_lands_in_the_month_before() -> None:
