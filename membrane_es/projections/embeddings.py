@@ -549,6 +549,25 @@ class EmbeddingIndex:
             start += count
         return rows, scores
 
+    def vectors_of(self, rows: Array, scopes: Array) -> Array:
+        """The stored vector of each of ``rows`` (any order; ``scopes``: the block each one's
+        vector is in), a row of NaN where there is none."""
+        out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
+        for scope in np.unique(scopes).tolist():
+            chosen = self.chosen([int(scope)], None)
+            if not chosen or not chosen[0][2]:
+                continue
+            _, block, count = chosen[0]
+            segment = block.rows[:count]  # ascending
+            wanted = np.flatnonzero(scopes == scope)
+            places = np.minimum(np.searchsorted(segment, rows[wanted]), count - 1)
+            held = segment[places] == rows[wanted]
+            order = np.argsort(places[held], kind="stable")
+            gathered = np.empty((int(held.sum()), self.dimensions), dtype=np.float32)
+            block.gather_into(places[held][order], gathered)
+            out[wanted[held][order]] = gathered
+        return out
+
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows
         :meth:`similarities` would score, in the same order. Only when :attr:`coded`."""

@@ -35,7 +35,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.projections.passages import with_passages
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
-from membrane_es.queries import vectors
+from membrane_es.queries import feedback, vectors
 from membrane_es.queries.alternatives import in_turn, named_things
 from membrane_es.queries.by_id import EventReader
 from membrane_es.queries.candidates import Candidates, Filters, admit, find, type_codes, universe
@@ -140,6 +140,9 @@ class Plan:
     # the two things a task relates, each searched as a task of its own
     # (:mod:`membrane_es.queries.alternatives`)
     things: tuple[Plan, ...] = ()
+    # the task's own vector, when ``query_vector`` is it moved by relevance feedback
+    # (:mod:`membrane_es.queries.feedback`): explanations report similarity to this one
+    asked_vector: Array | None = None
 
 
 @dataclass(frozen=True)
@@ -296,8 +299,37 @@ def _query_vector(descriptor: str, given: VectorInput | None, sources: Sources) 
 
 
 def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -> Ranking:
-    """Find the candidates, order them and cut to the plan's limit; run the selector. For a
-    task relating two things, the task's ranking and each thing's, taken in turn."""
+    """Find the candidates, order them and cut to the plan's limit; run the selector. A task
+    with words and a vector is searched as asked, then again with its vector moved toward
+    what that search found first (:mod:`membrane_es.queries.feedback`), where the vectors
+    it searches are few enough to be scored exactly (:func:`_fed_back`)."""
+    if not _fed_back(snapshot, plan):
+        return _rank_tasks(snapshot, plan, threshold)
+    limit = 0 if not plan.limit else max(plan.limit, feedback.RECORDS)
+    first = _rank_tasks(snapshot, replace(plan, limit=limit, explain=False), threshold)
+    assert plan.query_vector is not None
+    moved = _widened(snapshot, plan.query_vector, first)
+    if moved is None:
+        return _rank_tasks(snapshot, plan, threshold)
+    widened = replace(plan, query_vector=moved, asked_vector=plan.query_vector)
+    ranking = _rank_tasks(snapshot, widened, threshold)
+    # The selector scores how well each competence or plan fits the task as asked.
+    return replace(ranking, selectable=first.selectable, selection=first.selection)
+
+
+def _fed_back(snapshot: Snapshot, plan: Plan) -> bool:
+    """Whether the read searches twice: a task with words and a vector, over vectors few
+    enough to be scored exactly. Past that the read shortlists by sign codes, and a second
+    pass would double the cost that the shortlist exists to keep low."""
+    if not plan.descriptor.strip() or not _has_vector(snapshot, plan):
+        return False
+    index, scopes = snapshot.views.embeddings, _vector_scopes(snapshot, plan)
+    return not vectors.approximate(index, scopes, snapshot.size, plan.limit)
+
+
+def _rank_tasks(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
+    """The ranking for one query vector. For a task relating two things, the task's ranking
+    and each thing's, taken in turn."""
     ranking = _rank_task(snapshot, plan, threshold)
     if not plan.things:
         return ranking
@@ -306,6 +338,17 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
         for thing in plan.things
     ]
     return in_turn(ranking, each, plan.limit)
+
+
+def _widened(snapshot: Snapshot, query: Array, first: Ranking) -> Array | None:
+    """The query moved toward the best records of ``first`` that the task gave evidence for."""
+    if first.scores is None:
+        return None
+    rows = first.ranked.rows[: feedback.RECORDS * 4][first.scores[: feedback.RECORDS * 4] > 0]
+    if not len(rows):
+        return None
+    scopes = snapshot.table.content["scope"][rows]
+    return feedback.widened(query, snapshot.views.embeddings.vectors_of(rows, scopes))
 
 
 def _rank_task(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
@@ -487,7 +530,9 @@ def _ranked(
     kept = None
     if plan.explain:
         kept = Evidence(
-            similarity=None if similarity is None else similarity[picks],
+            similarity=None
+            if similarity is None
+            else _similarity_asked(snapshot, plan, found.rows[picks], similarity[picks]),
             vector=None if similarity is None else relative(similarity)[picks],
             lexical=None if lexical is None else lexical_evidence(lexical)[picks],
             relevance=None if evidence is None else evidence[picks],
@@ -504,6 +549,23 @@ def _ranked(
         kept,
         None if passage is None else passage[picks],
     )
+
+
+def _similarity_asked(snapshot: Snapshot, plan: Plan, rows: Array, used: Array) -> Array:
+    """The similarity of ``rows`` to the task's own vector (a long text's by its closest
+    passage, as ranked), when the ranking used one moved by feedback; else ``used``."""
+    asked = plan.asked_vector
+    if asked is None:
+        return used
+    ascending = np.argsort(rows, kind="stable")
+    ordered = rows[ascending]
+    scopes = snapshot.table.content["scope"][ordered]
+    own = snapshot.views.embeddings.vectors_of(ordered, scopes) @ np.asarray(asked, np.float32)
+    own = own.astype(np.float64)  # NaN where a record has no vector
+    similarity, _ = with_passages(snapshot.views.passages, asked, ordered, own, snapshot.size)
+    out = np.empty(len(rows), dtype=np.float64)
+    out[ascending] = similarity
+    return out
 
 
 def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:

@@ -4,6 +4,7 @@ decision — now and as of a past moment."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from membrane_es import (
@@ -14,6 +15,7 @@ from membrane_es import (
     TrustContext,
     ValidationError,
 )
+from membrane_es.queries.feedback import widened
 from membrane_es.queries.ranking import EVIDENCE_WEIGHT, SALIENCE_WEIGHT
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
@@ -42,7 +44,13 @@ def test_each_record_is_explained_in_its_order(memory: Membrane) -> None:
     by_id = {e.record_id: e for e in explained}
     assert by_id[meaning].vector_similarity == pytest.approx(0.9, abs=HALF_PRECISION)
     assert by_id[meaning].vector_score == pytest.approx(1.0)
-    assert by_id[words].vector_score == pytest.approx(0.3 / 0.9, abs=HALF_PRECISION)
+    # The vector evidence is the ranking's: to the task moved toward what it found first
+    # (both records), relative to the best; the similarity reported is to the task as asked.
+    moved = widened(np.array(QUERY), np.array([at_cosine(0.9), at_cosine(0.3)]))
+    assert moved is not None
+    near, far = (float(np.dot(moved, at_cosine(c))) for c in (0.9, 0.3))
+    assert by_id[words].vector_similarity == pytest.approx(0.3, abs=HALF_PRECISION)
+    assert by_id[words].vector_score == pytest.approx(far / near, abs=HALF_PRECISION)
     assert by_id[meaning].lexical_score == 0.0
     lexical = by_id[words].lexical_score
     assert lexical is not None and lexical > 0

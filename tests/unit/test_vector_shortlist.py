@@ -352,3 +352,16 @@ def test_a_read_that_asks_for_exact_scores_every_vector(time: ManualTime) -> Non
             memory.retrieve(descriptor, limit=5, exact="yes")  # type: ignore[arg-type]
         with pytest.raises(ValidationError, match="exact"):
             memory.retrieve_graph(descriptor, exact=1)  # type: ignore[arg-type]
+
+
+def test_the_vectors_of_rows_in_any_order_and_scope() -> None:
+    index = EmbeddingIndex()
+    stored = {1: (0, [1.0, 0.0]), 4: (2, [0.0, 1.0]), 7: (0, [0.6, 0.8])}
+    for row, (scope, vector) in stored.items():
+        index.add(row, scope, "m", np.array(vector, dtype=np.float32))
+
+    rows = np.array([7, 3, 4, 1])
+    got = index.vectors_of(rows, np.array([0, 0, 2, 0]))
+
+    assert np.allclose(got[[0, 2, 3]], [[0.6, 0.8], [0.0, 1.0], [1.0, 0.0]])
+    assert np.isnan(got[1]).all()  # row 3 has no vector
