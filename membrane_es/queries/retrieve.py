@@ -318,13 +318,13 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
 
 
 def _fed_back(snapshot: Snapshot, plan: Plan) -> bool:
-    """Whether the read searches twice: a task with words and a vector, over vectors few
-    enough to be scored exactly. Past that the read shortlists by sign codes, and a second
-    pass would double the cost that the shortlist exists to keep low."""
+    """Whether the read searches twice: a task with words and a vector, read exactly (asked
+    to, or over vectors few enough). Past that the read shortlists by sign codes, and a
+    second pass would double the cost that the shortlist exists to keep low."""
     if not plan.descriptor.strip() or not _has_vector(snapshot, plan):
         return False
     index, scopes = snapshot.views.embeddings, _vector_scopes(snapshot, plan)
-    return not vectors.approximate(index, scopes, snapshot.size, plan.limit)
+    return plan.exact or not vectors.approximate(index, scopes, snapshot.size, plan.limit)
 
 
 def _rank_tasks(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
