@@ -181,6 +181,8 @@ def _retrieve(
     render.records_table(result.records)
     if isinstance(result, ExplainedRetrieveResult):
         render.explanations_table(result.explanations)
+        if result.searched_toward:
+            render.console.print(f"searched again toward {', '.join(result.searched_toward)}")
     if result.selection is not None and result.selection.selected:
         best = result.selection.selected[0]
         render.console.print(

@@ -65,6 +65,8 @@ def retrieved(result: RetrieveResult, explain: bool = False) -> Json:
         out["selection"] = selection(result.selection)
     if explain and isinstance(result, ExplainedRetrieveResult):
         out["explanations"] = msgspec.to_builtins(result.explanations)
+        if result.searched_toward:
+            out["searched_toward"] = result.searched_toward
     return out
 
 
@@ -88,6 +90,8 @@ def graph(result: RetrieveGraphResult, explain: bool = False) -> Json:
         out["selection"] = selection(result.selection)
     if explain and isinstance(result, ExplainedRetrieveGraphResult):
         out["explanations"] = msgspec.to_builtins(result.explanations)
+        if result.searched_toward:
+            out["searched_toward"] = result.searched_toward
     return out
 
 

@@ -21,7 +21,7 @@ selected record first whenever the descriptor is non-empty) — it is reported i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -159,6 +159,9 @@ class Ranking:
     # aligned with ``ranked``: the passage of a long text its similarity is of (1: the
     # record's own vector, 0: a text with one passage); None when no candidate has several
     passages: Array | None = None
+    # the rows of the records the task's vector was moved toward (relevance feedback);
+    # empty when the read searched once
+    searched_toward: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -208,7 +211,12 @@ def answer(plan: Plan, sources: Sources, snapshot: Snapshot) -> RetrieveResult:
         snapshot.moment,
         searched_with=turns_searched_with(snapshot, ranking.evidence, ranked_places),
     )
-    return ExplainedRetrieveResult(records=records, selection=selection, explanations=explanations)
+    return ExplainedRetrieveResult(
+        records=records,
+        selection=selection,
+        explanations=explanations,
+        searched_toward=[ids[int(row)] for row in ranking.searched_toward],
+    )
 
 
 def placed(ranked: Candidates) -> list[Placed]:
@@ -308,13 +316,16 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     limit = 0 if not plan.limit else max(plan.limit, feedback.RECORDS)
     first = _rank_tasks(snapshot, replace(plan, limit=limit, explain=False), threshold)
     assert plan.query_vector is not None
-    moved = _widened(snapshot, plan.query_vector, first)
-    if moved is None:
+    widening = _widened(snapshot, plan.query_vector, first)
+    if widening is None:
         return _rank_tasks(snapshot, plan, threshold)
+    moved, toward = widening
     widened = replace(plan, query_vector=moved, asked_vector=plan.query_vector)
     ranking = _rank_tasks(snapshot, widened, threshold)
     # The selector scores how well each competence or plan fits the task as asked.
-    return replace(ranking, selectable=first.selectable, selection=first.selection)
+    return replace(
+        ranking, selectable=first.selectable, selection=first.selection, searched_toward=toward
+    )
 
 
 def _fed_back(snapshot: Snapshot, plan: Plan) -> bool:
@@ -340,15 +351,19 @@ def _rank_tasks(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
     return in_turn(ranking, each, plan.limit)
 
 
-def _widened(snapshot: Snapshot, query: Array, first: Ranking) -> Array | None:
-    """The query moved toward the best records of ``first`` that the task gave evidence for."""
+def _widened(snapshot: Snapshot, query: Array, first: Ranking) -> tuple[Array, Array] | None:
+    """The query moved toward the best records of ``first`` that the task gave evidence
+    for and that have a vector, and those records' rows; None when there are none."""
     if first.scores is None:
         return None
-    rows = first.ranked.rows[: feedback.RECORDS * 4][first.scores[: feedback.RECORDS * 4] > 0]
-    if not len(rows):
-        return None
-    scopes = snapshot.table.content["scope"][rows]
-    return feedback.widened(query, snapshot.views.embeddings.vectors_of(rows, scopes))
+    best = slice(0, feedback.RECORDS * 4)  # enough to find three with a vector, as a rule
+    rows = first.ranked.rows[best][first.scores[best] > 0]
+    vectors_of = snapshot.views.embeddings.vectors_of
+    found = vectors_of(rows, snapshot.table.content["scope"][rows])
+    has_vector = np.isfinite(found).all(axis=1)
+    toward = rows[has_vector][: feedback.RECORDS]
+    moved = feedback.widened(query, found[has_vector][: feedback.RECORDS])
+    return None if moved is None else (moved, toward)
 
 
 def _rank_task(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:

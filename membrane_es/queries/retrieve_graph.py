@@ -194,6 +194,7 @@ def _answer(
         root_ids=root_ids,
         selection=selection,
         explanations=explanations,
+        searched_toward=[ids[int(row)] for row in ranking.searched_toward],
     )
 
 

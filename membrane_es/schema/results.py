@@ -62,11 +62,13 @@ class RetrieveGraphResult(_Result):
 class Explanation(_Result):
     """Why a record placed where it did in a ranked read (``explain=True``).
 
-    ``vector_similarity``: its cosine with the query vector (None: no vector, or not scored);
-    ``vector_score``: that similarity as evidence (relative to the best candidate, in
-    [0, 1]); ``lexical_score``: BM25 of the descriptor's words as the fraction of a full
-    match, in [0, 1] (0 for a record returned redacted: words the caller cannot see are no
-    evidence); ``time_score``: 1 when its event time is within a period the descriptor
+    ``vector_similarity``: its cosine with the query vector as given (None: no vector, or
+    not scored); ``vector_score``: the vector evidence it was ranked by, in [0, 1] (its
+    similarity relative to the best candidate's; after relevance feedback, of the task's
+    vector moved toward the records the result's ``searched_toward`` names);
+    ``lexical_score``: BM25 of the descriptor's words as the fraction of a full match, in
+    [0, 1] (0 for a record returned redacted: words the caller cannot see are no evidence);
+    ``time_score``: 1 when its event time is within a period the descriptor
     names ("in October 2023", "last week"), else 0 (None: it names none); ``passage``: for a
     text longer than the embedder reads, which of its passages the similarity is of — it is
     scored by its best, less what the best of that many reaches by chance (1: its opening,
@@ -100,15 +102,21 @@ class Explanation(_Result):
 
 
 class ExplainedRetrieveResult(RetrieveResult):
-    """A :class:`RetrieveResult` with an :class:`Explanation` per record, in their order."""
+    """A :class:`RetrieveResult` with an :class:`Explanation` per record, in their order, and
+    ``searched_toward``: the records the task's vector was moved toward before the search
+    that ranked these (relevance feedback, :mod:`membrane_es.queries.feedback`: the first
+    records a search found, in its order), empty when the read searched once."""
 
     explanations: list[Explanation] = msgspec.field(default_factory=list)
+    searched_toward: list[str] = msgspec.field(default_factory=list)
 
 
 class ExplainedRetrieveGraphResult(RetrieveGraphResult):
-    """A :class:`RetrieveGraphResult` with an :class:`Explanation` per root, in rank order."""
+    """A :class:`RetrieveGraphResult` with an :class:`Explanation` per root, in rank order,
+    and ``searched_toward`` as :class:`ExplainedRetrieveResult` has it."""
 
     explanations: list[Explanation] = msgspec.field(default_factory=list)
+    searched_toward: list[str] = msgspec.field(default_factory=list)
 
 
 class ConsolidationResult(msgspec.Struct, kw_only=True):

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from membrane_es import Membrane
+from membrane_es import ExplainedRetrieveGraphResult, ExplainedRetrieveResult, Membrane
+from membrane_es.queries import compact
 from membrane_es.queries.feedback import RECORDS, WEIGHT, widened
 from tests.unit.builders import semantic
 from tests.unit.retrieval_support import QUERY, ids
@@ -69,3 +70,33 @@ def test_a_vector_alone_gets_its_nearest_neighbours(memory: Membrane) -> None:
     found = memory.retrieve("", query_embedding=QUERY)
 
     assert ids(found.records) == [best, apart, alike]
+
+
+def test_an_explained_read_names_the_records_it_searched_toward(memory: Membrane) -> None:
+    best, alike, apart = records(memory)
+
+    fed = memory.retrieve("quokka", query_embedding=QUERY, explain=True)
+    plain = memory.retrieve("", query_embedding=QUERY, explain=True)
+
+    assert isinstance(fed, ExplainedRetrieveResult)
+    assert isinstance(plain, ExplainedRetrieveResult)
+    assert fed.searched_toward == [best, apart, alike]  # the first search's order
+    assert plain.searched_toward == []
+
+
+def test_a_graph_read_names_them_too(memory: Membrane) -> None:
+    best, alike, apart = records(memory)
+
+    graph = memory.retrieve_graph("quokka", query_embedding=QUERY, explain=True)
+
+    assert isinstance(graph, ExplainedRetrieveGraphResult)
+    assert graph.searched_toward == [best, apart, alike]
+
+
+def test_the_compact_form_names_them_when_explained(memory: Membrane) -> None:
+    best, alike, apart = records(memory)
+
+    fed = memory.retrieve("quokka", query_embedding=QUERY, explain=True)
+
+    assert compact.retrieved(fed, explain=True)["searched_toward"] == [best, apart, alike]
+    assert "searched_toward" not in compact.retrieved(fed)
