@@ -10,7 +10,8 @@ and packs the records it returns, best first, as one line each::
 parentheses), the words, and a short reference to cite: a prefix of the record's id, unique
 within the context. A record whose line no longer fits is passed over for the next one that
 does, and a long line — over a quarter of the budget, or over :data:`LONG_LINE_TOKENS`
-whatever the budget — is offered only after the shorter ones ranked below it; packing ends
+whatever the budget — is offered only after the shorter ones ranked below it, unless it is
+the best match, which is always offered first; packing ends
 when the budget cannot hold another line or the candidates run out. A text longer than the
 embedder reads was ranked by its passage closest to the task
 (:mod:`membrane_es.embedding.passages`); a long line is offered as that passage, marked as an
@@ -319,7 +320,9 @@ def pack(
     waits until every shorter candidate has been offered, then is taken, in rank order, if it
     still fits — one long memory (a tool's output, an assistant's whole answer) would
     otherwise crowd out several ranked just below it; a long memory with an excerpt waits as
-    its excerpt."""
+    its excerpt. The best match never waits: it is what the task needs most (the assistant's
+    answer to "what did you recommend?"), so it is offered first — whole when it fits, else
+    as its excerpt."""
     candidates = list(ranked)
     long = min(budget * LONG_SHARE, LONG_LINE_TOKENS) if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
@@ -333,7 +336,12 @@ def pack(
         proposed = [(memory, ref_for(memory.id, refs)) for memory in batch]
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for (memory, ref), tokens in zip(proposed, counts, strict=True):
-            if tokens > long:
+            best = start == 0 and memory is batch[0]
+            if best and tokens > left and memory.excerpt:
+                # The best match that cannot fit whole is offered as the part that matched.
+                memory = replace(memory, words=memory.excerpt, excerpt="")
+                tokens = counter.count([line(memory, ref)])[0]
+            elif tokens > long and not best:
                 if memory.excerpt:
                     memory = replace(memory, words=memory.excerpt, excerpt="")
                 deferred.append(memory)

@@ -87,24 +87,41 @@ def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
 
     # a line over a quarter of the budget is offered after the shorter ones ranked below it
     fits = Memory("b" * 36, "episodic", at, "x", "word " * 60, "")
-    first = pack([fits, *short], 100, APPROXIMATE)
-    assert {m.id for m, _, _ in first.chosen} == {s.id for s in short}
-    plain = pack([fits, *short], 100, APPROXIMATE, defer_long=False)
-    assert {m.id for m, _, _ in plain.chosen} == {fits.id, short[0].id}
-    roomy = pack([fits, *short], 400, APPROXIMATE)
+    second = pack([short[0], fits, short[1], short[2]], 100, APPROXIMATE)
+    assert {m.id for m, _, _ in second.chosen} == {s.id for s in short}
+    plain = pack([short[0], fits, short[1], short[2]], 100, APPROXIMATE, defer_long=False)
+    assert {m.id for m, _, _ in plain.chosen} == {short[0].id, fits.id}
+    roomy = pack([short[0], fits, short[1], short[2]], 400, APPROXIMATE)
     assert {m.id for m, _, _ in roomy.chosen} == {fits.id, *(s.id for s in short)}
+    # ... unless it is the best match: what the task needs most is offered first
+    first = pack([fits, *short], 100, APPROXIMATE)
+    assert {m.id for m, _, _ in first.chosen} == {fits.id, short[0].id}
 
     # over LONG_LINE_TOKENS a line waits whatever the budget: a larger budget holds more of
     # what was ranked first, not one long text sooner
     document = Memory("c" * 36, "episodic", at, "x", "word " * (LONG_LINE_TOKENS + 10), "")
     many = [Memory(f"{n:08d}-many", "episodic", at, "y", "short words", "") for n in range(200)]
     budget = 5 * LONG_LINE_TOKENS  # its quarter would take the document at its rank
-    packed = pack([document, *many], budget, APPROXIMATE)
+    packed = pack([many[0], document, *many[1:]], budget, APPROXIMATE)
     assert document.id not in {m.id for m, _, _ in packed.chosen}
     assert packed.tokens > budget - LONG_LINE_TOKENS  # the short lines filled it
     assert document.id in {
-        m.id for m, _, _ in pack([document, *many[:3]], budget, APPROXIMATE).chosen
+        m.id for m, _, _ in pack([many[0], document, *many[1:3]], budget, APPROXIMATE).chosen
     }
+
+
+def test_the_best_match_too_long_to_fit_is_offered_as_the_part_that_matched() -> None:
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    answer = Memory(
+        "d" * 36, "episodic", at, "x", "word " * 200, "", excerpt="…the part that matched…"
+    )
+    short = [Memory(f"{n:08d}-rest", "episodic", at, "y", "short words", "") for n in range(9)]
+
+    packed = pack([answer, *short], 100, APPROXIMATE)
+
+    words = {m.id: m.words for m, _, _ in packed.chosen}
+    assert words[answer.id] == "…the part that matched…"
+    assert len(words) < 1 + len(short)  # the shorter lines after it would have filled it
 
 
 def test_turns_are_grouped_by_scope_and_day_in_time_order(
