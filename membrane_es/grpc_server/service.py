@@ -17,7 +17,9 @@ Explanations (an extension; ``membrane.v1`` is unchanged): RetrieveGraph given
 ``x-membrane-explain: true`` answers with ``x-membrane-explanation`` in its trailing metadata,
 a JSON array with one object per root in rank order (the fields of
 :class:`~membrane_es.schema.results.Explanation`: vector and lexical scores, relevance,
-salience at the moment answered for, boost, score, trust decision).
+salience at the moment answered for, boost, score, trust decision), and with
+``x-membrane-searched-toward``, a JSON array of the ids of the records relevance feedback
+moved the task toward (empty when the read searched once).
 
 ``max_hops`` keeps its wire meaning: 0 asks for the configured default (1), −1 for the roots
 only (the library's ``max_hops=0``). Zero limits ask for the configured defaults.
@@ -61,6 +63,7 @@ POSITION_METADATA = "x-membrane-position"
 MIN_POSITION_METADATA = "x-membrane-min-position"
 EXPLAIN_METADATA = "x-membrane-explain"
 EXPLANATION_METADATA = "x-membrane-explanation"
+SEARCHED_TOWARD_METADATA = "x-membrane-searched-toward"
 POSITION_WAIT_SECONDS = DEFAULT_POSITION_WAIT_SECONDS
 # The RPCs that write, and so answer with a position.
 WRITE_RPCS = frozenset(
@@ -191,7 +194,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         )
         if isinstance(result, ExplainedRetrieveGraphResult):
             explained = msgspec.json.encode(result.explanations).decode()
-            context.set_trailing_metadata(((EXPLANATION_METADATA, explained),))
+            toward = msgspec.json.encode(result.searched_toward).decode()
+            context.set_trailing_metadata(
+                ((EXPLANATION_METADATA, explained), (SEARCHED_TOWARD_METADATA, toward))
+            )
         return convert.graph_to_wire(result)
 
     @rpc

@@ -15,6 +15,7 @@ from membrane_es.schema.timestamps import rfc3339
 from tests.integration.grpc.conftest import (
     AUTH,
     FULL,
+    StartDaemon,
     as_dict,
     capture,
     code_of,
@@ -426,8 +427,10 @@ def test_explain_metadata_returns_explanations_in_trailing_metadata(stub: Stub) 
     assert asked.root_ids == plain.root_ids
     assert [n.record.id for n in asked.nodes] == [n.record.id for n in plain.nodes]
     assert "x-membrane-explanation" not in dict(call.trailing_metadata())
-    explained = json.loads(dict(explained_call.trailing_metadata())["x-membrane-explanation"])
+    trailing = dict(explained_call.trailing_metadata())
+    explained = json.loads(trailing["x-membrane-explanation"])
     assert [e["record_id"] for e in explained] == list(asked.root_ids)
+    assert isinstance(json.loads(trailing["x-membrane-searched-toward"]), list)
     assert fact.id in asked.root_ids
     for item in explained:
         assert {
@@ -443,6 +446,22 @@ def test_explain_metadata_returns_explanations_in_trailing_metadata(stub: Stub) 
     code, message = code_of(lambda: stub.RetrieveGraph(request, metadata=bad))
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert message.startswith("invalid x-membrane-explain")
+
+
+def test_explain_metadata_names_the_records_a_read_searched_toward(
+    start_daemon: StartDaemon,
+) -> None:
+    daemon = start_daemon(embedding_model="hashing")  # reads the task: a query vector
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        stub = pb_grpc.MembraneServiceStub(channel)
+        fact = observe(stub, "Orchid", "deploy_target", "staging")
+        request = pb.RetrieveGraphRequest(task_descriptor="Orchid deploy target", trust=FULL)
+
+        _, call = stub.RetrieveGraph.with_call(
+            request, metadata=(*AUTH, ("x-membrane-explain", "true"))
+        )
+
+    assert fact.id in json.loads(dict(call.trailing_metadata())["x-membrane-searched-toward"])
 
 
 def test_sdk_shaped_dicts_work_both_ways(stub: Stub) -> None:
