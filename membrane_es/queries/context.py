@@ -335,8 +335,8 @@ def pack(
         batch = candidates[start : start + COUNT_BATCH]
         proposed = [(memory, ref_for(memory.id, refs)) for memory in batch]
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
-        for (memory, ref), tokens in zip(proposed, counts, strict=True):
-            best = start == 0 and memory is batch[0]
+        for place, ((memory, ref), tokens) in enumerate(zip(proposed, counts, strict=True)):
+            best = start == 0 and place == 0  # ranked first of all
             if best and tokens > left and memory.excerpt:
                 # The best match that cannot fit whole is offered as the part that matched.
                 memory = replace(memory, words=memory.excerpt, excerpt="")

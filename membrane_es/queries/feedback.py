@@ -38,6 +38,16 @@ Array = npt.NDArray[Any]
 
 RECORDS = 3  # the first records found that stand for what the task is about
 WEIGHT = 0.5  # how far toward them the query moves, against 1 for the task itself
+SEARCHED = 4 * RECORDS  # the first records looked at for RECORDS with a vector, as a rule
+
+
+def toward(query: Array, rows: Array, found: Array) -> tuple[Array, Array] | None:
+    """The query moved toward the first :data:`RECORDS` of ``rows`` (best first, each one's
+    vector in ``found``, NaN where it has none) that have a vector, and their rows; None
+    when none has one."""
+    has_vector = np.isfinite(found).all(axis=1)
+    moved = widened(query, found[has_vector])
+    return None if moved is None else (moved, rows[has_vector][:RECORDS])
 
 
 def widened(query: Array, found: Array) -> Array | None:

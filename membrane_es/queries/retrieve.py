@@ -318,7 +318,9 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     assert plan.query_vector is not None
     widening = _widened(snapshot, plan.query_vector, first)
     if widening is None:
-        return _rank_tasks(snapshot, plan, threshold)
+        # Searched once after all: the first search is the answer when it was this one.
+        same = limit == plan.limit and not plan.explain
+        return first if same else _rank_tasks(snapshot, plan, threshold)
     moved, toward = widening
     widened = replace(plan, query_vector=moved, asked_vector=plan.query_vector)
     ranking = _rank_tasks(snapshot, widened, threshold)
@@ -356,14 +358,10 @@ def _widened(snapshot: Snapshot, query: Array, first: Ranking) -> tuple[Array, A
     for and that have a vector, and those records' rows; None when there are none."""
     if first.scores is None:
         return None
-    best = slice(0, feedback.RECORDS * 4)  # enough to find three with a vector, as a rule
+    best = slice(0, feedback.SEARCHED)
     rows = first.ranked.rows[best][first.scores[best] > 0]
-    vectors_of = snapshot.views.embeddings.vectors_of
-    found = vectors_of(rows, snapshot.table.content["scope"][rows])
-    has_vector = np.isfinite(found).all(axis=1)
-    toward = rows[has_vector][: feedback.RECORDS]
-    moved = feedback.widened(query, found[has_vector][: feedback.RECORDS])
-    return None if moved is None else (moved, toward)
+    found = snapshot.views.embeddings.vectors_of(rows, snapshot.table.content["scope"][rows])
+    return feedback.toward(query, rows, found)
 
 
 def _rank_task(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
