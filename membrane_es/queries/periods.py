@@ -24,8 +24,12 @@ UTC:
   this week or the week before), ``this``/``last`` ``week`` (weeks start on Monday),
   ``month`` or ``year``,
   and ``3 days ago``, ``two weeks ago``, ``a month ago``, ``a year ago`` (the day, week,
-  month or year that many before) — unless the descriptor also names a date, which such a
-  phrase then most likely counts from (left unread).
+  month or year that many before); a vague count covers the numbers it is used for —
+  ``a couple of days ago`` the days two and three back, ``a few`` two to five, ``several``
+  three to seven (:data:`_VAGUE`); ``the past week``, ``in the last few months``, ``over
+  the past two weeks`` (a stretch reaching up to now: from the day that many units back)
+  — unless the descriptor also names a date, which such a phrase then most likely counts
+  from (left unread).
 
 Nothing else is guessed: no seasons (the hemisphere is unknown), no bare weekdays ("on
 Monday": this week's, last week's or one long ago, as the story goes), no
@@ -90,8 +94,22 @@ _NUMBERS = {
     )
 }
 _NUMBERS.update({"a": 1, "an": 1})
+# The numbers a vague count is said for, fewest to most: "a couple" is two, loosely three;
+# "a few" a small number more than one; "several" more than two but not many (dictionary
+# senses, read generously so the count meant falls inside).
+_VAGUE = {"couple": (2, 3), "few": (2, 5), "several": (3, 7)}
+_COUNT = (
+    r"(?P<count>\d{1,3}|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several|"
+    rf"{'|'.join(_NUMBERS)})"
+)
 _AGO = re.compile(
-    rf"\b(?P<count>\d{{1,3}}|{'|'.join(_NUMBERS)})\s+(?P<unit>{'|'.join(_UNITS)})s?\s+ago\b",
+    rf"\b{_COUNT}\s+(?P<unit>{'|'.join(_UNITS)})s?\s+ago\b",
+    re.IGNORECASE,
+)
+# A stretch that reaches up to now: "the past two days", "the last few months", "the past
+# week". "the last week" alone is left to _THIS_OR_LAST (the calendar week before this one).
+_PAST = re.compile(
+    rf"\bthe\s+(?:(?:past|last)\s+{_COUNT}|past)\s+(?P<unit>{'|'.join(_UNITS)})s?\b",
     re.IGNORECASE,
 )
 _THIS_OR_LAST = re.compile(rf"\b(?P<which>this|last)\s+(?P<unit>{'|'.join(_UNITS[1:])})\b", re.I)
@@ -161,6 +179,7 @@ def named_periods(text: str, now: datetime) -> Periods:
         remaining = _note(form, remaining, mentions)
     relative: list[tuple[datetime, datetime]] = []
     remaining = _take(_AGO, remaining, relative, lambda m: _ago_span(m, now))
+    remaining = _take(_PAST, remaining, relative, lambda m: _past_span(m, now))
     remaining = _take(_THIS_OR_LAST, remaining, relative, lambda m: _this_or_last_span(m, now))
     remaining = _take(_DAY_WORD, remaining, relative, lambda m: _day_word_span(m, now))
     remaining = _take(_LAST_WEEKDAY, remaining, relative, lambda m: _last_weekday_span(m, now))
@@ -310,12 +329,37 @@ def _back(moment: datetime, count: int, unit: str) -> datetime | None:
         return None
 
 
+def _counts(word: str | None) -> tuple[int, int]:
+    """The fewest and the most a count says: one number, or a vague count's range; one
+    unit when no count is said ("the past week")."""
+    if word is None:
+        return 1, 1
+    words = word.lower().split()
+    if len(words) == 1 and words[0].isdigit():
+        return int(words[0]), int(words[0])
+    if len(words) == 1 and words[0] in _NUMBERS:
+        return _NUMBERS[words[0]], _NUMBERS[words[0]]
+    vague = next(w for w in words if w in _VAGUE)
+    return _VAGUE[vague]
+
+
 def _ago_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
-    word = match["count"].lower()
-    count = int(word) if word.isdigit() else _NUMBERS[word]
+    """The units that many back: from the furthest a vague count says to the nearest."""
+    fewest, most = _counts(match["count"])
     unit = match["unit"].lower()
-    then = _back(now, count, unit)
-    return None if then is None else _unit_containing(then, unit)
+    furthest, nearest = _back(now, most, unit), _back(now, fewest, unit)
+    if furthest is None or nearest is None:
+        return None
+    return _unit_containing(furthest, unit)[0], _unit_containing(nearest, unit)[1]
+
+
+def _past_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
+    """From the day that many units back (the most a vague count says) up to now."""
+    _, most = _counts(match["count"])
+    then = _back(now, most, match["unit"].lower())
+    if then is None:
+        return None
+    return _unit_containing(then, "day")[0], now + timedelta(microseconds=1)
 
 
 def _this_or_last_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -103,10 +103,36 @@ def test_a_day_that_does_not_exist_names_nothing() -> None:
         ("two weeks ago", day(2024, 2, 26), day(2024, 3, 4)),
         ("a month ago", day(2024, 2, 1), day(2024, 3, 1)),
         ("where did she move from 4 years ago", day(2020, 1, 1), day(2021, 1, 1)),
+        # a vague count: every number it is said for (a couple: 2-3, a few: 2-5, several: 3-7)
+        ("what did I cook a couple of days ago", day(2024, 3, 11), day(2024, 3, 13)),
+        ("a couple days ago", day(2024, 3, 11), day(2024, 3, 13)),
+        ("a few days ago", day(2024, 3, 9), day(2024, 3, 13)),
+        ("several weeks ago", day(2024, 1, 22), day(2024, 2, 26)),
     ],
 )
 def test_relative_to_the_moment_answered_for(text: str, start: datetime, end: datetime) -> None:
     assert spans(text) == [(start, end)]
+
+
+AFTER_NOW = NOW + timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ("what did I buy in the past week", day(2024, 3, 7)),
+        ("over the past two weeks", day(2024, 2, 29)),
+        ("babies born in the last few months", day(2023, 10, 14)),  # a few: up to five
+        ("the past couple of years", day(2021, 3, 14)),
+        ("the last 10 days", day(2024, 3, 4)),
+    ],
+)
+def test_a_stretch_up_to_now_starts_that_many_units_back(text: str, start: datetime) -> None:
+    assert spans(text) == [(start, AFTER_NOW)]
+
+
+def test_the_last_week_alone_is_the_calendar_week_before_this_one() -> None:
+    assert spans("what broke the last week") == [(day(2024, 3, 4), day(2024, 3, 11))]
 
 
 def test_last_weekend_said_on_a_monday_is_the_one_just_gone() -> None:
