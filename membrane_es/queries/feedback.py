@@ -16,10 +16,12 @@ task's own weight, so that the task stays what is searched for (Rocchio's β bel
 the usual settings have it). A read that gives only a vector, with no descriptor, asks for
 its nearest neighbours and gets exactly those.
 
-The second search costs as much as the first, so it runs where the read scores every vector
+The second search scores every vector again (the candidates, their words and what can be
+selected are the first search's, reused), so it runs where the read scores every vector
 exactly: a read that asks to be exact, or one below the size from which reads shortlist by
 sign codes (:mod:`membrane_es.queries.vectors`) — a store of one agent's conversations, where
-it adds a few milliseconds. A larger store's shortlisted read is searched once, as before.
+it adds a millisecond or two (``python -m bench.feedback``: 1.5× a read searched once at
+5,000 records). A larger store's shortlisted read is searched once, as before.
 
 Measured with MiniLM (docs/benchmarks.md): LoCoMo R@5 0.706 → 0.714; LongMemEval (60
 questions) session recall_all@5 0.917 → 0.933 and turn recall_all@10 unchanged at 0.850.

@@ -314,16 +314,19 @@ def rank(snapshot: Snapshot, plan: Plan, threshold: float = DEFAULT_THRESHOLD) -
     if not _fed_back(snapshot, plan):
         return _rank_tasks(snapshot, plan, threshold)
     limit = 0 if not plan.limit else max(plan.limit, feedback.RECORDS)
-    first = _rank_tasks(snapshot, replace(plan, limit=limit, explain=False), threshold)
+    # The second search differs from the first only in its vector: who may see what, the
+    # words matched and what can be selected are the first's.
+    shared: _Shared = {}
+    first = _rank_tasks(snapshot, replace(plan, limit=limit, explain=False), threshold, shared)
     assert plan.query_vector is not None
     widening = _widened(snapshot, plan.query_vector, first)
     if widening is None:
         # Searched once after all: the first search is the answer when it was this one.
         same = limit == plan.limit and not plan.explain
-        return first if same else _rank_tasks(snapshot, plan, threshold)
+        return first if same else _rank_tasks(snapshot, plan, threshold, shared)
     moved, toward = widening
     widened = replace(plan, query_vector=moved, asked_vector=plan.query_vector)
-    ranking = _rank_tasks(snapshot, widened, threshold)
+    ranking = _rank_tasks(snapshot, widened, threshold, shared)
     # The selector scores how well each competence or plan fits the task as asked.
     return replace(
         ranking, selectable=first.selectable, selection=first.selection, searched_toward=toward
@@ -340,14 +343,22 @@ def _fed_back(snapshot: Snapshot, plan: Plan) -> bool:
     return plan.exact or not vectors.approximate(index, scopes, snapshot.size, plan.limit)
 
 
-def _rank_tasks(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
+# What a task's candidates are scored by apart from its vector, by descriptor: kept for
+# the length of one read, whose searches share its trust and filters.
+_Shared = dict[str, tuple[Candidates, Array | None, Array]]
+
+
+def _rank_tasks(
+    snapshot: Snapshot, plan: Plan, threshold: float, shared: _Shared | None = None
+) -> Ranking:
     """The ranking for one query vector. For a task relating two things, the task's ranking
-    and each thing's, taken in turn."""
-    ranking = _rank_task(snapshot, plan, threshold)
+    and each thing's, taken in turn. ``shared``: the candidates, word matches and
+    selectable records of searches already made in this read, reused and added to."""
+    ranking = _rank_task(snapshot, plan, threshold, shared)
     if not plan.things:
         return ranking
     each = [
-        _rank_task(snapshot, replace(thing, evidence_only=plan.evidence_only), threshold)
+        _rank_task(snapshot, replace(thing, evidence_only=plan.evidence_only), threshold, shared)
         for thing in plan.things
     ]
     return in_turn(ranking, each, plan.limit)
@@ -364,14 +375,16 @@ def _widened(snapshot: Snapshot, query: Array, first: Ranking) -> tuple[Array, A
     return feedback.toward(query, rows, found)
 
 
-def _rank_task(snapshot: Snapshot, plan: Plan, threshold: float) -> Ranking:
+def _rank_task(
+    snapshot: Snapshot, plan: Plan, threshold: float, shared: _Shared | None = None
+) -> Ranking:
     """One task's ranking (see :func:`rank`)."""
     found = _shortlist(snapshot, plan)
     if found is not None:
         ranking = _rank_by_evidence(snapshot, plan, threshold, found)
         if ranking is not None:
             return ranking
-    return _rank_every_candidate(snapshot, plan, threshold, found)
+    return _rank_every_candidate(snapshot, plan, threshold, found, shared)
 
 
 def _shortlist(snapshot: Snapshot, plan: Plan) -> vectors.Shortlist | None:
@@ -399,14 +412,23 @@ def _admitted(snapshot: Snapshot, plan: Plan, rows: Array) -> Array:
 
 
 def _rank_every_candidate(
-    snapshot: Snapshot, plan: Plan, threshold: float, shortlisted: vectors.Shortlist | None
+    snapshot: Snapshot,
+    plan: Plan,
+    threshold: float,
+    shortlisted: vectors.Shortlist | None,
+    shared: _Shared | None = None,
 ) -> Ranking:
     """Admit every row the trust lets the caller see, score each, and order them
-    (``shortlisted``: the rows whose vectors are scored, when the read shortlists)."""
-    found = find(snapshot, plan.trust, plan.filters)
-    lexical = _lexical(snapshot, plan, found)
-    selectable = _selectable(snapshot, found.rows)
-    also = _also_scored(found.rows, lexical, selectable)
+    (``shortlisted``: the rows whose vectors are scored, when the read shortlists;
+    ``shared``: see :func:`_rank_tasks`)."""
+    if shared is not None and plan.descriptor in shared:
+        found, lexical, selectable = shared[plan.descriptor]
+    else:
+        found = find(snapshot, plan.trust, plan.filters)
+        lexical = _lexical(snapshot, plan, found)
+        selectable = _selectable(snapshot, found.rows)
+        if shared is not None:
+            shared[plan.descriptor] = found, lexical, selectable
     similarity = None
     if _has_vector(snapshot, plan):
         assert plan.query_vector is not None
@@ -418,6 +440,7 @@ def _rank_every_candidate(
             )
         else:
             scope_of = snapshot.table.content["scope"]
+            also = _also_scored(found.rows, lexical, selectable)
             similarity = vectors.scored(
                 index, plan.query_vector, shortlisted, found.rows, also, scope_of
             )

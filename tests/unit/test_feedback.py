@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from membrane_es import ExplainedRetrieveGraphResult, ExplainedRetrieveResult, Membrane
-from membrane_es.queries import compact
+from membrane_es.queries import compact, retrieve
 from membrane_es.queries.feedback import RECORDS, WEIGHT, widened
 from tests.unit.builders import semantic
 from tests.unit.retrieval_support import QUERY, ids
@@ -100,3 +100,35 @@ def test_the_compact_form_names_them_when_explained(memory: Membrane) -> None:
 
     assert compact.retrieved(fed, explain=True)["searched_toward"] == [best, apart, alike]
     assert "searched_toward" not in compact.retrieved(fed)
+
+
+def test_the_second_search_reuses_the_first_ones_candidates_and_words(
+    memory: Membrane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the vector differs between the two searches: the candidates are admitted and the
+    words matched once, and the answer is the one scoring them afresh would give."""
+    records(memory)
+    memory.create_record(semantic("quokka", "lives", "on Rottnest"), embedding=unit(0.1, 0.2, 0.97))
+    admitted: list[int] = []
+    find, every_candidate = retrieve.find, retrieve._rank_every_candidate
+    monkeypatch.setattr(retrieve, "find", lambda *a: admitted.append(1) or find(*a))
+
+    shared = memory.retrieve("quokka habits", query_embedding=QUERY, explain=True)
+    monkeypatch.setattr(
+        retrieve,
+        "_rank_every_candidate",
+        lambda snapshot, plan, threshold, shortlisted, shared=None: every_candidate(
+            snapshot, plan, threshold, shortlisted
+        ),
+    )
+    unshared = memory.retrieve("quokka habits", query_embedding=QUERY, explain=True)
+
+    assert len(admitted) == 1 + 2  # once in the read that shares, twice in the other
+    assert isinstance(shared, ExplainedRetrieveResult)
+    assert isinstance(unshared, ExplainedRetrieveResult)
+    assert shared.searched_toward == unshared.searched_toward != []
+    assert ids(shared.records) == ids(unshared.records)
+    # (salience fades between the two reads: equal scores up to that)
+    assert [e.score for e in shared.explanations] == pytest.approx(
+        [e.score for e in unshared.explanations], rel=1e-9
+    )
