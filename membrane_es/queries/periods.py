@@ -18,8 +18,9 @@ UTC:
   year, the months between, of any year;
 * an open period: ``since`` one (from its start) or ``after`` one (from its end), up to the
   moment the read answers for;
-* relative to the moment the read answers for (now, or its ``as_of``): ``today``,
-  ``yesterday``, ``the day before yesterday``, ``last Friday`` (the latest Friday before
+* relative to the moment the read answers for (now, or its ``as_of``): ``today`` (and
+  ``this morning``, ``this afternoon``, ``this evening``, ``tonight``), ``yesterday`` (and
+  ``last night``), ``the day before yesterday``, ``last Friday`` (the latest Friday before
   today; ``this past Friday`` too), ``this``/``last`` ``weekend`` (Saturday and Sunday of
   this week or the week before), ``this``/``last`` ``week`` (weeks start on Monday),
   ``month`` or ``year``,
@@ -113,7 +114,11 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _THIS_OR_LAST = re.compile(rf"\b(?P<which>this|last)\s+(?P<unit>{'|'.join(_UNITS[1:])})\b", re.I)
-_DAY_WORD = re.compile(r"\b(?P<word>today|(?:the\s+day\s+before\s+)?yesterday)\b", re.IGNORECASE)
+_DAY_WORD = re.compile(
+    r"\b(?P<word>today|tonight|this\s+(?:morning|afternoon|evening)|last\s+night|"
+    r"(?:the\s+day\s+before\s+)?yesterday)\b",
+    re.IGNORECASE,
+)
 _WEEKDAYS = tuple(name.lower() for name in calendar.day_name)  # Monday first, as weekday()
 _LAST_WEEKDAY = re.compile(
     rf"\b(?:last|this\s+past)\s+(?P<day>{'|'.join(_WEEKDAYS)})\b", re.IGNORECASE
@@ -369,8 +374,10 @@ def _this_or_last_span(match: re.Match[str], now: datetime) -> tuple[datetime, d
 
 
 def _day_word_span(match: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
-    word = match["word"].lower()
-    days = 0 if word == "today" else 1 if word == "yesterday" else 2
+    word = " ".join(match["word"].lower().split())
+    # Last night is yesterday's (a late hour past midnight is told as "last night" too, but
+    # the evening is most of it); this morning, afternoon and evening are today's.
+    days = 1 if word in ("yesterday", "last night") else 2 if word.endswith("yesterday") else 0
     then = _back(now, days, "day")
     return None if then is None else _unit_containing(then, "day")
 

@@ -87,6 +87,9 @@ def test_a_day_that_does_not_exist_names_nothing() -> None:
         ("what did we decide today", day(2024, 3, 14), day(2024, 3, 15)),
         ("what did Joanna write yesterday", day(2024, 3, 13), day(2024, 3, 14)),
         ("the day before yesterday", day(2024, 3, 12), day(2024, 3, 13)),
+        ("what did we decide this morning", day(2024, 3, 14), day(2024, 3, 15)),
+        ("plans for tonight", day(2024, 3, 14), day(2024, 3, 15)),
+        ("what did I eat last night", day(2024, 3, 13), day(2024, 3, 14)),
         ("what did I cook last Friday", day(2024, 3, 8), day(2024, 3, 9)),
         ("last Wednesday", day(2024, 3, 13), day(2024, 3, 14)),
         ("last Thursday", day(2024, 3, 7), day(2024, 3, 8)),  # said on a Thursday
