@@ -229,7 +229,10 @@ def _take(
     """Note the span of every match of ``form`` (relative phrases); the text with every match
     blanked."""
     for match in form.finditer(text):
-        span = span_of(match)
+        try:
+            span = span_of(match)
+        except (OverflowError, ValueError):  # it would end past the calendar's last day
+            span = None
         if span is not None:
             spans.append(span)
     return form.sub(lambda m: " " * len(m[0]), text)

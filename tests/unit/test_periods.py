@@ -218,3 +218,8 @@ def test_no_period(text: str) -> None:
 
     assert not periods and periods == Periods()
     assert not periods.contain(np.array([micros(NOW)])).any()
+
+
+@pytest.mark.parametrize("text", ["today", "this month", "this year", "this weekend", "tonight"])
+def test_a_period_ending_past_the_calendars_last_day_is_left_unread(text: str) -> None:
+    assert named_periods(text, datetime(9999, 12, 31, 23, tzinfo=UTC)) == Periods()
