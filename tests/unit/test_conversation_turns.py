@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,21 @@ def test_content_without_a_speaker_notes_no_turns(memory: Membrane) -> None:
     ).primary_record
 
     assert said_after(note) == []
+
+
+def test_a_sitting_in_the_calendars_first_half_hour_starts_with_it(memory: Membrane) -> None:
+    first = datetime(1, 1, 1, tzinfo=UTC)
+    greeting = memory.capture_memory(
+        {"speaker": "Ann", "text": "Happy new year!"}, source="chat", timestamp=first
+    ).primary_record
+    reply = memory.capture_memory(
+        {"speaker": "Bo", "text": "And to you"},
+        source="chat",
+        timestamp=first + timedelta(minutes=1),
+    ).primary_record
+
+    assert said_after(greeting) == []
+    assert said_after(reply) == [greeting.id]
 
 
 def test_a_reply_is_found_by_the_words_of_what_it_answers(

@@ -17,7 +17,7 @@ who may see this turn find it by words of one they may not see.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from membrane_es.commands.capture.common import _timestamp, replace
 from membrane_es.commands.messages import CaptureMemory
@@ -58,7 +58,10 @@ def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
     level = Sensitivity(request.sensitivity).level
     # speaker (casefolded) -> (place in the sitting, their latest earlier turn)
     latest: dict[str, tuple[int, MemoryRecord]] = {}
-    since = happened - timedelta(seconds=SITTING_SECONDS)
+    sitting_length = timedelta(seconds=SITTING_SECONDS)
+    # (a turn in the calendar's first half hour: its sitting starts with the calendar)
+    earliest = datetime.min.replace(tzinfo=happened.tzinfo)
+    since = happened - sitting_length if happened - earliest > sitting_length else earliest
     # Oldest first, turns of equal event time in the order captured: a session stamped with
     # one time still says who answered whom.
     sitting = uow.episodes_between(request.scope, since, happened)
