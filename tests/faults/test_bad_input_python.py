@@ -264,6 +264,18 @@ ENTRY_POINTS: dict[str, tuple[Call, Callable[[Store], dict[str, Any]]]] = {
             "timestamp": None,
         },
     ),
+    # A conversation turn: capture looks for the turns it was said after, in its sitting.
+    "capture_turn": (
+        lambda s, a: s.memory.capture_memory(
+            a["content"], source=a["source"], scope=a["scope"], timestamp=a["timestamp"]
+        ),
+        lambda s: {
+            "content": {"speaker": "Ann", "text": "hello"},
+            "source": "c",
+            "scope": "",
+            "timestamp": None,
+        },
+    ),
     "ingest_event": (
         lambda s, a: s.memory.ingest_event(
             a["event_kind"],
@@ -392,7 +404,7 @@ ENTRY_POINTS: dict[str, tuple[Call, Callable[[Store], dict[str, Any]]]] = {
             query_embedding=a["query_embedding"],
         ),
         lambda s: {
-            "task_descriptor": "a b",
+            "task_descriptor": "a b today",  # a period counted from the moment read for
             "trust": FULL,
             "memory_types": None,
             "min_salience": 0.0,
@@ -418,7 +430,7 @@ ENTRY_POINTS: dict[str, tuple[Call, Callable[[Store], dict[str, Any]]]] = {
             query_embedding=a["query_embedding"],
         ),
         lambda s: {
-            "task_descriptor": "a",
+            "task_descriptor": "a in the past few days",
             "trust": FULL,
             "memory_types": None,
             "min_salience": 0.0,
