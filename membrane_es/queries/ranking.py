@@ -47,12 +47,13 @@ question equally, the one said by the person it names, when it names, comes firs
 a content signal (no embedder, no word of the task searched) they count as they are.
 
 The signals present are averaged with the shares below (a signal is present when at least
-one candidate has some of that evidence). So without an embedder relevance is the lexical
-evidence alone, a descriptor that names no period (or a period nothing happened in) gets no
-time evidence; a record the task gives no evidence for scores 0, and ``retrieve`` leaves it
-out (graph roots fall back to salience order when nothing matches). The weights
-are fixed by construction — the reference's split, and equal shares for each kind of
-evidence — not fitted to any dataset.
+one candidate has some of that evidence; time, speaker or saying when that every candidate
+has, beside a content signal, tells none from another and is left out). So without an
+embedder relevance is the lexical evidence alone, a descriptor that names no period (or a
+period nothing happened in) gets no time evidence; a record the task gives no evidence for
+scores 0, and ``retrieve`` leaves it out (graph roots fall back to salience order when
+nothing matches). The weights are fixed by construction — the reference's split, and equal
+shares for each kind of evidence — not fitted to any dataset.
 
 Ties, wherever an order is produced, are broken by salience (higher first), then creation
 time (newer first), then id (ascending), so equal inputs give the same order every time.
@@ -119,11 +120,18 @@ def relevance(
         if content
         else None
     )
-    if dated is not None and matched is not None and dated.any():
-        signals.append((DATED_SHARE, dated * matched))
-    for share, scores in ((TIME_SHARE, timing), (SPEAKER_SHARE, speaker)):
-        if scores is not None and scores.any():
-            signals.append((share, scores if matched is None else scores * matched))
+    about = [(TIME_SHARE, timing), (SPEAKER_SHARE, speaker)]
+    if matched is not None:  # saying when counts only as far as the record is about the task
+        about.insert(0, (DATED_SHARE, dated))
+    for share, scores in about:
+        if scores is None or not scores.any():
+            continue
+        if matched is not None and scores.all():
+            # Every candidate has it (a period the whole store falls in, a store of one
+            # speaker's turns): it tells none from another, so it takes no share from the
+            # evidence that does (and no rounding of its own reorders near ties).
+            continue
+        signals.append((share, scores if matched is None else scores * matched))
     if not signals:
         return None
     total = sum(share for share, _ in signals)

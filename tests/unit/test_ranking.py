@@ -68,6 +68,23 @@ def test_who_said_it_and_when_count_only_as_far_as_it_matches_the_task() -> None
     np.testing.assert_allclose(alone, named)
 
 
+def test_evidence_every_candidate_has_takes_no_share_from_the_evidence_that_tells() -> None:
+    similarity = np.array([1.0, 0.8, 0.5])
+    coverage = np.array([0.2, 0.6, 0.6])
+    everyone = np.ones(3)  # a period the whole store falls in
+    named = np.array([0.0, 1.0, 0.0])
+
+    with_everyone = ranking.relevance(similarity, coverage, everyone, named)
+    without = ranking.relevance(similarity, coverage, None, named)
+
+    assert with_everyone is not None and without is not None
+    np.testing.assert_array_equal(with_everyone, without)
+    # Without a content signal it is all the evidence there is, and counts as it is.
+    alone = ranking.relevance(None, None, everyone, None)
+    assert alone is not None
+    np.testing.assert_allclose(alone, everyone)
+
+
 def test_vector_evidence_is_relative_to_the_best_candidate() -> None:
     relevance = ranking.relevance(np.array([0.9, 0.45, -0.3, np.nan]), None)
 
