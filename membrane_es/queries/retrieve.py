@@ -593,15 +593,11 @@ def _similarity_asked(snapshot: Snapshot, plan: Plan, rows: Array, used: Array) 
     asked = plan.asked_vector
     if asked is None:
         return used
-    ascending = np.argsort(rows, kind="stable")
-    ordered = rows[ascending]
-    scopes = snapshot.table.content["scope"][ordered]
-    own = snapshot.views.embeddings.vectors_of(ordered, scopes) @ np.asarray(asked, np.float32)
+    scopes = snapshot.table.content["scope"][rows]
+    own = snapshot.views.embeddings.vectors_of(rows, scopes) @ np.asarray(asked, np.float32)
     own = own.astype(np.float64)  # NaN where a record has no vector
-    similarity, _ = with_passages(snapshot.views.passages, asked, ordered, own, snapshot.size)
-    out = np.empty(len(rows), dtype=np.float64)
-    out[ascending] = similarity
-    return out
+    similarity, _ = with_passages(snapshot.views.passages, asked, rows, own, snapshot.size)
+    return similarity
 
 
 def _said_by_named(snapshot: Snapshot, plan: Plan, found: Candidates) -> Array | None:
