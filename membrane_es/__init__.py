@@ -9,7 +9,7 @@ from importlib import metadata as _metadata
 from membrane_es import errors as _errors
 from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
-from membrane_es.engine import EngineOptions, Membrane, StoreAddress
+from membrane_es.engine import MAX_RESULTS, EngineOptions, Membrane, StoreAddress
 from membrane_es.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -24,6 +24,7 @@ from membrane_es.errors import (
     NotFoundError,
     ReadOnlyError,
     StorageFullError,
+    StoreClosedError,
     StoreNotFoundError,
     ValidationError,
 )
@@ -64,6 +65,7 @@ from membrane_es.schema import (
 )
 
 __all__ = [
+    "MAX_RESULTS",
     "AccessDeniedError",
     "AlreadyExistsError",
     "AlreadyReplacedError",
@@ -113,6 +115,7 @@ __all__ = [
     "SemanticPayload",
     "Sensitivity",
     "StorageFullError",
+    "StoreClosedError",
     "StoreAddress",
     "StoreNotFoundError",
     "Triple",

@@ -167,6 +167,14 @@ class ReadOnlyError(MembraneError):
     """The store was opened read-only (e.g. for forensics on a damaged log): writes refused."""
 
 
+class StoreClosedError(MembraneError):
+    """The engine was closed: nothing was read or written. Open the store again to use it."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        super().__init__(f"{method}: this Membrane was closed; open the store again to use it")
+
+
 # One row per error kind: (gRPC status code name, HTTP status). Servers read only this table.
 STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     ValidationError: ("INVALID_ARGUMENT", 400),
@@ -183,6 +191,7 @@ STATUS_BY_ERROR: dict[type[MembraneError], tuple[str, int]] = {
     IntegrityError: ("DATA_LOSS", 500),
     StorageFullError: ("RESOURCE_EXHAUSTED", 507),
     ReadOnlyError: ("FAILED_PRECONDITION", 409),
+    StoreClosedError: ("UNAVAILABLE", 503),
 }
 
 

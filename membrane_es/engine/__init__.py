@@ -13,16 +13,18 @@ ports by changing how the client is made::
 
 The facade is composed of parts, one idea each: :mod:`.core` (state, read side, command
 bus), :mod:`.options` (what an engine is opened with), :mod:`.addresses` (where a store
-is), :mod:`.opening` (connect, open, close, checkpoint), :mod:`.store_check` (verify a store
-without opening it), :mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads`, :mod:`.inspection`
-(figures about the store as a whole), :mod:`.maintenance` (consolidation, now or on a
-schedule), :mod:`.forgetting` (erasure), :mod:`.export_import` (the log to and from a file)
-and :mod:`.entries` (the seed-003 entries API).
+is), :mod:`.opening` (connect, open, close, checkpoint), :mod:`.closing` (a closed engine
+refuses every call), :mod:`.store_check` (verify a store without opening it),
+:mod:`.revisions`, :mod:`.ingestion`, :mod:`.reads`, :mod:`.inspection` (figures about the
+store as a whole), :mod:`.maintenance` (consolidation, now or on a schedule),
+:mod:`.forgetting` (erasure), :mod:`.export_import` (the log to and from a file) and
+:mod:`.entries` (the seed-003 entries API).
 """
 
 from __future__ import annotations
 
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
+from membrane_es.engine.closing import refuse_after_close
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, DEFAULT_POSITION_WAIT_SECONDS, RequestTime
 from membrane_es.engine.entries import ENTRY_ACTOR, Entries, moment_of
 from membrane_es.engine.export_import import ExportImport
@@ -58,6 +60,7 @@ from membrane_es.queries.retrieve_graph import (
     DEFAULT_ROOT_LIMIT,
 )
 from membrane_es.queries.trust import allows, visible
+from membrane_es.schema.validation import MAX_LIMIT as MAX_RESULTS  # the most one read returns
 
 __all__ = [
     "CONFLICT_ATTEMPTS",
@@ -75,6 +78,7 @@ __all__ = [
     "IN_MEMORY",
     "MAX_BUDGET_TOKENS",
     "MAX_ENTRY_LIMIT",
+    "MAX_RESULTS",
     "MIN_BUDGET_TOKENS",
     "SALIENCE_WEIGHT",
     "Census",
@@ -97,6 +101,7 @@ __all__ = [
 ]
 
 
+@refuse_after_close
 class Membrane(
     Opening,
     Entries,

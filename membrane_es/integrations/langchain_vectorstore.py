@@ -33,6 +33,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from membrane_es import (
+    MAX_RESULTS,
     CompetencePayload,
     EntityPayload,
     EpisodicPayload,
@@ -55,6 +56,12 @@ ACTOR = "langchain"
 SearchFilter = Callable[[Document], bool] | Mapping[str, Any]
 _FILTER_KEYS = ("scope", "type", "tags")  # mapped onto the engine; any other key: metadata
 _FETCH_GROWTH = 4  # a filtered search asks for this many times more each round
+
+
+def _asked(wanted: int) -> int:
+    """The engine's ``limit`` for ``wanted`` records: past the most one read returns, every
+    candidate (``limit=0``), so a large ``k`` or a rare filter match is still found."""
+    return wanted if wanted <= MAX_RESULTS else 0
 
 
 class LangChainEmbedder:
@@ -350,7 +357,8 @@ class MembraneVectorStore(VectorStore):
         return self._search(vector, k, filter, kwargs, explain=True)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda cosine: (cosine + 1.0) / 2.0  # [-1, 1] onto LangChain's [0, 1]
+        # [-1, 1] onto LangChain's [0, 1]; float32 cosines of equal vectors reach 1.00002.
+        return lambda cosine: min(1.0, max(0.0, (cosine + 1.0) / 2.0))
 
     @classmethod
     def from_texts(
@@ -395,7 +403,7 @@ class MembraneVectorStore(VectorStore):
         trust, types, keep = self._plan(filter)
         if k == 0 or trust is None:
             return []
-        wanted = k if keep is None else k * _FETCH_GROWTH
+        wanted = _asked(k if keep is None else k * _FETCH_GROWTH)
         while True:
             result = self._memory.retrieve(
                 trust=trust,
@@ -415,9 +423,9 @@ class MembraneVectorStore(VectorStore):
                 document = _to_document(record)
                 if keep is None or keep(record, document):
                     hits.append((document, 0.0 if similarity is None else float(similarity)))
-            if len(hits) >= k or len(result.records) < wanted:
+            if len(hits) >= k or wanted == 0 or len(result.records) < wanted:
                 return hits[:k]
-            wanted *= _FETCH_GROWTH
+            wanted = _asked(wanted * _FETCH_GROWTH)
 
     def _plan(
         self, filter: SearchFilter | None

@@ -51,7 +51,7 @@ from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.schema.payloads import EpisodicPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import ContextMemory, ContextResult
-from membrane_es.schema.validation import check_limit, check_trust
+from membrane_es.schema.validation import check_trust
 
 DEFAULT_BUDGET_TOKENS = 1024
 MIN_BUDGET_TOKENS = 16
@@ -142,13 +142,14 @@ def context(query: Context, sources: retrieval.Sources, counter: TokenCounter) -
 
 
 def check_budget(budget_tokens: Any) -> int:
-    budget = check_limit("budget_tokens", budget_tokens)
-    if not MIN_BUDGET_TOKENS <= budget <= MAX_BUDGET_TOKENS:
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+        raise ValidationError("budget_tokens", "budget_tokens must be an integer")
+    if not MIN_BUDGET_TOKENS <= budget_tokens <= MAX_BUDGET_TOKENS:
         raise ValidationError(
             "budget_tokens",
-            f"must be between {MIN_BUDGET_TOKENS} and {MAX_BUDGET_TOKENS:,}, got {budget}",
+            f"must be between {MIN_BUDGET_TOKENS} and {MAX_BUDGET_TOKENS:,}, got {budget_tokens}",
         )
-    return budget
+    return budget_tokens
 
 
 def _answer(

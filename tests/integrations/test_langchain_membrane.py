@@ -166,3 +166,26 @@ def test_from_texts_and_delete_everything(memory: Membrane) -> None:
     docs.delete()
     assert docs.similarity_search("a", k=5) == []
     assert len(docs.as_of(datetime.now(UTC)).history("1")) == 2  # created, then retracted
+
+
+def test_k_past_the_most_one_read_returns_is_still_answered(memory: Membrane) -> None:
+    # LangChain's own stores answer any k; the engine's reads stop at 10,000, and a filtered
+    # search that widens past that asks for every candidate instead.
+    texts = store(memory)
+    texts.add_texts(["apple", "pear", "plum"], metadatas=[{"n": 0}, {"n": 1}, {"n": 2}])
+    assert len(texts.similarity_search("apple", k=10_001)) == 3
+    assert [d.page_content for d in texts.similarity_search("apple", k=2_501, filter={"n": 2})] == [
+        "plum"
+    ]
+    assert [
+        d.page_content
+        for d in texts.similarity_search("apple", k=3_000, filter=lambda d: d.metadata["n"] > 0)
+    ] == [d.page_content for d in texts.similarity_search("apple", k=3) if d.metadata["n"] > 0]
+
+
+def test_relevance_scores_stay_within_langchains_range(memory: Membrane) -> None:
+    # float32 rounding puts the cosine of a text with itself a little over 1 for "beta".
+    texts = store(memory)
+    texts.add_texts(["beta"], ids=["b"])
+    ((_, score),) = texts.similarity_search_with_relevance_scores("beta", k=1)
+    assert 0.0 <= score <= 1.0 and score == pytest.approx(1.0, abs=1e-4)

@@ -438,6 +438,21 @@ def test_semantic_search_with_filters_and_pages(vector_store: MembraneStore) -> 
     ]
 
 
+def test_a_page_past_the_most_one_read_returns_is_still_answered(
+    vector_store: MembraneStore,
+) -> None:
+    # InMemoryStore answers any limit and offset; the engine's own reads stop at 10,000.
+    for i in range(3):
+        vector_store.put(("docs",), f"d{i}", {"text": f"apple {i}"})
+    everything = vector_store.search(("docs",), query="apple", limit=10)
+    assert vector_store.search(("docs",), query="apple", limit=10_001) == everything
+    assert vector_store.search(("docs",), query="apple", limit=10, offset=10_000) == []
+    assert (
+        _keys(vector_store.search(("docs",), query="apple", limit=9_999, offset=2))
+        == (_keys(everything)[2:])
+    )
+
+
 def test_embedding_paths_the_store_and_each_put_choose() -> None:
     with membrane_store(index=index_config(["body", "tags[*]"])) as store:
         store.put(("docs",), "fields", {"body": "xyz", "tags": ["uvw"], "other": "abc"})

@@ -219,6 +219,12 @@ def test_a_bad_budget_names_the_field(store: Membrane, budget: object) -> None:
         store.context("orchid", trust=OWNER, budget_tokens=budget)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("budget", [16, 20_000, 1_000_000])
+def test_any_budget_in_the_documented_range_is_taken(store: Membrane, budget: int) -> None:
+    # The range is the budget's own (16 to 1,000,000 tokens), not a result limit's.
+    assert store.context("orchid", trust=OWNER, budget_tokens=budget).tokens <= budget
+
+
 def test_bad_trust_and_as_of_are_refused_as_retrieve_refuses_them(store: Membrane) -> None:
     with pytest.raises(ValidationError, match="trust"):
         store.context("orchid", trust=None)

@@ -11,7 +11,12 @@ import pytest
 from membrane_es import EngineOptions, Membrane, StoreAddress
 from membrane_es.clock import MonotonicClock
 from membrane_es.engine import verify_store
-from membrane_es.errors import MembraneError, StoreNotFoundError, ValidationError
+from membrane_es.errors import (
+    MembraneError,
+    StoreClosedError,
+    StoreNotFoundError,
+    ValidationError,
+)
 from tests.unit.builders import semantic
 
 MOMENT = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -210,3 +215,35 @@ def test_the_options_keep_their_own_settings() -> None:
     assert dict(options.env or {}) == {"COMPRESSOR_TOPIC": "zlib"}
     with pytest.raises(TypeError):
         options.env["CIPHER_KEY"] = "x"  # type: ignore[index]
+
+
+# --- a closed engine -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_closed_engine_refuses_every_call_with_the_engines_error(
+    tmp_path: Path, durable: bool
+) -> None:
+    memory = (
+        Membrane.connect(str(tmp_path / "memory"), embedder=None, clock=fixed_clock())
+        if durable
+        else Membrane.in_memory(embedder=None, clock=fixed_clock())
+    )
+    kept = memory.create_record(semantic())
+    memory.close()
+    memory.close()  # closing again does nothing
+    calls = {
+        "retrieve": lambda: memory.retrieve("deploy"),
+        "retrieve_by_id": lambda: memory.retrieve_by_id(kept.id),
+        "create_record": lambda: memory.create_record(semantic()),
+        "capture_memory": lambda: memory.capture_memory("a note"),
+        "reinforce": lambda: memory.reinforce(kept.id, "agent", "it helped"),
+        "__enter__": lambda: memory.__enter__(),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreClosedError, match=name) as refused:
+            call()
+        assert isinstance(refused.value, MembraneError) and refused.value.method == name
+    if durable:  # nothing was lost, and the store opens again
+        with Membrane.connect(str(tmp_path / "memory"), embedder=None) as again:
+            assert again.retrieve_by_id(kept.id).id == kept.id

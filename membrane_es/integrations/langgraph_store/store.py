@@ -39,6 +39,7 @@ from langgraph.store.base import (
 )
 
 from membrane_es import (
+    MAX_RESULTS,
     AccessDeniedError,
     ExplainedRetrieveResult,
     Membrane,
@@ -410,7 +411,8 @@ class MembraneStore(BaseStore):
         reader = self._reader_within(prefix)
         if reader is None:
             return []
-        asked = 0 if op.filter else wanted
+        # Every candidate when filtering, or past the most one read returns.
+        asked = 0 if op.filter or wanted > MAX_RESULTS else wanted
         while True:
             found = self._memory.retrieve(
                 trust=reader,
