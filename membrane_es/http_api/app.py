@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -267,10 +267,17 @@ def _moment(name: str, value: str | None) -> datetime | None:
     return moment_of(name, given)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _epoch(name: str, value: str | None) -> int | None:
     """A moment parameter (see :func:`_moment`) in epoch seconds, as the entries queries take it."""
     moment = _moment(name, value)
-    return None if moment is None else int(moment.timestamp())
+    if moment is None:
+        return None
+    if moment < _EPOCH:
+        raise ValidationError(name, f"{value} is before 1970: entries keep time in epoch seconds")
+    return int(moment.timestamp())
 
 
 def _intent(value: str | None) -> bool:
@@ -341,7 +348,7 @@ class MemoryController(Controller):
             conversation_id=conversation_id or None,
             graduated=_bool("graduated", graduated),
             intent=_intent(intent),
-            as_of=_epoch("as_of", as_of) or 0,
+            as_of=_epoch("as_of", as_of),
             since=_epoch("since", since),
             before_updated_at=_epoch("before_updated_at", before_updated_at),
             limit=min(limit or DEFAULT_ENTRY_LIMIT, MAX_ENTRY_LIMIT),

@@ -115,7 +115,7 @@ class EntryQuery(msgspec.Struct, kw_only=True, frozen=True):
     conversation_id: int | None = None
     graduated: bool = False
     intent: bool = True
-    as_of: int = 0
+    as_of: int | None = None  # epoch seconds; None: now
     since: int | None = None
     before_updated_at: int | None = None
     limit: int = DEFAULT_LIMIT
@@ -229,10 +229,12 @@ def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _visible(where: _Where, as_of: int, trust: TrustContext | None, alias: str = "r") -> None:
+def _visible(
+    where: _Where, as_of: int | None, trust: TrustContext | None, alias: str = "r"
+) -> None:
     """Rows a reader may see: current (or current at ``as_of``), not deleted, within trust."""
     where.add(f"{alias}.hidden = 0")
-    if as_of:
+    if as_of is not None:
         # The entry's validity window covers T, and this is its revision current at T (an
         # entry written after T with a valid_from before it, a backfill: its first one).
         where.add(
@@ -334,7 +336,7 @@ def _ranking(
     if query.decay:
         decay = _DECAY
         factors.append(decay)
-        params.extend(_decay_params(query.as_of or now))
+        params.extend(_decay_params(now if query.as_of is None else query.as_of))
     weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
     # Candidates come in the order (BM25, newest row first); with no factor that is the
     # answer's order, and the first ``depth`` that pass the filters are exact. Factors can lift
@@ -590,7 +592,7 @@ def current_revision(
 ) -> tuple[Any, ...] | None:
     """The entry's current revision row, if it is active and visible."""
     where = _Where()
-    _visible(where, 0, trust)
+    _visible(where, None, trust)
     return index.db.execute(
         f"SELECT {_COLUMNS}, r.record_key FROM rev r WHERE r.entry = ? AND {where.sql}",
         (entry_id, *where.params),

@@ -32,5 +32,6 @@ def rfc3339(moment: datetime | None) -> str:
     """RFC 3339 in UTC with trailing zero fractions trimmed (the reference wire form)."""
     if moment is None:
         return ""
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return text + "Z"
+    # isoformat, not strftime: strftime's %Y leaves years below 1000 unpadded ("1-01-01").
+    utc = moment.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="microseconds").rstrip("0").rstrip(".") + "Z"

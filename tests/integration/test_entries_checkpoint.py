@@ -31,7 +31,7 @@ def _answers(memory: Membrane) -> list[object]:
     return [
         memory.list_entries(EntryQuery(q=q, as_of=as_of)).entries
         for q in ("", "staging", "billing endpoint")
-        for as_of in (0, 1)
+        for as_of in (None, 1)
     ] + [memory.entry_relations()]
 
 

@@ -337,6 +337,28 @@ def test_a_bad_namespace_is_langgraphs_error_and_writes_nothing(
     assert store.get(("fine",), "k") is None
 
 
+@pytest.mark.parametrize(
+    ("namespace", "key", "field"),
+    [
+        (("a",), "", "key"),
+        (("a",), " \t", "key"),
+        ((" ",), "k", "namespace"),
+        (("a", "  "), "k", "namespace"),
+    ],
+)
+def test_a_blank_key_or_label_is_refused_by_name_and_reads_find_nothing(
+    store: MembraneStore, namespace: tuple[str, ...], key: str, field: str
+) -> None:
+    before = _events(store._memory)
+    with pytest.raises(ValidationError) as refused:
+        store.put(namespace, key, {"v": 1})
+    assert refused.value.field == field
+    assert _events(store._memory) == before
+    assert store.get(namespace, key) is None
+    store.delete(namespace, key)  # nothing to delete: nothing happens
+    assert _events(store._memory) == before
+
+
 # --- search without a query -----------------------------------------------------------------
 
 

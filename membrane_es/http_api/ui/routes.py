@@ -214,7 +214,7 @@ class Inspector(Controller):
             f"Records written per day, the {reads.DAYS} days up to the moment",
             [(day.strftime("%m-%d"), count) for day, count in figures.per_day],
             label_every=5,
-            names=[day.strftime("%Y-%m-%d") for day, _ in figures.per_day],
+            names=[day.date().isoformat() for day, _ in figures.per_day],
         )
         return _page(
             "metrics.html",

@@ -90,14 +90,22 @@ def check_namespace(namespace: object, *, writing: bool) -> tuple[str, ...]:
         raise InvalidNamespaceError(
             f'Root label for namespace cannot be "{RESERVED_ROOT}". Got: {namespace}'
         )
+    if writing and not all(label.strip() for label in namespace):
+        # LangGraph refuses only empty labels; the engine keeps the namespace as a fact's
+        # subject, which may not be blank.
+        raise ValidationError("namespace", f"labels must not be blank, got {namespace!r}")
     return namespace
 
 
-def check_key(key: object) -> str:
+def check_key(key: object, *, writing: bool = False) -> str:
+    """A key as LangGraph allows it; a written one must also not be blank."""
     if not isinstance(key, str):
         raise ValidationError("key", f"must be a string, got {type(key).__name__}")
     if "\x00" in key:
         raise ValidationError("key", "must not contain NUL characters")
+    if writing and not key.strip():
+        # The engine keeps the key as a fact's predicate, which may not be blank.
+        raise ValidationError("key", f"must not be blank, got {key!r}")
     return key
 
 

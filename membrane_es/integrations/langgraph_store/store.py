@@ -264,7 +264,7 @@ class MembraneStore(BaseStore):
             )
         value = None if op.value is None else check_value(op.value)
         namespace = check_namespace(op.namespace, writing=value is not None)
-        key = check_key(op.key)
+        key = check_key(op.key, writing=value is not None)
         index = check_index(op.index)
         scope = scope_of(namespace)
         if self._trust.scopes and scope not in self._trust.scopes:

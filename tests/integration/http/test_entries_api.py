@@ -228,6 +228,24 @@ def test_invalidate_with_a_past_when_ends_the_window_there(served: Served) -> No
     assert again.status_code == 404
 
 
+@pytest.mark.parametrize("moment", ["0", "1970-01-01T00:00:00Z", "1"])
+def test_as_of_the_epoch_itself_reads_the_store_as_it_stood_then(
+    served: Served, moment: str
+) -> None:
+    new_entry(served.alpha)
+    found = served.alpha.get("/v1/memory/entries", params={"as_of": moment})
+    assert found.status_code == 200 and found.json()["entries"] == []
+
+
+@pytest.mark.parametrize("name", ["as_of", "since", "before_updated_at"])
+def test_a_moment_before_1970_is_refused_naming_its_parameter(served: Served, name: str) -> None:
+    for moment in ("1969-12-31T23:59:59Z", "0001-01-01T00:00:00Z"):
+        refused = served.alpha.get("/v1/memory/entries", params={name: moment})
+        assert refused.status_code == 400
+        assert refused.json()["error"].startswith(f"{name}: ")
+        assert "1970" in refused.json()["error"]
+
+
 def test_invalidate_takes_rfc3339_and_future_moments(served: Served) -> None:
     entry = new_entry(served.alpha)
     served.clock.advance(10)
