@@ -16,6 +16,7 @@ from membrane_es.schema.enums import (
 )
 from membrane_es.schema.timestamps import Timestamp, utc
 from membrane_es.schema.validation import (
+    MAX_DEPTH,
     MAX_PAYLOAD_BYTES,
     check_finite,
     check_storable,
@@ -43,20 +44,33 @@ def check_tag_list(field: str, tags: Iterable[str] | None) -> list[str]:
 
 
 def json_value(field: str, value: Any) -> Any:
-    """``value`` as plain JSON data (dicts keep their key order), at most 10 MiB encoded."""
+    """``value`` as plain JSON data (dicts keep their key order), at most 10 MiB encoded and
+    nested at most :data:`~membrane_es.schema.validation.MAX_DEPTH` deep."""
     try:
         raw = msgspec.json.encode(value)
         decoded = msgspec.json.decode(raw)
         msgspec.msgpack.encode(decoded)  # what the log holds: 64-bit integers at most
+    except RecursionError:
+        raise ValidationError(field, f"nested deeper than {MAX_DEPTH} levels") from None
     except (TypeError, ValueError, OverflowError) as exc:
         check_storable(field, value)  # names the offending value's path
         raise ValidationError(field, f"{field} must be JSON-encodable: {exc}") from None
     if b"null" in raw:  # NaN and infinity encode as null: look for them only then
         check_finite(field, value)
+    if isinstance(decoded, dict | list) and len(msgspec.json.encode(decoded)) != len(raw):
+        # Only a key dropped in decoding changes the length: two keys of one object that
+        # are the same once written as JSON text ({1: "a", "1": "b"}); the first was lost.
+        raise ValidationError(
+            field, f"{field} has two keys that read the same as JSON text (such as 1 and '1')"
+        )
     if len(raw) > MAX_PAYLOAD_BYTES:
         raise ValidationError(
             field, f"{field} exceeds maximum payload size of {MAX_PAYLOAD_BYTES} bytes"
         )
+    # Brackets counted in C first: only content with that many can nest too deep for the
+    # code that reads it back (its text, its summary), which recurses.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        check_storable(field, decoded)  # names the path that nests too deep
     return decoded
 
 

@@ -143,9 +143,16 @@ class SentenceTransformerEmbedder:
                     source, device=device, local_files_only=True, trust_remote_code=False
                 )
         except (OSError, ValueError) as error:  # missing files; a malformed model name
+            # The library's own message for a model not on disk tells the user to check
+            # their internet connection, which this loader never uses: say what is missing.
+            reason = (
+                "no such model directory, and no model of that name in the local cache"
+                if _never_fetched(error)
+                else str(error)
+            )
             raise EmbedderUnavailableError(
                 f"cannot load embedding model {source!r} from local files (the network is never "
-                f"used): {error}"
+                f"used): {reason}"
             ) from error
         # sentence-transformers 6 renamed get_sentence_embedding_dimension (kept as a deprecated
         # alias); older releases have only the old name.
@@ -220,3 +227,10 @@ class SentenceTransformerEmbedder:
             return vectors
 
         return [len(ids) for ids in encoded["input_ids"]], forward
+
+
+def _never_fetched(error: BaseException) -> bool:
+    """Whether loading failed because the model is not on disk (the hub's client says it
+    could not connect, or that the files are not in the cache)."""
+    text = str(error)
+    return "couldn't connect" in text or "cached files" in text or "offline mode" in text

@@ -10,6 +10,7 @@ each of those two functions.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +23,8 @@ from membrane_es.stores.postgres.database import DEFAULT_SCHEMA, check_schema, t
 IN_MEMORY = ":memory:"
 # What a PostgreSQL address starts with (libpq's URL schemes).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# A URL's scheme (RFC 3986): what no directory path starts with.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 # The file LMDB keeps a store's data in (beside lock.mdb): its presence is what makes a
 # directory a store.
 LMDB_DATA_FILE = "data.mdb"
@@ -64,6 +67,13 @@ class StoreAddress:
             if address.startswith(POSTGRES_SCHEMES):
                 dsn, _, schema = address.partition("#")
                 return cls(dsn=dsn, schema=schema or DEFAULT_SCHEMA)
+            scheme = _SCHEME.match(address)
+            if scheme:  # not a directory named "mysql:": an address of a store not kept here
+                raise ValidationError(
+                    "address",
+                    f"unknown scheme {scheme.group(1)!r}: a store is a directory, "
+                    f"{IN_MEMORY} or postgresql://…",
+                )
         return cls(path=check_path("address", address))
 
     @property

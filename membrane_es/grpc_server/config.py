@@ -54,6 +54,7 @@ _UNIT_SECONDS = {
 # Loopback unless told otherwise (Membrane's daemon listens on every interface, ":9090"):
 # a daemon reachable from elsewhere is a choice made by naming the address.
 DEFAULT_LISTEN_ADDR = "127.0.0.1:9090"
+MAX_PORT = 65535
 
 
 class ConfigError(ValueError):
@@ -155,6 +156,13 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ConfigError(f"graph_default_{key}_limit must be >= 1")
         if self.graph_default_max_hops < 0:
             raise ConfigError("graph_default_max_hops must be >= 0")
+        # gRPC's own parser wraps a port past 65535 around (99999 listens on 34463).
+        _, colon, port = self.listen_addr.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > MAX_PORT:
+            raise ConfigError(
+                f'membrane: listen_addr "{self.listen_addr}": expected HOST:PORT '
+                f"(or :PORT) with a port from 0 to {MAX_PORT}"
+            )
         self.consolidation_seconds()
         self.decay_seconds()
 

@@ -137,6 +137,8 @@ def context(query: Context, sources: retrieval.Sources, counter: TokenCounter) -
         created_after=query.created_after,
         created_before=query.created_before,
     )
+    # What retrieve would return: with a task in words, only records it gives evidence for.
+    plan = replace(plan, evidence_only=bool(plan.descriptor.strip()))
     read = partial(_answer, plan, sources, counter, budget)
     return consistently(sources.views, sources.now, plan.as_of, read)
 

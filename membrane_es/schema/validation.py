@@ -42,6 +42,8 @@ _PAYLOAD_KINDS = tuple(t.value for t in MemoryType)
 _AT_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _record_encoder = msgspec.msgpack.Encoder()
 _record_decoder = msgspec.msgpack.Decoder(MemoryRecord)
+# MessagePack's bytes that start a map or an array (fixmap, fixarray, array 16/32, map 16/32).
+_CONTAINER_HEADERS = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
 
 
 def check_text(field: str, value: str, *, required: bool = False) -> str:
@@ -83,12 +85,12 @@ def check_storable(field: str, value: Any) -> None:
         raise ValidationError(*problem)
 
 
-_MAX_DEPTH = 100  # deeper than protobuf's own nesting limit, so wire input never reaches it
+MAX_DEPTH = 100  # deeper than protobuf's own nesting limit, so wire input never reaches it
 
 
 def _unstorable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
-    if depth > _MAX_DEPTH:
-        return path, f"nested deeper than {_MAX_DEPTH} levels"
+    if depth > MAX_DEPTH:
+        return path, f"nested deeper than {MAX_DEPTH} levels"
     if value is None or value is msgspec.UNSET or isinstance(value, bool | float | datetime | Enum):
         return None  # UNSET: a field left out (never encoded)
     if isinstance(value, str):
@@ -143,7 +145,7 @@ def check_finite(field: str, value: Any) -> None:
 def _non_finite(value: Any, path: str, depth: int) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else path
-    if depth > _MAX_DEPTH:  # too deep to store: check_storable names it
+    if depth > MAX_DEPTH:  # too deep to store: check_storable names it
         return None
     if isinstance(value, Mapping):
         items: Iterable[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in value.items())
@@ -342,9 +344,14 @@ def check_path(field: str, value: str | os.PathLike[str]) -> Path:
     """A filesystem path given as text or a path object, storable as UTF-8."""
     if isinstance(value, bytes) or not isinstance(value, str | os.PathLike):
         raise ValidationError(field, f"{field} must be a path, not {type(value).__name__}")
-    path = Path(value)
-    check_text(field, str(path), required=True)
-    return path
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise ValidationError(field, f"{field} must be a path as text, not bytes")
+    # Checked as given: Path("") is "." (the working directory), which nobody meant.
+    check_text(field, text, required=True)
+    if "\x00" in text:
+        raise ValidationError(field, f"{field} must not contain NUL characters")
+    return Path(text)
 
 
 def check_chain_key(chain_key: bytes | None) -> None:
@@ -524,10 +531,18 @@ def _check_finite_scores(record: MemoryRecord, field: str) -> None:
 def _encode_record(record: MemoryRecord, field: str) -> bytes:
     """The record as the codec stores it; what it cannot hold is named by its path."""
     try:
-        return _record_encoder.encode(record)
+        raw = _record_encoder.encode(record)
+    except RecursionError:
+        raise ValidationError(field, f"nested deeper than {MAX_DEPTH} levels") from None
     except (TypeError, ValueError, OverflowError) as exc:
         check_storable(field, record)  # names the offending value's path
         raise ValidationError(field, str(exc)) from None
+    # Counted in C first: only a record with more list and map headers than the limit (or
+    # text bytes that look like them) can nest too deep for the code that reads its
+    # payload back (its search text, its summary), which recurses.
+    if len(raw) - len(raw.translate(None, _CONTAINER_HEADERS)) > MAX_DEPTH:
+        check_storable(field, record)
+    return raw
 
 
 def _normalise_record_dict(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -94,6 +94,14 @@ def test_a_missing_model_directory_is_a_clear_error(tmp_path: os.PathLike[str]) 
         SentenceTransformerEmbedder(os.path.join(tmp_path, "no-such-model"))
 
 
+def test_a_model_name_not_on_disk_is_said_so_without_network_advice() -> None:
+    with pytest.raises(EmbedderUnavailableError) as refused:
+        SentenceTransformerEmbedder("no-such-model-anywhere")
+    message = str(refused.value)
+    assert "no model of that name in the local cache" in message
+    assert "internet" not in message
+
+
 def test_loads_and_embeds_with_the_hub_offline(minilm: SentenceTransformerEmbedder) -> None:
     script = textwrap.dedent(
         f"""

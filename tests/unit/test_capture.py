@@ -808,6 +808,14 @@ def test_a_fact_needs_an_object_key(memory: Membrane) -> None:
 # --- validation (spec §8.4, in its order) -------------------------------------------------------
 
 
+def _nested(depth: int) -> list[Any]:
+    """A list holding a list ... ``depth`` deep, "x" innermost."""
+    outer: list[Any] = ["x"]
+    for _ in range(depth - 1):
+        outer = [outer]
+    return outer
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field", "message"),
     [
@@ -833,6 +841,13 @@ def test_a_fact_needs_an_object_key(memory: Membrane) -> None:
         ({"timestamp": "yesterday"}, "timestamp", "invalid timestamp"),
         ({"timestamp": datetime(2024, 1, 1)}, "timestamp", "invalid timestamp"),
         ({"content": {"when": object()}}, "content.when", "JSON"),
+        ({"content": {"text": ""}}, "content", "nothing to remember"),
+        ({"content": {"text": "  ", "parts": [None, {}]}}, "content", "nothing to remember"),
+        ({"content": {1: "a", "1": "b"}}, "content", "two keys that read the same"),
+        ({"context": {"a": {1: "x", "1": "y"}}}, "context", "two keys that read the same"),
+        ({"content": _nested(101)}, "content" + "[0]" * 101, "nested deeper than 100 levels"),
+        ({"content": _nested(5_000)}, "content", "nested deeper than 100 levels"),
+        ({"context": _nested(5_000)}, "context", "nested deeper than 100 levels"),
     ],
 )
 def test_invalid_captures_are_rejected_before_anything_is_written(

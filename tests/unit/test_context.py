@@ -231,3 +231,15 @@ def test_bad_trust_and_as_of_are_refused_as_retrieve_refuses_them(store: Membran
     with pytest.raises(ValidationError, match="as_of"):
         store.context("orchid", trust=OWNER, as_of=datetime(2025, 1, 1))  # naive
     assert store.context("orchid", trust=OWNER, as_of=datetime.now(UTC) - timedelta(0)).ids == []
+
+
+def test_a_task_nothing_answers_packs_nothing_as_retrieve_returns_nothing(
+    time: ManualTime,
+) -> None:
+    # Without an embedder only shared words (or a named period) are evidence: salience alone
+    # never puts a record in a context, as it never makes one a retrieve answer.
+    with Membrane.in_memory(clock=MonotonicClock(source=time), embedder=None) as memory:
+        turn(memory, "a", "orchid deploys on fridays")
+        assert memory.retrieve("zebra", trust=OWNER).records == []
+        result = memory.context("zebra", trust=OWNER)
+    assert result.ids == [] and result.text == ""

@@ -97,9 +97,10 @@ def test_an_address_is_parsed_from_what_a_user_writes(tmp_path: Path) -> None:
 
 
 def test_a_bad_address_is_refused() -> None:
-    with pytest.raises(ValidationError) as raised:
-        StoreAddress.parse("")
-    assert raised.value.field == "address"
+    for address in ("", "  ", "a\x00b", "mysql://db/memory", "sqlite:///x.db"):
+        with pytest.raises(ValidationError) as raised:
+            StoreAddress.parse(address)
+        assert raised.value.field == "address"
     with pytest.raises(ValidationError):
         StoreAddress(path=Path("x"), dsn="postgresql://db/x")
     with pytest.raises(ValidationError) as raised:
@@ -247,3 +248,17 @@ def test_a_closed_engine_refuses_every_call_with_the_engines_error(
     if durable:  # nothing was lost, and the store opens again
         with Membrane.connect(str(tmp_path / "memory"), embedder=None) as again:
             assert again.retrieve_by_id(kept.id).id == kept.id
+
+
+def test_open_refuses_a_path_that_is_no_place_for_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # an empty path would have meant the working directory
+    (tmp_path / "afile").write_text("not a store")
+    for path, field in (("", "path"), ("a\x00b", "path"), ("afile", "path")):
+        with pytest.raises(ValidationError) as raised:
+            Membrane.open(path, embedder=None)
+        assert raised.value.field == field
+    with pytest.raises(ValidationError):
+        Membrane.connect("afile", embedder=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing was made

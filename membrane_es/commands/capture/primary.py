@@ -94,10 +94,35 @@ def _validated(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemory:
 
 
 def _blank(content: Any) -> bool:
-    """Content that holds nothing at all: none, blank text, an empty list or object."""
+    """Content that holds nothing at all: none, blank text, an empty list or object (the
+    reference's check, made in its order)."""
     if isinstance(content, str):
         return not content.strip()
     return content is None or content == [] or content == {}
+
+
+def check_says_something(request: CaptureMemory) -> None:
+    """Refuse content of nothing but blanks (``{"text": ""}`` says nothing, as ``--text ''``
+    does not), once the reference's own checks, policy errors included, have had their say
+    about it."""
+    if (
+        not request.summary.strip()
+        and not request.reason_to_remember.strip()
+        and _holds_nothing(request.content)
+    ):
+        raise ValidationError(
+            "content", "nothing to remember: the content is empty (and no summary is given)"
+        )
+
+
+def _holds_nothing(content: Any) -> bool:
+    """Blank, or a list or object of nothing but blanks (content is nested at most
+    :data:`~membrane_es.schema.validation.MAX_DEPTH` deep, so this recursion is bounded)."""
+    if isinstance(content, dict):
+        return all(_holds_nothing(inner) for inner in content.values())
+    if isinstance(content, list):
+        return all(_holds_nothing(inner) for inner in content)
+    return _blank(content)
 
 
 def _decay_profile(value: Any) -> DecayProfile | None:

@@ -79,6 +79,10 @@ def test_config_file_errors_name_the_step(tmp_path: Path) -> None:
         ({"backend": "postgres"}, "^membrane: postgres_dsn is required when backend=postgres$"),
         ({"decay_interval": "soon"}, "decay_interval: invalid duration"),
         ({"rate_limit_per_second": -1}, "rate_limit_per_second must be >= 0"),
+        ({"listen_addr": "127.0.0.1:99999"}, 'listen_addr "127.0.0.1:99999": expected HOST:PORT'),
+        ({"listen_addr": ":70000"}, "a port from 0 to 65535"),
+        ({"listen_addr": "localhost"}, 'listen_addr "localhost"'),
+        ({"listen_addr": "[::1]:http"}, 'listen_addr "\\[::1\\]:http"'),
     ],
 )
 def test_invalid_settings_are_refused(
