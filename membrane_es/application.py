@@ -6,6 +6,7 @@ select the msgspec codec and the aggregate cache.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -23,12 +24,19 @@ from membrane_es.aggregates.memory_record import RecordAggregate, redact_state
 from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
 from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
-from membrane_es.key_binding import bind_key_store
+from membrane_es.key_binding import (
+    UnfinishedErasures,
+    bind_key_store,
+    named,
+    unfinished_erasures,
+)
 from membrane_es.record_cache import RecordCache
 from membrane_es.stores.abilities import Abilities, abilities_of
 from membrane_es.stores.key_store import KeyStore, open_key_store
 from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
 from membrane_es.stores.record_numbers import RecordNumberBehind, RecordNumbering
+
+log = logging.getLogger("membrane_es")
 
 APPLICATION_NAME = "memory"
 # eventsourcing names the log's table after the application.
@@ -229,6 +237,30 @@ class MemoryApplication(Application):
             redact_state(aggregate.state)
         return aggregate
 
+    def import_unfinished(self) -> bool:
+        """Whether an import into this store began and did not end: its log holds only part
+        of a file (see :mod:`membrane_es.stores.transfer`). False where the log keeps no mark."""
+        marker = self.abilities.import_marker
+        return marker is not None and marker.import_unfinished()
+
+    def discard_unfinished_import(self) -> int:
+        """Empty a store an import did not finish — the events it wrote, and every key in the
+        key store (the store held no event before an import began, so none of them seals
+        anything left) — for the import to start over; returns how many events went. A store
+        without an unfinished import is left as it is (0)."""
+        marker = self.abilities.import_marker
+        if marker is None or not marker.import_unfinished():
+            return 0
+        written = self.recorder.max_notification_id() or 0
+        # Keys first: until the log is emptied, its mark stays, so a store interrupted here
+        # still refuses to open, and is discarded again.
+        self.keys.destroy_all()
+        marker.discard_log()
+        with self._coherence_lock:
+            self.cache.clear()
+            self._coherent_through = 0
+        return written
+
     def close(self) -> None:
         super().close()
         self.keys.close()
@@ -245,6 +277,49 @@ class MemoryApplication(Application):
 
     def exists(self, record_id: str) -> bool:
         return bool(self.recorder.select_events(record_key(record_id), limit=1))
+
+    def settle_erasures(self, finish: bool = True) -> UnfinishedErasures:
+        """Deal with the erasures a ``forget`` began and did not finish — its process killed,
+        its disk full, Ctrl-C — as the key store's doomed keys name them (see
+        :mod:`membrane_es.commands.erasure`); returns them as found.
+
+        Where the records are forgotten in the log, their keys are left to destroy: they are
+        withheld from this process's reads at once and, with ``finish``, destroyed. Where the
+        events were never saved, nothing was erased: the records read as before, and a
+        warning names them, to be forgotten again. Opening a store for writing finishes;
+        opening it read-only withholds.
+        """
+        unfinished = unfinished_erasures(self)
+        if unfinished.saved:
+            key_ids = [doomed.key_id for doomed in unfinished.saved]
+            ids = named([doomed.record_id for doomed in unfinished.saved])
+            self.keys.withhold(key_ids)
+            if finish:
+                try:
+                    self.keys.destroy(key_ids)
+                except Exception as error:  # a full disk, a busy key store, a lost connection
+                    # The open goes on: withheld here, the notes stay for the next open (or a
+                    # forget) to finish.
+                    log.warning("the keys of forgotten records %s not destroyed: %s", ids, error)
+                else:
+                    log.warning(
+                        "a forget cut short after its Forgotten events were saved is finished: "
+                        "the keys of %s are destroyed",
+                        ids,
+                    )
+            else:
+                log.warning(
+                    "the key store still holds the keys of forgotten records %s (a forget was "
+                    "cut short): withheld here; opening the store for writing destroys them",
+                    ids,
+                )
+        if unfinished.unsaved:
+            log.warning(
+                "a forget of %s was cut short before its Forgotten events were saved: nothing "
+                "was erased, and it reads as before; run forget again to erase it",
+                named([doomed.erasure for doomed in unfinished.unsaved]),
+            )
+        return unfinished
 
     def content_key(self, record_id: str) -> bytes | None:
         """The id of the key the record's content is sealed under (from its ``Created``

@@ -149,9 +149,10 @@ class IntegrityError(MembraneError):
 
 
 class KeyStoreError(IntegrityError):
-    """The store's key store is missing, or is another store's: the log's records are
-    sealed under keys it does not hold, so their content could not be read. Nothing was
-    created or changed; restore the key store backed up with the log (``key_file``)."""
+    """The store's key store is missing, unreadable, or is another store's: the log's records
+    are sealed under keys it does not hold, so their content could not be read; or it holds
+    the keys of a log that is gone (``data.mdb`` missing or emptied). Nothing was created or
+    changed; restore the key store (``key_file``), or the log, from the backup of both."""
 
     def __init__(self, key_file: str, message: str) -> None:
         self.key_file = key_file

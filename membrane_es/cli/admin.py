@@ -16,7 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from membrane_es.cli import render
 from membrane_es.cli.app import UsageProblem, command
-from membrane_es.cli.options import Json, Store, StoreAddress, existing_store, store_for_writing
+from membrane_es.cli.options import (
+    Json,
+    Store,
+    StoreAddress,
+    existing_store,
+    open_store,
+)
 from membrane_es.engine import Membrane, verify_store
 from membrane_es.errors import MembraneError
 
@@ -43,8 +49,9 @@ def verify(
     json: Json = False,
 ) -> None:
     """Walk the log's hash chain without opening the views; exits 2 naming the first altered,
-    missing or reordered event (a report even for a store file too corrupt to read), or when
-    the key store is missing or lacks the keys of records that were never forgotten."""
+    missing or reordered event (a report even for a store file too corrupt to read), when
+    the key store is missing or lacks the keys of records that were never forgotten, or when
+    a forget was cut short (naming its records, and how to finish it)."""
     key = chain_key_file.read_bytes() if chain_key_file is not None else None
     report = verify_store(store, chain_key=key, key_store=key_store)
     if json:
@@ -156,10 +163,14 @@ def import_(
     json: Json = False,
 ) -> None:
     """Load an export file into an empty store (created if missing); a tampered file is
-    refused, naming its first bad line, and nothing is written."""
+    refused, naming its first bad line, and nothing is written. An import that stopped part
+    way (killed, or a full disk) leaves a store that will not open; run it again into that
+    store, which starts over."""
     with _readable(file) as source, _removed_on_failure(store):
-        # no announcement of a new store: the import says where it went, or removes it
-        with store_for_writing(store, announce=False) as memory, _bar("importing") as bar:
+        # no announcement of a new store: the import says where it went, or removes it; what
+        # an earlier import into it left unfinished is discarded first (it starts over)
+        opened = open_store(store, create=True, announce=False, discard_unfinished_import=True)
+        with opened as memory, _bar("importing") as bar:
             count = memory.import_log(source, bar)
             report = memory.verify()
     if json:

@@ -122,17 +122,26 @@ def open_store(
     follow: bool = False,
     embedder: str | None = None,
     announce: bool = True,
+    discard_unfinished_import: bool = False,
 ) -> Membrane:
     """Open the store at ``store``. A PostgreSQL store is opened as one process among
     others: its views are made from the log at open, and follow the others' writes only
     with ``follow`` (a server does; a one-shot command need not). ``embedder``: what
     ``--embedder`` named; None for a command that never embeds (it then loads no model).
     With ``create``, a new directory store is made only inside an existing directory, and
-    announced on standard error unless ``announce`` is False (the command says it itself)."""
+    announced on standard error unless ``announce`` is False (the command says it itself).
+    ``discard_unfinished_import``: what ``import`` opens with (see
+    :meth:`~membrane_es.engine.Membrane.connect`)."""
     choice: EmbedderChoice = None if embedder is None else embedder_for(embedder)
     stream = None if announce else io.StringIO()
     with announced_if_new(store, "store", stream) if create else nullcontext():
-        memory = Membrane.connect(store, create=create, follow=follow, embedder=choice)
+        memory = Membrane.connect(
+            store,
+            create=create,
+            follow=follow,
+            embedder=choice,
+            discard_unfinished_import=discard_unfinished_import,
+        )
     announce_loading(memory)
     return memory
 

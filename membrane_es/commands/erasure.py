@@ -11,6 +11,31 @@ with its own ``Forgotten`` event naming the record it went with; all the events 
 (``derived_from`` or ``mentioned_in``) to a record being forgotten, and every evidence edge
 it has points to a record being (or already) forgotten. An entity also mentioned by a record
 that stays, or a fact derived from two episodes of which one stays, is kept.
+
+The order of the steps, and what a crash (a kill, a full disk, Ctrl-C) between them leaves.
+The keys live in a store apart from the log, so no single write can destroy them and save the
+events; the order decides what an interruption leaves:
+
+1. The keys are *doomed*: noted in the key store, durably, with their records.
+   Interrupted before or here: nothing is erased; the record reads as before.
+2. The ``Forgotten`` events are saved, all in one write (and synced).
+   Interrupted here: every read — in this process, in every other, after a restart —
+   shows the records redacted and the views drop their text, vector and names, because
+   they follow the events; but the keys are still in the key store. The next read-write
+   open of the store destroys them (see :meth:`MemoryApplication.settle_erasures
+   <membrane_es.application.MemoryApplication.settle_erasures>`), as does ``forget`` again;
+   until then every process withholds a doomed key whose events are saved, and ``verify``
+   names the records.
+3. The keys are destroyed, then their notes dropped.
+
+The other order (keys first, as releases before this one did) leaves, when interrupted, a
+record with no ``Forgotten`` event whose key is gone: nothing tells the views, the record
+cache or another process holding the key in memory to let go of the content, and the lost
+key looks like a damaged key store, whose cure — restoring ``keys.sqlite`` from a backup —
+brings the content back. Here the log says first, and says for good, that the content is
+to be gone; destroying the keys follows and is finished if cut short. ``forget`` on a record
+left that way by an earlier release completes it: its events are saved and its (already
+destroyed) key destroyed again.
 """
 
 from __future__ import annotations
@@ -36,7 +61,12 @@ def forget(cmd: Forget, uow: UnitOfWork) -> list[str]:
             raise ValidationError(field, "required")
     target = uow.get(cmd.record_id)
     if target.state.forgotten:
-        raise ForgottenError(cmd.record_id)
+        # Forgotten in the log: an erasure cut short after step 2 leaves keys to destroy.
+        left = uow.keys_left(cmd.record_id)
+        if not left:
+            raise ForgottenError(cmd.record_id)
+        uow.destroy_keys(list(left.values()))
+        return list(left)
     doomed = {cmd.record_id: target}
     found = [cmd.record_id]
     for record_id in found:  # grows as the cascade is found
@@ -47,19 +77,20 @@ def forget(cmd: Forget, uow: UnitOfWork) -> list[str]:
             if not aggregate.state.forgotten and _only_evidence_forgotten(uow, aggregate, doomed):
                 doomed[candidate] = aggregate
                 found.append(candidate)
-    key_ids: list[bytes] = []
+    keys: dict[str, bytes] = {}
     for record_id in found:
         key_id = uow.content_key(record_id)
         if key_id is None:
             raise ErasureUnsupportedError(record_id)
-        key_ids.append(key_id)
+        keys[record_id] = key_id
+    uow.doom_keys(cmd.record_id, keys)  # step 1 (see the module's docstring)
     for record_id in found:
         cascade_of = "" if record_id == cmd.record_id else cmd.record_id
         doomed[record_id].forget(
             actor=cmd.actor, rationale=cmd.rationale, at=uow.now(), cascade_of=cascade_of
         )
-    uow.destroy_keys(key_ids)
-    uow.save(*doomed.values())
+    uow.save(*doomed.values())  # step 2
+    uow.destroy_keys(list(keys.values()))  # step 3
     return found
 
 

@@ -22,7 +22,7 @@ class Command(msgspec.Struct, kw_only=True, frozen=True):
     """Marker base: every command names who acts and why."""
 
     # True: everything the handler saves is written at once, at its end (else each save is
-    # its own write, as erasure needs: its keys are destroyed before its events are saved).
+    # its own write, as erasure needs: its keys are destroyed after its events are saved).
     one_write: ClassVar[bool] = False
 
     actor: str

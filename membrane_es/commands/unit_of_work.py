@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -118,9 +118,21 @@ class UnitOfWork(Protocol):
         before per-record keys (its content is in the log unsealed)."""
         ...
 
+    def doom_keys(self, erasure: str, keys: Mapping[str, bytes]) -> None:
+        """Note, durably, that ``forget(erasure)`` is about to destroy these content keys
+        (record id → key id): the first step of an erasure, before its events are saved (see
+        :mod:`membrane_es.commands.erasure`)."""
+        ...
+
     def destroy_keys(self, key_ids: Sequence[bytes]) -> None:
-        """Destroy these content keys now, for good (before the events that say so are
-        saved: an erasure that fails half-way has still erased)."""
+        """Destroy these content keys now, for good: the last step of an erasure, once the
+        events that say so are saved and durable."""
+        ...
+
+    def keys_left(self, record_id: str) -> dict[str, bytes]:
+        """The content keys (record id → key id) the key store still holds of the forgotten
+        ``record_id`` and of the records an erasure of it took along: what an erasure cut
+        short after its events were saved has left to destroy (none: it was finished)."""
         ...
 
     @property

@@ -3,6 +3,7 @@ state and its construction, its read side and its command bus."""
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -37,6 +38,9 @@ from membrane_es.projections.read_model import ReadModel
 from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.records import TrustContext
 from membrane_es.stores.event_times import EventTimeBehind
+from membrane_es.stores.transfer import unfinished_import
+
+log = logging.getLogger("membrane_es")
 
 # How often a command that lost an optimistic-concurrency race is retried from a fresh load,
 # and the first pause before a retry (doubled each time, with full jitter, so writers in other
@@ -67,12 +71,17 @@ class EngineCore:
         views_dir: Path | None = None,
         read_only: bool = False,
         verify_on_open: bool = False,
+        discard_unfinished_import: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> None:
         """An engine on ``app``, with ``options`` (the keyword arguments a caller gives,
         ``clock=…``, ``embedder=…``, build them over the defaults; see
         :class:`~membrane_es.engine.options.EngineOptions`). ``views_dir``: where the read
-        views are checkpointed (None: nowhere, the log is replayed at each open)."""
+        views are checkpointed (None: nowhere, the log is replayed at each open).
+
+        A store an import did not finish raises :class:`~membrane_es.errors.IntegrityError`
+        (read-only too: it is not a damaged store to look into, but part of a file), unless
+        ``discard_unfinished_import``: then what that import wrote is discarded first."""
         # What the caller chose (checked first: nothing is opened for a bad argument).
         options = options_of(options, choices)
         self._options: EngineOptions = options
@@ -109,6 +118,22 @@ class EngineCore:
             )
         self._views: ReadModel = ReadModel()
         try:
+            if discard_unfinished_import and read_only:
+                raise ValidationError(
+                    "discard_unfinished_import", "a store opened read-only is never emptied"
+                )
+            self._settle_import(discard_unfinished_import)
+        except BaseException:
+            self._abandon()
+            raise
+        try:
+            # Before the views: a checkpoint's vectors are read back under the records' keys,
+            # and a forgotten record's, which a cut-short forget left, must not be among them.
+            app.settle_erasures(finish=not read_only)
+        except BaseException:
+            self._abandon()
+            raise
+        try:
             self._open_views(verify_on_open)
         except IntegrityError as damage:
             if not read_only:
@@ -130,6 +155,23 @@ class EngineCore:
             self._views.close()
         finally:
             self._app.close()
+
+    def _settle_import(self, discard: bool) -> None:
+        """Refuse a store an import did not finish, or (``discard``) empty it — its log, its
+        keys and the views checkpointed from it — for the import to start over."""
+        app = self._app
+        if not app.import_unfinished():
+            return
+        if not discard:
+            raise unfinished_import()
+        discarded = app.discard_unfinished_import()
+        if self._checkpoints is not None:  # views of a log that is gone
+            ReadModel.discard(self._checkpoints.directory)
+        log.warning(
+            "an import into this store did not finish: the %d events it wrote, and its keys, "
+            "were discarded",
+            discarded,
+        )
 
     def _open_views(self, verify_on_open: bool) -> None:
         """Load the sealed checkpoint and replay what follows it (each event checked against

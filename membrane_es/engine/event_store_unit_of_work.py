@@ -4,7 +4,7 @@ entity, salience, type and relation lookups a command makes before it writes).""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -261,12 +261,39 @@ class EventStoreUnitOfWork:
     def content_key(self, record_id: str) -> bytes | None:
         return self._app.content_key(record_id)
 
+    def doom_keys(self, erasure: str, keys: Mapping[str, bytes]) -> None:
+        self._refuse_in_batch()
+        self._app.keys.doom(erasure, keys)
+
     def destroy_keys(self, key_ids: Sequence[bytes]) -> None:
-        if self.deferred:
-            # A batch could still fail after the keys are gone, leaving records erased
-            # without the events that say so.
-            raise MembraneError("forget cannot run inside a batch")
+        self._refuse_in_batch()
+        syncer = self._app.abilities.syncer
+        if syncer is not None:
+            # A log that is not synced at each commit (LMDB's ``sync=False``) could lose the
+            # events to a power cut after the keys were gone: the erasure unrecorded.
+            syncer.sync_log()
         self._app.keys.destroy(key_ids)
+
+    def keys_left(self, record_id: str) -> dict[str, bytes]:
+        keys = self._app.keys
+        left: dict[str, bytes] = {}
+        own = self._app.content_key(record_id)
+        if own is not None and keys.holds(own):
+            left[record_id] = own
+        for doomed in keys.doomed():
+            # A note whose key is gone stays when a crash came before it was dropped: the
+            # destroy is run again (it also empties the key store's log of any copy).
+            if doomed.erasure != record_id or not self.exists(doomed.record_id):
+                continue
+            if self.get(doomed.record_id).state.forgotten:
+                left.setdefault(doomed.record_id, doomed.key_id)
+        return left
+
+    def _refuse_in_batch(self) -> None:
+        if self.deferred:
+            # Its events are saved at the batch's end: the keys would be doomed (or the
+            # events saved) by a write a later failure of the batch undoes.
+            raise MembraneError("forget cannot run inside a batch")
 
     def commit(self) -> None:
         """Write every pending event in one atomic save."""

@@ -25,8 +25,14 @@ class Forgetting(EngineCore):
         returns the record redacted (its id, type, sensitivity, scope, scores, times,
         relations and audit trail), and its text, vector and entity names leave the views.
 
+        A forget cut short — a crash, a full disk, Ctrl-C — either erased nothing (its events
+        were not saved: call it again) or is finished by the next open of the store for
+        writing, or by calling it again, which then destroys the keys left and returns those
+        records (see :mod:`membrane_es.commands.erasure`); ``verify`` names such records.
+
         Raises :class:`~membrane_es.errors.NotFoundError` for an unknown id,
-        :class:`~membrane_es.errors.ForgottenError` for a record already forgotten, and
+        :class:`~membrane_es.errors.ForgottenError` for a record already forgotten (and
+        nothing left to destroy), and
         :class:`~membrane_es.errors.ErasureUnsupportedError` for a record written before
         per-record keys (its content is unsealed in the log; nothing is written). Not
         allowed inside :meth:`batch`.

@@ -57,6 +57,7 @@ class Opening(EngineCore):
         create: bool = True,
         read_only: bool = False,
         follow: bool = True,
+        discard_unfinished_import: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> Self:
         """The store at ``address``: a directory (LMDB, :meth:`open`), a PostgreSQL URL
@@ -76,14 +77,26 @@ class Opening(EngineCore):
         :param follow: (PostgreSQL) apply other processes' writes to this one's views as
             they commit; without it, every read first catches up with the log. Other stores
             catch up at every read.
+        :param discard_unfinished_import: a store an import did not finish (it holds part of
+            a file: opening it otherwise raises :class:`~membrane_es.errors.IntegrityError`)
+            is emptied first — the events and keys that import wrote — so
+            :meth:`import_log` can load a file into it again. Any other store opens as it
+            is. Not with ``read_only``.
         """
         where = StoreAddress.parse(address)
         options = options_of(options, choices)
         check_flag("create", create)
         check_flag("read_only", read_only)
         check_flag("follow", follow)
+        check_flag("discard_unfinished_import", discard_unfinished_import)
         if where.path is not None:
-            return cls.open(where.path, options, create=create, read_only=read_only)
+            return cls.open(
+                where.path,
+                options,
+                create=create,
+                read_only=read_only,
+                discard_unfinished_import=discard_unfinished_import,
+            )
         if where.dsn is not None:
             return cls.open_postgres(
                 where.dsn,
@@ -93,6 +106,7 @@ class Opening(EngineCore):
                 follow=follow,
                 create=create,
                 read_only=read_only,
+                discard_unfinished_import=discard_unfinished_import,
             )
         if not create:
             raise StoreNotFoundError(IN_MEMORY)
@@ -110,6 +124,7 @@ class Opening(EngineCore):
         read_only: bool = False,
         verify_on_open: bool = False,
         create: bool = True,
+        discard_unfinished_import: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> Self:
         """A durable store in directory ``path`` (created if missing), backed by LMDB.
@@ -129,6 +144,8 @@ class Opening(EngineCore):
         :param verify_on_open: walk the whole hash chain before opening (linear in the log;
             by default an open checks what it replays: every event after the views'
             checkpoint, and the checkpoint's tie to the log).
+        :param discard_unfinished_import: empty a store an import did not finish, as
+            :meth:`connect`'s.
 
         Opening a store whose log fails the chain check raises
         :class:`~membrane_es.errors.IntegrityError` naming the first bad notification.
@@ -139,8 +156,11 @@ class Opening(EngineCore):
         for name, flag in (("sync", sync), ("read_only", read_only), ("create", create)):
             check_flag(name, flag)
         check_flag("verify_on_open", verify_on_open)
+        check_flag("discard_unfinished_import", discard_unfinished_import)
         if not create and not holds_store(directory):
             raise StoreNotFoundError(str(path))
+        if directory.exists() and not directory.is_dir():
+            raise ValidationError("path", f"{path} is a file: a store is kept in a directory")
         directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",
@@ -155,6 +175,7 @@ class Opening(EngineCore):
             views_dir=directory / "views",
             read_only=read_only,
             verify_on_open=verify_on_open,
+            discard_unfinished_import=discard_unfinished_import,
         )
         engine._measure = partial(_directory_bytes, directory)
         return engine
@@ -171,6 +192,7 @@ class Opening(EngineCore):
         checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
         create: bool = True,
         read_only: bool = False,
+        discard_unfinished_import: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> Self:
         """A durable store in PostgreSQL, through eventsourcing's ``eventsourcing.postgres``
@@ -199,6 +221,8 @@ class Opening(EngineCore):
         :param read_only: this engine refuses writes (what the database lets the DSN's user
             do is its own affair), checkpoints nothing, and opens a damaged log for
             forensics, as :meth:`open`'s.
+        :param discard_unfinished_import: empty a store an import did not finish, as
+            :meth:`connect`'s.
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """
@@ -206,6 +230,7 @@ class Opening(EngineCore):
         chain_key = options.chain_key
         check_flag("create", create)
         check_flag("read_only", read_only)
+        check_flag("discard_unfinished_import", discard_unfinished_import)
         settings = {
             **postgres_settings(dsn, schema),
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
@@ -227,7 +252,13 @@ class Opening(EngineCore):
         try:
             if directory is not None:
                 _claim_views(directory, identity)
-            engine = cls(app, options, views_dir=directory, read_only=read_only)
+            engine = cls(
+                app,
+                options,
+                views_dir=directory,
+                read_only=read_only,
+                discard_unfinished_import=discard_unfinished_import,
+            )
         except BaseException:
             app.close()  # its connection pool's threads would outlive a failed open
             raise

@@ -6,7 +6,10 @@ for the log; the key store is a file apart, and losing it (a partial backup, a c
 ``data.mdb`` alone) would leave every record readable only as its structure — the look of
 records erased by ``forget``. The check counts the two apart: records forgotten (their keys
 destroyed on purpose) and records whose keys are missing though they were never forgotten,
-which is damage to report.
+which is damage to report; and a key store whose log is gone (``data.mdb`` deleted or
+emptied), which is not an empty store.
+
+Of any store it reports an import that did not finish (the store holds part of a file).
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ from membrane_es.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from membrane_es.key_binding import key_census
+from membrane_es.key_binding import check_log_not_lost, key_census, named, unfinished_erasures
 from membrane_es.schema.validation import check_chain_key, check_path
 from membrane_es.stores.chain import ChainFault, ChainReport
-from membrane_es.stores.key_store import KEY_STORE_FILE, KEY_STORE_PATH, missing_key_store
+from membrane_es.stores.key_store import (
+    KEY_STORE_FILE,
+    KEY_STORE_PATH,
+    PostgresKeyStore,
+    lost_log,
+    missing_key_store,
+)
 from membrane_es.stores.lmdb.recorders import verify_store as verify_lmdb_log
 from membrane_es.stores.postgres.database import (
     connect,
@@ -35,6 +44,7 @@ from membrane_es.stores.postgres.database import (
     postgres_settings,
     store_location,
 )
+from membrane_es.stores.transfer import unfinished_import
 
 
 def verify_store(
@@ -50,8 +60,11 @@ def verify_store(
 
     Never raises for damage: an altered, missing or reordered event, and a store file too
     corrupt to read, are reported (``report.ok`` False, ``report.notification_id`` the first
-    bad notification when known), as are a missing or foreign key store (fault ``keys``) and
-    records that were not forgotten but whose keys are gone (fault ``unsealable``).
+    bad notification when known), as are a missing, foreign or unreadable key store, or one
+    whose log is gone (fault ``keys``), records that were not forgotten but whose keys are
+    gone (fault ``unsealable``; named, with what to do if a forget of them was cut short), a
+    ``forget`` that was cut short (fault ``interrupted``: its records named, and how to finish
+    it) and an import into the store that did not finish (fault ``import``).
     ``membrane-es verify`` prints this report. An address holding no store raises
     :class:`~membrane_es.errors.StoreNotFoundError` and nothing is created there.
 
@@ -64,6 +77,10 @@ def verify_store(
     keys = None if key_store is None else check_path("key_store", key_store)
     if where.path is not None:
         if not holds_store(where.path):
+            key_file = keys or where.path / KEY_STORE_FILE
+            if key_file.is_file():  # a key store whose log was deleted
+                detail = str(lost_log(key_file, str(where.path)))
+                return ChainReport(0, ChainFault.KEYS, None, detail)
             raise StoreNotFoundError(str(where.path))
         return verify_lmdb_store(where.path, chain_key, keys)
     if keys is not None:
@@ -90,9 +107,21 @@ def verify_postgres_store(dsn: str, schema: str, chain_key: bytes | None) -> Cha
         if verifier is None:  # the chained recorders always verify: a settings mistake
             raise MembraneError(f"verify: no hash chain in the store at {store_location(settings)}")
         report: ChainReport = verifier.verify()
+        if report.ok and app.import_unfinished():
+            return _unfinished(report, store_location(settings))
+        if report.ok:
+            table = f"{settings['POSTGRES_SCHEMA']}.{PostgresKeyStore.TABLE}"
+            report = _with_keys(report, app, f"the table {table}", table)
     finally:
         app.close()
     return report
+
+
+def _unfinished(report: ChainReport, where: str) -> ChainReport:
+    """The report of a store an import did not finish (its chain may well be whole)."""
+    return dataclasses.replace(
+        report, fault=ChainFault.IMPORT, detail=str(unfinished_import(where))
+    )
 
 
 def verify_lmdb_store(
@@ -124,18 +153,63 @@ def verify_lmdb_store(
         fault = ChainFault.KEYS if isinstance(error, KeyStoreError) else ChainFault.CORRUPTED
         return dataclasses.replace(report, fault=fault, detail=str(error))
     try:
-        census = key_census(app)
+        check_log_not_lost(app)
+        if app.import_unfinished():
+            return _unfinished(report, str(directory))
+        return _with_keys(report, app, f"the key store {key_file}", key_file.name, str(directory))
     except IntegrityError as error:
-        return dataclasses.replace(report, fault=ChainFault.CORRUPTED, detail=str(error))
+        fault = ChainFault.KEYS if isinstance(error, KeyStoreError) else ChainFault.CORRUPTED
+        return dataclasses.replace(report, fault=fault, detail=str(error))
     finally:
         app.close()
+
+
+def _with_keys(
+    report: ChainReport, app: MemoryApplication, key_store: str, backup: str, address: str = ""
+) -> ChainReport:
+    """``report`` with what the key store holds of the log's records: the records forgotten
+    counted; a fault for keys that should be there and are not (``unsealable``) or should be
+    gone and are not, or whose erasure never reached the log (``interrupted``). ``key_store``
+    names the key store in a message, ``backup`` what a backup of it restores, ``address``
+    the store's directory (for a command to show)."""
+    census = key_census(app)
+    unfinished = unfinished_erasures(app)
     counted = dataclasses.replace(report, forgotten=census.forgotten, unsealable=census.unsealable)
-    if not census.unsealable:
+    details = []
+    if census.unsealable:
+        details.append(
+            f"the content of {census.unsealable} records cannot be unsealed "
+            f"({named(census.missing)}): {key_store} lacks their keys, and they were not "
+            f"forgotten ({census.forgotten} records were). If a forget of them was cut short "
+            "(a crash, a full disk, Ctrl-C) by a release that destroyed the keys before it "
+            "saved the Forgotten events, their content is gone as asked: run forget again for "
+            f"them to record it, and do not restore {backup} from a backup, which would bring "
+            f"the content back. Otherwise their keys were lost: restore {backup} from the "
+            "backup taken with the log"
+        )
+    saved = list(dict.fromkeys(doomed.record_id for doomed in unfinished.saved))
+    if saved:
+        details.append(
+            "a forget was cut short after its Forgotten events were saved: every read shows "
+            f"{named(saved)} redacted, but their keys are not yet destroyed for good in "
+            f"{key_store}. Opening the store for writing destroys them (any membrane-es "
+            "command that opens it does"
+            + (f", e.g. `membrane-es stats {address}`)" if address else ")")
+        )
+    restored = [record_id for record_id in census.held if record_id not in saved]
+    if restored:
+        details.append(
+            f"{key_store} holds the keys of forgotten records {named(restored)} (restored from "
+            "a backup taken before they were forgotten?): run forget again for each to destroy "
+            "them"
+        )
+    if unfinished.unsaved:
+        asked = [doomed.erasure for doomed in unfinished.unsaved]
+        details.append(
+            f"a forget of {named(asked)} was cut short before its Forgotten events were saved: "
+            "nothing was erased, and it reads as before; run forget again to erase it"
+        )
+    if not details:
         return counted
-    return dataclasses.replace(
-        counted,
-        fault=ChainFault.UNSEALABLE,
-        detail=f"the content of {census.unsealable} records cannot be unsealed: the key store "
-        f"{key_file} lacks their keys, and they were not forgotten ({census.forgotten} records "
-        f"were). Restore {key_file.name} from the backup taken with the log",
-    )
+    fault = ChainFault.UNSEALABLE if census.unsealable else ChainFault.INTERRUPTED
+    return dataclasses.replace(counted, fault=fault, detail="; ".join(details))

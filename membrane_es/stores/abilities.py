@@ -4,10 +4,11 @@ Every recorder stores and reads events (eventsourcing's ``ApplicationRecorder``)
 backends here offer more, and the engine uses it where it is there: a hash chain to verify
 and to tie read-view checkpoints to, a bulk read of the log as raw rows, a read of many
 records' first events by key, a repack of large events, a log time to raise, a binding to the
-key store. Each of these is a :class:`~typing.Protocol` below; :func:`abilities_of` checks a
-recorder against them once, where the application makes it, and the rest of the engine reads
-the :class:`Abilities` it returns (each member the recorder itself, typed as that ability,
-or None where it lacks it) instead of probing the recorder for methods.
+key store, a mark of an import under way, a flush of commits not yet synced. Each of these
+is a :class:`~typing.Protocol` below; :func:`abilities_of` checks a recorder against them
+once, where the application makes it, and the rest of the engine reads the
+:class:`Abilities` it returns (each member the recorder itself, typed as that ability, or
+None where it lacks it) instead of probing the recorder for methods.
 
 A recorder that offers half of an ability (a ``chain`` without ``hash_at``, a key store
 identity it cannot record) is refused there, with a :class:`~membrane_es.errors.MembraneError`
@@ -97,6 +98,13 @@ class SelectsStates(Protocol):
 
 
 @runtime_checkable
+class SyncsLog(Protocol):
+    """Makes every commit so far durable (a log opened without a sync per commit)."""
+
+    def sync_log(self) -> None: ...
+
+
+@runtime_checkable
 class ReadsKeyStoreIdentity(Protocol):
     """Says which key store the log is bound to (None: not bound yet)."""
 
@@ -115,6 +123,19 @@ class BindsKeyStore(ReadsKeyStoreIdentity, RecordsKeyStoreIdentity, Protocol):
     """A log bound to its key store: it says which, and records it."""
 
 
+@runtime_checkable
+class MarksImport(Protocol):
+    """Marks the log while an import fills it, so that a log an import left part-written (its
+    process killed, its disk full) is told from a whole one, and empties such a log for the
+    import to start over."""
+
+    def import_unfinished(self) -> bool: ...
+
+    def mark_import(self, unfinished: bool) -> None: ...
+
+    def discard_log(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Abilities:
     """What one recorder offers beyond eventsourcing's interface (None: it does not)."""
@@ -126,6 +147,8 @@ class Abilities:
     row_reader: ReadsLogRows | None = None
     state_reader: SelectsStates | None = None
     key_binder: BindsKeyStore | None = None
+    syncer: SyncsLog | None = None
+    import_marker: MarksImport | None = None
 
 
 def abilities_of(recorder: object) -> Abilities:
@@ -139,6 +162,8 @@ def abilities_of(recorder: object) -> Abilities:
         row_reader=recorder if isinstance(recorder, ReadsLogRows) else None,
         state_reader=recorder if isinstance(recorder, SelectsStates) else None,
         key_binder=_key_binder(recorder),
+        syncer=recorder if isinstance(recorder, SyncsLog) else None,
+        import_marker=recorder if isinstance(recorder, MarksImport) else None,
     )
 
 
@@ -177,12 +202,14 @@ __all__ = [
     "HashChained",
     "HashesAt",
     "LogRows",
+    "MarksImport",
     "ObservesEventTime",
     "ReadsKeyStoreIdentity",
     "ReadsLogRows",
     "RecordsKeyStoreIdentity",
     "Repacks",
     "SelectsStates",
+    "SyncsLog",
     "VerifiesChain",
     "abilities_of",
 ]

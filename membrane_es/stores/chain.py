@@ -132,6 +132,8 @@ class ChainFault(StrEnum):
     CORRUPTED = "corrupted"  # the store file itself is unreadable there (LMDB damage)
     KEYS = "keys"  # the key store is missing or another store's: nothing could be unsealed
     UNSEALABLE = "unsealable"  # records whose keys are missing (not erased by forget)
+    INTERRUPTED = "interrupted"  # a forget cut short: keys left to destroy, or events unsaved
+    IMPORT = "import"  # an import into the store did not finish: it holds part of a file
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,14 @@ sharing a store never collide. Reads look a key up once and keep its bytes in a 
 about the cost of one decryption); a miss reads ahead only while reads follow the order the
 keys were issued in (a rebuild reading the log).
 
+Forgetting destroys keys in three steps a crash can come between (see
+:mod:`membrane_es.commands.erasure`): the keys to destroy are first *doomed* — noted durably,
+with the records they seal — then the ``Forgotten`` events are saved, then the keys are
+destroyed and, once no copy of them is left, their notes removed. A note still here names an
+erasure that was cut short; the engine finishes it when it opens the store
+(:meth:`MemoryApplication.settle_erasures
+<membrane_es.application.MemoryApplication.settle_erasures>`) and ``verify`` reports it.
+
 A key store kept in a file also holds two facts made with it: its identity, which the log it
 serves records (a log opened with a missing or foreign key store is refused: see
 :mod:`membrane_es.key_binding`), and the key of the log's hash chain for a store not given
@@ -42,6 +50,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +63,7 @@ KEY_ID_BYTES = 16
 POOL_SIZE = 4096  # keys made per durable write (one sync; 192 kB)
 CACHE_SIZE = 8_192  # keys kept in memory (about 1.4 MB: bytes and their dict entries)
 READ_AHEAD = 256  # the most keys read at once on a cache miss (a read of the log in order)
+DESTROY_PAGE = 10_000  # keys deleted in one write by destroy_all
 KEY_STORE_FILE = "keys.sqlite"
 
 
@@ -116,6 +126,37 @@ def foreign_key_store(key_file: Path | str) -> KeyStoreError:
     )
 
 
+def lost_log(key_file: Path | str, store: str) -> KeyStoreError:
+    """The error for a key store whose log is gone: ``data.mdb`` missing or emptied beside a
+    key store that holds a log's keys (a new log must not start on them)."""
+    name = Path(key_file).name
+    return KeyStoreError(
+        str(key_file),
+        f"the key store {key_file} belongs to a log that is no longer in {store} (data.mdb is "
+        f"missing or empty): restore data.mdb from the backup taken with it (a store is data.mdb "
+        f"and {KEY_STORE_FILE} together); to start a new store there instead, move {name} away",
+    )
+
+
+def damaged_key_store(key_file: Path | str, error: sqlite3.Error) -> KeyStoreError:
+    """The error for a key store file SQLite cannot read (damaged, or not a database)."""
+    return KeyStoreError(
+        str(key_file),
+        f"{key_file} is not a readable key store (SQLite: {error}): it is damaged, or another "
+        "kind of file. Restore the key store backed up with the log; no record's content can "
+        "be read without it",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DoomedKey:
+    """A key a ``forget`` set out to destroy and has not yet destroyed for good."""
+
+    key_id: bytes
+    record_id: str  # the record whose content it seals
+    erasure: str  # the record ``forget`` was asked for (this one, or the one it goes with)
+
+
 class KeyStore:
     """Issues, finds and destroys data keys; the storage is a subclass's.
 
@@ -141,6 +182,9 @@ class KeyStore:
         self._run = 1
         self._ahead = (b"", b"")  # ids read ahead by the last miss: above the first, to the last
         self._hits = 0  # of those, asked for since (a heuristic count: no lock)
+        # Keys this process no longer hands out, though the storage may still hold them: those
+        # being destroyed, and those of erasures whose events are saved (see :meth:`withhold`).
+        self._withheld: set[bytes] = set()
 
     # --- what the engine uses --------------------------------------------------------------
 
@@ -166,7 +210,10 @@ class KeyStore:
             return key_id, key
 
     def get(self, key_id: bytes) -> bytes | None:
-        """The key with this id, or None if it was destroyed (or never made here)."""
+        """The key with this id, or None if it was destroyed or withheld (or never made
+        here)."""
+        if self._withheld and key_id in self._withheld:
+            return None
         known = self._cache.get(key_id)
         if known is not None:
             first, last = self._ahead
@@ -194,6 +241,20 @@ class KeyStore:
         key = self.get(key_id)
         return None if key is None else AESGCM(key)
 
+    def holds_keys(self) -> bool:
+        """Whether any key is kept here (one made for a record, or waiting in a pool)."""
+        return bool(self._fetch_run(b"", 1))
+
+    def destroy_all(self) -> None:
+        """Destroy every key kept here, a page at a time (what an import that did not
+        finish adopted, discarded with the part of the log it wrote: see
+        :meth:`~membrane_es.application.MemoryApplication.discard_unfinished_import`)."""
+        with self._lock:
+            self._pool.clear()
+            self._cache.clear()
+            while run := self._fetch_run(b"", DESTROY_PAGE):
+                self._delete([key_id for key_id, _ in run])
+
     def adopt(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
         """Keep ``(key id, key)`` pairs made by another store (an import of its log),
         durable before this returns."""
@@ -202,14 +263,55 @@ class KeyStore:
                 self._insert(list(keys))
 
     def destroy(self, key_ids: Iterable[bytes]) -> None:
-        """Destroy these keys for good (ids of keys already gone are ignored)."""
+        """Destroy these keys for good (ids of keys already gone are ignored), then drop the
+        notes that doomed them. Withheld first: if the storage fails (a full disk), this
+        process hands them out no more, and their notes stay for a later call to finish."""
         wanted = list(dict.fromkeys(key_ids))
         if not wanted:
             return
+        self.withhold(wanted)
         with self._lock:
-            for key_id in wanted:
-                self._cache.pop(key_id, None)
             self._delete(wanted)
+            # Only now: a crash before the delete left no copy (the log emptied) keeps the
+            # notes, and finishing then runs the delete again.
+            self._undoom(wanted)
+
+    def doom(self, erasure: str, keys: Mapping[str, bytes]) -> None:
+        """Note, durably, that ``forget(erasure)`` is about to destroy these keys (record id
+        → key id), before its ``Forgotten`` events are saved; :meth:`destroy` drops the notes.
+        A key doomed again is noted for the latest erasure."""
+        rows = [(key_id, record_id, erasure) for record_id, key_id in keys.items()]
+        if rows:
+            with self._lock:
+                self._doom(rows)
+
+    def doomed(self) -> list[DoomedKey]:
+        """The keys doomed and not yet destroyed for good: erasures cut short (or under
+        way in another process), by erasure, in the order their keys were issued."""
+        return [
+            DoomedKey(bytes(key_id), str(record_id), str(erasure))
+            for key_id, record_id, erasure in self._doomed()
+        ]
+
+    def withhold(self, key_ids: Iterable[bytes]) -> None:
+        """Hand these keys out no more in this process (:meth:`get` answers None), whether
+        or not the storage still holds them: a record forgotten in the log stays unreadable
+        here while its key waits to be destroyed."""
+        with self._lock:
+            for key_id in key_ids:
+                self._withheld.add(key_id)
+                self._cache.pop(key_id, None)
+
+    def drop_cache(self) -> None:
+        """Forget the keys read so far: the next read of each asks the storage, where another
+        process may have destroyed it since."""
+        with self._lock:
+            self._cache.clear()
+
+    def holds(self, key_id: bytes) -> bool:
+        """Whether the storage still holds this key (withheld or not)."""
+        run = self._fetch_run(key_id, 1)
+        return bool(run) and run[0][0] == key_id
 
     def close(self) -> None:
         """Release the store; unused pool keys are destroyed (they seal nothing)."""
@@ -245,6 +347,16 @@ class KeyStore:
     def _delete(self, key_ids: Sequence[bytes]) -> None:
         raise NotImplementedError
 
+    def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
+        """Note (key id, record id, erasure) rows, durable before this returns."""
+        raise NotImplementedError
+
+    def _doomed(self) -> list[tuple[bytes, str, str]]:
+        raise NotImplementedError
+
+    def _undoom(self, key_ids: Sequence[bytes]) -> None:
+        raise NotImplementedError
+
     def _close(self) -> None:
         raise NotImplementedError
 
@@ -262,8 +374,26 @@ def _disk_full_is_storage_full(path: Path | None) -> Iterator[None]:
         ) from error
 
 
+# What SQLite says of a file it cannot read as a database.
+_DAMAGED = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+
+
+@contextmanager
+def _damage_is_key_store_error(path: Path | None) -> Iterator[None]:
+    """SQLite's "file is not a database" and "database disk image is malformed" as
+    :class:`KeyStoreError` naming the file (what a damaged or foreign file in the key
+    store's place gives)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        if getattr(error, "sqlite_errorcode", None) not in _DAMAGED:
+            raise
+        raise damaged_key_store(path or ":memory:", error) from error
+
+
 class SqliteKeyStore(KeyStore):
-    """Keys in a SQLite file (or in memory when ``path`` is None)."""
+    """Keys in a SQLite file (or in memory when ``path`` is None). A file SQLite cannot read
+    (damaged, or something else in its place) is a :class:`KeyStoreError` naming it."""
 
     def __init__(self, path: Path | None = None) -> None:
         super().__init__()
@@ -275,6 +405,15 @@ class SqliteKeyStore(KeyStore):
             timeout=30,
         )
         self._db_lock = threading.Lock()
+        try:
+            with _damage_is_key_store_error(path):
+                self._prepare(path)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _prepare(self, path: Path | None) -> None:
+        """Set the connection up, make the tables if missing, and read the key store's facts."""
         with self._db_lock:
             self._db.execute("PRAGMA secure_delete = ON")
             if path is not None:
@@ -328,7 +467,7 @@ class SqliteKeyStore(KeyStore):
                 raise
 
     def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        with self._db_lock:
+        with self._db_lock, _damage_is_key_store_error(self.path):
             rows = self._db.execute(
                 "SELECT id, key FROM data_keys WHERE id >= ? ORDER BY id LIMIT ?", (key_id, limit)
             ).fetchall()
@@ -359,6 +498,55 @@ class SqliteKeyStore(KeyStore):
                         f"{self.path}: the key store's log could not be emptied (busy readers)"
                     )
 
+    # Made by the first erasure (an open writes nothing for it, even on a full disk).
+    _DOOMED = (
+        "CREATE TABLE IF NOT EXISTS doomed_keys"
+        " (id BLOB PRIMARY KEY, record_id TEXT NOT NULL, erasure TEXT NOT NULL) WITHOUT ROWID"
+    )
+
+    def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
+        with self._db_lock, _disk_full_is_storage_full(self.path), self._immediate():
+            self._db.execute(self._DOOMED)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO doomed_keys (id, record_id, erasure) VALUES (?, ?, ?)",
+                rows,
+            )
+
+    def _doomed(self) -> list[tuple[bytes, str, str]]:
+        with self._db_lock:
+            if not self._has_doomed_keys():
+                return []
+            rows: list[tuple[bytes, str, str]] = self._db.execute(
+                "SELECT id, record_id, erasure FROM doomed_keys ORDER BY erasure, id"
+            ).fetchall()
+        return rows
+
+    def _undoom(self, key_ids: Sequence[bytes]) -> None:
+        with self._db_lock, _disk_full_is_storage_full(self.path):
+            if self._has_doomed_keys():
+                with self._immediate():
+                    self._db.executemany(
+                        "DELETE FROM doomed_keys WHERE id = ?", [(k,) for k in key_ids]
+                    )
+
+    def _has_doomed_keys(self) -> bool:
+        found = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'doomed_keys'"
+        ).fetchone()
+        return found is not None
+
+    @contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """One write transaction, rolled back if the block raises."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
     def _close(self) -> None:
         with self._db_lock:
             self._db.close()
@@ -368,6 +556,7 @@ class PostgresKeyStore(KeyStore):
     """Keys in the ``memory_keys`` table of a PostgreSQL schema."""
 
     TABLE = "memory_keys"
+    DOOMED_TABLE = "memory_doomed_keys"  # the keys an erasure has yet to destroy (see doom)
 
     def __init__(self, settings: dict[str, str]) -> None:
         super().__init__()
@@ -376,7 +565,9 @@ class PostgresKeyStore(KeyStore):
         from membrane_es.stores.postgres.database import open_connection
 
         self._connection: Any = open_connection(settings)
-        self._table = sql.Identifier(settings.get("POSTGRES_SCHEMA") or "public", self.TABLE)
+        schema = settings.get("POSTGRES_SCHEMA") or "public"
+        self._table = sql.Identifier(schema, self.TABLE)
+        self._doomed_table = sql.Identifier(schema, self.DOOMED_TABLE)
         self._sql = sql
         self._db_lock = threading.Lock()
         with self._db_lock:
@@ -405,6 +596,44 @@ class PostgresKeyStore(KeyStore):
             self._connection.execute(statement, (list(key_ids),))
             # Deleted tuples stay in the table's pages until it is rewritten.
             self._connection.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
+
+    def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
+        # Made by the first erasure: an open creates nothing for it.
+        create = self._sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, record_id text NOT NULL,"
+            " erasure text NOT NULL)"
+        ).format(self._doomed_table)
+        insert = self._sql.SQL(
+            "INSERT INTO {} (id, record_id, erasure) VALUES (%s, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET record_id = EXCLUDED.record_id,"
+            " erasure = EXCLUDED.erasure"
+        ).format(self._doomed_table)
+        with self._db_lock, self._connection.transaction():
+            self._connection.execute(create)
+            self._connection.cursor().executemany(insert, rows)
+
+    def _doomed(self) -> list[tuple[bytes, str, str]]:
+        select = self._sql.SQL("SELECT id, record_id, erasure FROM {} ORDER BY erasure, id").format(
+            self._doomed_table
+        )
+        with self._db_lock:
+            if not self._has_doomed_keys():
+                return []
+            rows = self._connection.execute(select).fetchall()
+        return [
+            (bytes(key_id), str(record_id), str(erasure)) for key_id, record_id, erasure in rows
+        ]
+
+    def _undoom(self, key_ids: Sequence[bytes]) -> None:
+        statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._doomed_table)
+        with self._db_lock:
+            if self._has_doomed_keys():
+                self._connection.execute(statement, (list(key_ids),))
+
+    def _has_doomed_keys(self) -> bool:
+        name = self._doomed_table.as_string(self._connection)
+        row = self._connection.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        return row is not None and row[0] is not None
 
     def _close(self) -> None:
         with self._db_lock:

@@ -28,6 +28,14 @@ has the same records, the same history, the same ``as_of`` answers at every mome
 (on LMDB) the same hash chain. Each batch hands the store the newest of its events' times
 (``LogStamp.imported_time``, see :mod:`membrane_es.stores.log_stamp`), so a write after
 the import, from any process, is timed after the imported events.
+
+An import is written a batch at a time (a file may hold more events than one transaction
+should), so it is made all-or-nothing by a mark: a store whose log can keep one (LMDB,
+PostgreSQL) is marked before the first key or event is written and unmarked after the last.
+A store still marked — the import's process was killed, or its disk filled — holds part of
+a file: it refuses to open and ``verify`` reports it (:func:`unfinished_import`) until the
+import is run again into it, which first empties it, keys included
+(:meth:`~membrane_es.application.MemoryApplication.discard_unfinished_import`).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from membrane_es.errors import MembraneError
+from membrane_es.errors import IntegrityError, MembraneError
 from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
 
 FORMAT = "membrane-es/log"
@@ -54,6 +62,16 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 class TransferError(MembraneError):
     """An export file that cannot be imported as it is, or a store that cannot take it."""
+
+
+def unfinished_import(where: str = "this store") -> IntegrityError:
+    """The error for a store an import did not finish (it holds part of a file)."""
+    return IntegrityError(
+        f"an import into {where} did not finish: it holds only part of the file, so it is not "
+        "opened as a store. Run the import again into it (membrane-es import, or "
+        "Membrane.connect(..., discard_unfinished_import=True) then import_log), which starts "
+        "over, or import into a fresh store"
+    )
 
 
 class Header(msgspec.Struct, tag_field="kind", tag="header", forbid_unknown_fields=True):
@@ -165,13 +183,18 @@ def import_log(
     """Append the events of an export file to the empty log of ``app``; returns how many.
 
     ``lines`` opens the file afresh each time it is called: the file is read once to be
-    checked whole (nothing is written if any line is bad), then again to be imported.
+    checked whole (nothing is written if any line is bad), then again to be imported. The
+    store is marked as being imported into from before its first write to after its last
+    (where its log keeps a mark), so an import that stops part way is never taken for a
+    whole store.
     """
-    recorder = app.recorder
+    recorder, marker = app.recorder, app.abilities.import_marker
     held = recorder.max_notification_id() or 0
     if held:
         raise TransferError(f"import needs an empty store; this one holds {held} events")
     total = check_file(lines())
+    if marker is not None:
+        marker.mark_import(True)
     done = 0
     batch: list[StoredEvent] = []
     keys: list[tuple[bytes, bytes]] = []
@@ -195,6 +218,8 @@ def import_log(
         done += _append(app, keys, batch, newest, done, total, progress)
     elif progress is not None:
         progress(done, total)
+    if marker is not None:
+        marker.mark_import(False)  # only now is the store whole
     return done
 
 

@@ -83,7 +83,9 @@ class TestChainedRecorderAbilities(PostgresDatabaseMixin):
         recorder = self.factory().application_recorder()
         self.assertEqual(
             abilities_of(recorder),
-            Abilities(chained=recorder, verifier=recorder, time_keeper=recorder),
+            Abilities(
+                chained=recorder, verifier=recorder, time_keeper=recorder, import_marker=recorder
+            ),
         )
 
 

@@ -6,6 +6,11 @@ whose key store is missing, or is another store's, raises :class:`KeyStoreError`
 (exit 2), and counts records whose keys are missing apart from records erased by ``forget``.
 A store written before logs named their key store opens, and is bound to its key store then,
 when that key store holds its keys.
+
+The other way round, a lost log is never silent either: ``data.mdb`` deleted or emptied beside
+a key store that holds keys is refused the same way (the log those keys were made for is
+gone), not read as a new, empty store; and a key store SQLite cannot read (damaged, or
+another kind of file in its place) is a :class:`KeyStoreError` naming it (``verify``: exit 2).
 """
 
 from __future__ import annotations
@@ -142,3 +147,96 @@ def test_a_key_store_kept_elsewhere_is_named_to_verify(tmp_path: Path) -> None:
     with contextlib.redirect_stdout(out):
         assert main(["verify", str(store), "--key-store", str(keys)]) == 0
     assert out.getvalue().startswith("OK")
+
+
+# The log lost beside its key store --------------------------------------------------------
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("loss", ["emptied", "deleted"])
+def test_a_lost_log_beside_its_key_store_is_refused(tmp_path: Path, loss: str) -> None:
+    _make_store(tmp_path)
+    data = tmp_path / "data.mdb"
+    if loss == "emptied":
+        data.write_bytes(b"")
+    else:
+        data.unlink()
+    with pytest.raises(KeyStoreError, match="belongs to a log that is no longer in") as raised:
+        Membrane.open(tmp_path, embedder=None)
+    assert raised.value.key_file == str(tmp_path / "keys.sqlite")
+    assert "restore data.mdb" in str(raised.value)
+    before = _files(tmp_path)
+    code, _, error = _cli("capture", str(tmp_path), "--text", "a new note")
+    assert code == 1 and error.startswith("error: the key store") and "no longer" in error
+    code, _, error = _cli("list", str(tmp_path))  # a read makes no store: none is there
+    assert code == 1
+    assert ("no store at" if loss == "deleted" else "belongs to a log that is no longer") in error
+    assert _files(tmp_path).keys() == before.keys()  # no log made beside the old keys
+    assert (tmp_path / "data.mdb").exists() is (loss == "emptied")
+
+    report = Membrane.verify_store(tmp_path)
+    assert not report.ok and report.fault == "keys" and "no longer in" in report.detail
+    code, printed = _verify(tmp_path)
+    assert code == 2 and printed.startswith("keys: the key store")
+
+
+def test_a_new_store_and_one_whose_only_write_was_rolled_back_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Membrane.open(tmp_path, embedder=None):
+        pass
+    with Membrane.open(tmp_path, embedder=None) as memory:  # a new store opens again
+        recorder = memory.application.recorder
+
+        def refused(*args: object, **kwargs: object) -> None:
+            raise OSError("the write is refused")
+
+        with monkeypatch.context() as patch:  # the record's key is made, its event not kept
+            patch.setattr(recorder, "insert_events", refused)
+            with pytest.raises(OSError, match="refused"):
+                memory.capture_memory("a note that is never written")
+        assert memory.application.recorder.max_notification_id() is None
+    with sqlite3.connect(tmp_path / "keys.sqlite") as keys:
+        assert keys.execute("SELECT count(*) FROM data_keys").fetchone()[0] >= 1
+    with Membrane.open(tmp_path, embedder=None) as memory:  # keys, an empty log: its own
+        memory.capture_memory("a note after all")
+    assert Membrane.verify_store(tmp_path).ok
+
+
+# A key store SQLite cannot read ----------------------------------------------------------
+
+
+def test_a_key_store_that_is_not_a_database_is_named(tmp_path: Path) -> None:
+    store, elsewhere = tmp_path / "store", tmp_path / "afile"
+    _make_store(store)
+    elsewhere.write_text("garbage\n")
+    report = Membrane.verify_store(store, key_store=elsewhere)
+    assert not report.ok and report.fault == "keys" and "not a readable key store" in report.detail
+    code, printed = _verify_with(store, "--key-store", str(elsewhere))
+    assert code == 2 and printed.startswith(f"keys: {elsewhere} is not a readable key store")
+
+    (store / "keys.sqlite").write_text("garbage\n")
+    for name in ("keys.sqlite-wal", "keys.sqlite-shm"):
+        (store / name).unlink(missing_ok=True)
+    with pytest.raises(KeyStoreError, match="not a readable key store") as raised:
+        Membrane.open(store, embedder=None)
+    assert raised.value.key_file == str(store / "keys.sqlite")
+    code, _, error = _cli("list", str(store))
+    assert code == 1 and "not a readable key store" in error and "DatabaseError" not in error
+    code, printed = _verify(store)
+    assert code == 2 and printed.startswith("keys: ") and "file is not a database" in printed
+
+
+def _verify_with(path: Path, *options: str) -> tuple[int, str]:
+    code, printed, _ = _cli("verify", str(path), *options)
+    return code, printed

@@ -1,11 +1,18 @@
 """Export and import of the event log: a random history, exported and imported into an empty
 store, gives the same verify() and the same answers at every moment; a file changed in any
-way is refused, naming its first bad line, with nothing written."""
+way is refused, naming its first bad line, with nothing written; an import stopped part way
+(its writes failing, or its process killed) leaves a store that refuses to open and that
+``verify`` reports, until the import is run again into it, which starts over."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import sqlite3
+import subprocess
+import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,9 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_es import Membrane, TrustContext
+from membrane_es.cli import main
 from membrane_es.clock import MonotonicClock
-from membrane_es.errors import MembraneError
+from membrane_es.errors import IntegrityError, MembraneError, StoreClosedError, ValidationError
 from membrane_es.schema import Sensitivity
+from membrane_es.stores import transfer
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.log_stamp import LogStamp
 from membrane_es.stores.transfer import TransferError
@@ -234,3 +243,217 @@ def test_an_import_gives_the_log_its_newest_time(tmp_path: Path, exported: list[
                 [late], log_stamp=LogStamp(event_times=(newest, newest))
             )
         assert behind.value.log_time == newest
+
+
+# An import stopped part way -------------------------------------------------------------------
+
+BATCH = 2  # events per write on import in these tests: the file below takes four writes
+
+
+@pytest.fixture
+def long_file(tmp_path: Path) -> Path:
+    """An export of eight events and six content keys."""
+    with Membrane.open(tmp_path / "source", embedder=None, sync=False) as memory:
+        first = memory.create_record(fact("staging"))
+        moved = memory.supersede(first.id, fact("production"), "agent", "moved")
+        memory.reinforce(moved.id, "agent", "helped")
+        for n in range(4):
+            memory.create_record(fact(f"node {n}"))
+        path = tmp_path / "log.jsonl"
+        with path.open("wb") as out:
+            assert memory.export_log(out) == 8
+    return path
+
+
+def _stop_import(
+    store: Path, file: Path, writes: int, monkeypatch: pytest.MonkeyPatch, **open_options: Any
+) -> None:
+    """Import ``file`` into a new store at ``store``, its recorder failing after ``writes``
+    writes of events (0: after the first batch's keys, before any event): an import stopped
+    part way, as a killed process or a full disk leaves it."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", BATCH)
+    memory = Membrane.open(store, embedder=None, **open_options)
+    recorder = memory.application.recorder
+    insert = recorder.insert_events
+    done = 0
+
+    def failing(events: Any, **kwargs: Any) -> Any:
+        nonlocal done
+        if done == writes:
+            raise OSError("the disk went away")
+        done += 1
+        return insert(events, **kwargs)
+
+    monkeypatch.setattr(recorder, "insert_events", failing)
+    with pytest.raises(OSError, match="went away"):
+        memory.import_log(file)
+    with pytest.raises(StoreClosedError):  # it let go of the part it wrote
+        memory.get_metrics()
+
+
+def _keys_held(store: Path) -> int:
+    with contextlib.closing(sqlite3.connect(store / "keys.sqlite")) as keys:
+        (count,) = keys.execute("SELECT count(*) FROM data_keys").fetchone()
+    return int(count)
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _assert_refused_until_imported_again(store: Path) -> None:
+    """What a store an import did not finish answers: open (read-only too) and ``verify``
+    refuse it, naming the way out."""
+    for read_only in (False, True):
+        with pytest.raises(IntegrityError, match="did not finish") as refused:
+            Membrane.open(store, embedder=None, read_only=read_only)
+        assert "Run the import again into it" in str(refused.value)
+    report = Membrane.verify_store(store)
+    assert not report.ok and report.fault == "import" and "did not finish" in report.detail
+    code, printed, _ = _cli("verify", str(store))
+    assert code == 2 and printed.startswith("import: ")
+    code, _, error = _cli("list", str(store))
+    assert code == 1 and error.startswith("error: an import into this store did not finish")
+
+
+def _assert_whole(store: Path, file: Path, tmp_path: Path) -> None:
+    """The store holds what an import never stopped gives: the same file out, and the same
+    answers at every moment."""
+    moments = _every_state(file)
+    with Membrane.open(tmp_path / "uninterrupted", embedder=None) as memory:
+        memory.import_log(file)
+        expected = answers(memory, moments)
+    with Membrane.open(store, embedder=None) as memory:
+        assert memory.verify().ok
+        out = io.BytesIO()
+        memory.export_log(out)
+        assert answers(memory, moments) == expected
+    assert out.getvalue() == file.read_bytes()
+    assert Membrane.verify_store(store).ok
+
+
+@pytest.mark.parametrize("writes", [0, 2], ids=["after-its-keys", "after-two-writes"])
+def test_an_import_stopped_part_way_is_refused_then_run_again_by_the_cli(
+    tmp_path: Path,
+    long_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    writes: int,
+) -> None:
+    store = tmp_path / "target"
+    _stop_import(store, long_file, writes, monkeypatch)
+    assert _keys_held(store) >= 1  # the first batch's keys were written before its events
+    _assert_refused_until_imported_again(store)
+
+    code, _, said = _cli("import", str(store), str(long_file))
+    assert code == 0 and "imported 8 events" in said, said
+    assert f"did not finish: the {writes * BATCH} events it wrote" in caplog.text
+    _assert_whole(store, long_file, tmp_path)
+    assert _keys_held(store) == 6  # the file's, once each: none left from the first run
+
+
+def test_an_import_stopped_part_way_is_run_again_through_the_library(
+    tmp_path: Path, long_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "target"
+    _stop_import(store, long_file, 1, monkeypatch)
+    with pytest.raises(ValidationError) as refused:  # emptying is a write
+        Membrane.connect(store, embedder=None, read_only=True, discard_unfinished_import=True)
+    assert refused.value.field == "discard_unfinished_import"
+    _assert_refused_until_imported_again(store)  # nothing was emptied by that
+    with Membrane.connect(store, embedder=None, discard_unfinished_import=True) as memory:
+        assert memory.application.recorder.max_notification_id() is None  # emptied
+        assert memory.import_log(long_file) == 8
+    _assert_whole(store, long_file, tmp_path)
+
+
+def test_a_whole_store_opened_to_discard_an_unfinished_import_is_left_as_it_is(
+    tmp_path: Path, long_file: Path
+) -> None:
+    with Membrane.open(tmp_path / "whole", embedder=None) as memory:
+        memory.import_log(long_file)
+    with Membrane.connect(tmp_path / "whole", embedder=None, discard_unfinished_import=True) as m:
+        assert m.application.recorder.max_notification_id() == 8
+        with pytest.raises(TransferError, match="needs an empty store"):
+            m.import_log(long_file)
+    code, _, said = _cli("import", str(tmp_path / "whole"), str(long_file))
+    assert code == 1 and "needs an empty store; this one holds 8 events" in said
+
+
+KILLED_IMPORT = """
+import os, signal, sys
+from membrane_es import Membrane
+from membrane_es.stores import transfer
+
+transfer.IMPORT_BATCH = {batch}
+
+def progress(done, total):
+    if done == {batch}:  # the first batch is written: the process dies at once
+        os.kill(os.getpid(), signal.SIGKILL)
+
+with Membrane.open(sys.argv[1], embedder=None) as memory:
+    memory.import_log(sys.argv[2], progress)
+"""
+
+
+def test_an_import_killed_part_way_is_refused_then_run_again(
+    tmp_path: Path, long_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = tmp_path / "target"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IMPORT.format(batch=BATCH), str(store), str(long_file)],
+        env={**os.environ, "MEMBRANE_EMBEDDER": "none"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr
+    _assert_refused_until_imported_again(store)
+    code, _, said = _cli("import", str(store), str(long_file))
+    assert code == 0, said
+    assert f"the {BATCH} events it wrote" in caplog.text  # the first batch, and no more
+    _assert_whole(store, long_file, tmp_path)
+
+
+@pytest.mark.postgres
+def test_an_import_stopped_part_way_on_postgres(
+    postgres_dsn: str, tmp_path: Path, long_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", BATCH)
+    memory = Membrane.open_postgres(postgres_dsn, embedder=None, follow=False)
+    recorder = memory.application.recorder
+    insert = recorder.insert_events
+    written: list[int] = []
+
+    def failing(events: Any, **kwargs: Any) -> Any:
+        if written:
+            raise OSError("the server went away")
+        written.append(len(events))
+        return insert(events, **kwargs)
+
+    monkeypatch.setattr(recorder, "insert_events", failing)
+    with pytest.raises(OSError, match="went away"):
+        memory.import_log(long_file)
+    with pytest.raises(IntegrityError, match="did not finish"):
+        Membrane.open_postgres(postgres_dsn, embedder=None, follow=False)
+    report = Membrane.verify_store(_url(postgres_dsn))
+    assert not report.ok and report.fault == "import"
+
+    with Membrane.connect(
+        _url(postgres_dsn), embedder=None, follow=False, discard_unfinished_import=True
+    ) as memory:
+        assert memory.application.recorder.max_notification_id() is None
+        assert memory.import_log(long_file) == 8
+        out = io.BytesIO()
+        memory.export_log(out)  # ids from 1 again, as in the file
+    assert out.getvalue() == long_file.read_bytes()
+    assert Membrane.verify_store(_url(postgres_dsn)).ok
+
+
+def _url(dsn: str) -> str:
+    from tests.integration.test_cli_postgres import url_of
+
+    return url_of(dsn)

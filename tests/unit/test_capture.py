@@ -841,8 +841,6 @@ def _nested(depth: int) -> list[Any]:
         ({"timestamp": "yesterday"}, "timestamp", "invalid timestamp"),
         ({"timestamp": datetime(2024, 1, 1)}, "timestamp", "invalid timestamp"),
         ({"content": {"when": object()}}, "content.when", "JSON"),
-        ({"content": {"text": ""}}, "content", "nothing to remember"),
-        ({"content": {"text": "  ", "parts": [None, {}]}}, "content", "nothing to remember"),
         ({"content": {1: "a", "1": "b"}}, "content", "two keys that read the same"),
         ({"context": {"a": {1: "x", "1": "y"}}}, "context", "two keys that read the same"),
         ({"content": _nested(101)}, "content" + "[0]" * 101, "nested deeper than 100 levels"),

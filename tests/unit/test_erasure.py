@@ -266,8 +266,9 @@ def test_the_log_holds_the_content_sealed(memory: Membrane) -> None:
 
 
 def test_a_key_lost_without_a_forgotten_event_reads_redacted(memory: Membrane) -> None:
-    """A crash between destroying the key and saving the events: the content is gone all the
-    same, and forgetting again completes the record of it."""
+    """What a forget cut short by an earlier release (it destroyed the key before it saved
+    the events) leaves: the content is gone all the same, and forgetting again completes the
+    record of it (tests/faults/test_interrupted_forget.py cuts today's forget short)."""
     record_id = _secret_fact(memory)
     app = memory.application
     key_id = app.content_key(record_id)

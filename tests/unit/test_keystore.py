@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from membrane_es import MembraneError
+from membrane_es import KeyStoreError, MembraneError
 from membrane_es.stores.key_store import (
     KEY_STORE_FILE,
     KEY_STORE_PATH,
@@ -103,3 +103,27 @@ def test_reads_in_issue_order_read_ahead_and_random_reads_do_not(tmp_path: Path)
     for key_id, key in issued[::37]:
         assert scattered.get(key_id) == key
     assert max(fetched) <= 2
+
+
+def test_a_file_that_is_not_a_key_store_is_named(tmp_path: Path) -> None:
+    path = tmp_path / KEY_STORE_FILE
+    path.write_bytes(b"garbage\n" * 100)
+    with pytest.raises(KeyStoreError, match="is not a readable key store") as raised:
+        SqliteKeyStore(path)
+    assert raised.value.key_file == str(path)
+    assert "file is not a database" in str(raised.value)
+    assert path.read_bytes() == b"garbage\n" * 100  # left as it was
+
+
+def test_every_key_is_destroyed_at_once(tmp_path: Path) -> None:
+    keys = SqliteKeyStore(tmp_path / KEY_STORE_FILE)
+    assert not keys.holds_keys()
+    issued = keys.issue()
+    keys.adopt([(b"adopted-key-id-1", b"k" * 32)])
+    assert keys.holds_keys()
+    keys.destroy_all()
+    assert not keys.holds_keys()
+    assert keys.get(issued[0]) is None and keys.get(b"adopted-key-id-1") is None
+    assert keys.issue()[0] != issued[0]  # the pool went too: a fresh key, durable
+    keys.close()
+    assert not _files_hold(tmp_path, issued[1])

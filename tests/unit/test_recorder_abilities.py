@@ -89,6 +89,8 @@ def test_the_backends_declare_what_they_offer(tmp_path: Path) -> None:
             row_reader=recorder,
             state_reader=recorder,
             key_binder=recorder,
+            syncer=recorder,
+            import_marker=recorder,
         )
     with Membrane.in_memory(embedder=None) as memory:
         assert memory.application.abilities == Abilities()

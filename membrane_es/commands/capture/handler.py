@@ -24,7 +24,6 @@ from membrane_es.commands.capture.pool import (
 from membrane_es.commands.capture.primary import (
     _primary_draft,
     _validated,
-    check_says_something,
 )
 from membrane_es.commands.capture.resolution import (
     _Capture,
@@ -51,7 +50,6 @@ def capture_memory(cmd: CaptureMemory, uow: UnitOfWork) -> CaptureMemoryResult:
     """Run the whole capture; see the package documentation for the steps."""
     request = _validated(cmd, uow)
     primary, kind = _primary_draft(request)  # policy errors surface before any interpreter
-    check_says_something(request)
     primary = with_conversation(primary, request, uow)
     interpretation = fallback_interpretation(request)
     interpreter = uow.interpreter

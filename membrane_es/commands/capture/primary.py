@@ -101,30 +101,6 @@ def _blank(content: Any) -> bool:
     return content is None or content == [] or content == {}
 
 
-def check_says_something(request: CaptureMemory) -> None:
-    """Refuse content of nothing but blanks (``{"text": ""}`` says nothing, as ``--text ''``
-    does not), once the reference's own checks, policy errors included, have had their say
-    about it."""
-    if (
-        not request.summary.strip()
-        and not request.reason_to_remember.strip()
-        and _holds_nothing(request.content)
-    ):
-        raise ValidationError(
-            "content", "nothing to remember: the content is empty (and no summary is given)"
-        )
-
-
-def _holds_nothing(content: Any) -> bool:
-    """Blank, or a list or object of nothing but blanks (content is nested at most
-    :data:`~membrane_es.schema.validation.MAX_DEPTH` deep, so this recursion is bounded)."""
-    if isinstance(content, dict):
-        return all(_holds_nothing(inner) for inner in content.values())
-    if isinstance(content, list):
-        return all(_holds_nothing(inner) for inner in content)
-    return _blank(content)
-
-
 def _decay_profile(value: Any) -> DecayProfile | None:
     """The primary record's decay profile as given (a :class:`DecayProfile` or a dict of its
     fields), checked; None for the engine's default for its type."""

@@ -446,6 +446,20 @@ class LMDBEnvironment:
         finally:
             self.gate.leave()
 
+    def flush(self) -> None:
+        """Make every commit so far durable (they are already, unless opened with
+        ``sync=False``)."""
+        if self.sync:
+            return
+        self.gate.enter()
+        try:
+            self._check_open()
+            self.env.sync(True)
+        except lmdb.Error as e:
+            raise translate_error(e) from e
+        finally:
+            self.gate.leave()
+
     # Writing (group commit) ----------------------------------------------------------
 
     def write(self, work: Callable[[Txn], T], channel: str | None = None) -> T:

@@ -20,6 +20,7 @@ meta           b"head" → u64(last notification id) ‖ chain hash of that row
                b"heads" → u64(how many heads the events sub-database holds)
                b"packs" → u64(how many packs the events sub-database holds)
                b"packed" → u64(the last notification :func:`repack` has looked at)
+               b"import" → b"" while an import fills the log (see :func:`clear_log`)
 tracking       key: application name (UTF-8) → u64(notification id)
 
 The originator key carries a type tag so that ids come back as the type they
@@ -97,6 +98,7 @@ CHAIN_KEY = b"chain"
 KEY_STORE_KEY = b"keys"
 TIME_KEY = b"time"
 RECORDS_KEY = b"records"
+IMPORT_KEY = b"import"
 _I64 = struct.Struct(">q")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How many log entries a read may scan to name the notification of a missing event row.
@@ -176,6 +178,31 @@ def put_records(txn: Txn, events_db: lmdb._Database, events: Sequence[StoredEven
         value = ROW.pack(0, len(topic)) + topic + event.state
         if not txn.put(key, value, overwrite=False, db=events_db):
             raise ConcurrentWrite(_conflict(event))
+
+
+def mark_import(txn: Txn, meta_db: lmdb._Database, unfinished: bool) -> None:
+    """Mark the log as being filled by an import (``unfinished``), or no longer."""
+    if unfinished:
+        txn.put(IMPORT_KEY, b"", db=meta_db)
+    else:
+        txn.delete(IMPORT_KEY, db=meta_db)
+
+
+def import_unfinished(txn: Txn, meta_db: lmdb._Database) -> bool:
+    """Whether an import began filling the log and did not end."""
+    return txn.get(IMPORT_KEY, db=meta_db) is not None
+
+
+def clear_log(txn: Txn, dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database]) -> None:
+    """Empty the log: every event, head and pack, every notification, and what ``meta`` says
+    of them (head, chain mode, time, counts, the import mark); only the key store binding
+    stays. What an import that did not finish wrote goes, for it to start over."""
+    events_db, log_db, meta_db = dbs
+    bound = txn.get(KEY_STORE_KEY, db=meta_db)
+    for db in dbs:
+        txn.drop(db, delete=False)
+    if bound is not None:
+        txn.put(KEY_STORE_KEY, bound, db=meta_db)
 
 
 def _micros(moment: datetime) -> int:

@@ -76,6 +76,7 @@ from membrane_es.stores.key_store import (
     SqliteKeyStore,
     foreign_key_store,
     key_store_file,
+    lost_log,
     missing_key_store,
 )
 from membrane_es.stores.lmdb.environment import (
@@ -89,6 +90,9 @@ from membrane_es.stores.lmdb.layout import (
     LogRows,
     append_events,
     check_log_end,
+    clear_log,
+    import_unfinished,
+    mark_import,
     put_records,
     put_tracking,
     read_chain_mode,
@@ -102,6 +106,7 @@ from membrane_es.stores.lmdb.layout import (
     stored_hash,
     verify_log,
 )
+from membrane_es.stores.lmdb.mapped_pages import DATA_FILE
 from membrane_es.stores.log_stamp import stamp_of
 
 REPACK_LIMIT = 100_000  # log entries one repack looks at (it is one write transaction)
@@ -336,6 +341,11 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         """Check the application sequence against its hash chain."""
         return verify_chain(self, chunk_size=chunk_size)
 
+    def sync_log(self) -> None:
+        """Make every commit so far durable: a store opened with ``sync=False`` leaves them
+        to the operating system (what an erasure must not do before it destroys keys)."""
+        self.store.flush()
+
     def key_store_identity(self) -> bytes | None:
         """The identity of the key store this log is bound to (None: not bound yet)."""
         meta_db = self._db(self.meta_table)
@@ -349,6 +359,26 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         any other (or none) is refused."""
         meta_db = self._require(self.meta_table)
         self.store.write(lambda txn: txn.put(KEY_STORE_KEY, identity, db=meta_db))
+
+    def import_unfinished(self) -> bool:
+        """Whether an import began filling this log and did not end (the log then holds part
+        of a file, and is not to be read as a store)."""
+        meta_db = self._db(self.meta_table)
+        if meta_db is None:
+            return False
+        with self.store.reading() as txn:
+            return import_unfinished(txn, meta_db)
+
+    def mark_import(self, unfinished: bool) -> None:
+        """Mark the log as being filled by an import (before its first key or event is
+        written), or no longer (after its last)."""
+        meta_db = self._require(self.meta_table)
+        self.store.write(lambda txn: mark_import(txn, meta_db, unfinished))
+
+    def discard_log(self) -> None:
+        """Empty the log and its import mark in one write; the key store binding stays."""
+        dbs = self._log_dbs()
+        self.store.write(lambda txn: clear_log(txn, dbs))
 
     def settle_chain(self, key_file: Path, keyed: bool = True, required: bool = True) -> None:
         """Take the chain key from the key store at ``key_file`` when the log's chain is
@@ -661,8 +691,19 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
 
     @property
     def store(self) -> LMDBEnvironment:
-        """The shared store, opened on first use (factories used only for mappers never are)."""
+        """The shared store, opened on first use (factories used only for mappers never are).
+
+        A key store is made after the log it serves: one found where no log is (``data.mdb``
+        deleted) belongs to a log that is gone, and no new one is made beside it
+        (:class:`~membrane_es.errors.KeyStoreError`; nothing is created)."""
         if self._store is None:
+            key_file = self._key_file
+            if (
+                key_file is not None
+                and key_file.is_file()
+                and not (Path(self.path) / DATA_FILE).is_file()
+            ):
+                raise lost_log(key_file, self.path)
             self._store = open_environment(
                 self.path, map_size=self.map_size, sync=self.sync, max_dbs=self.max_dbs
             )

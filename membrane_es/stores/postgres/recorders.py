@@ -18,6 +18,11 @@ leaves neither behind):
   after the fact gets its newest event's time from the engine that opens it
   (:meth:`ChainedApplicationRecorder.observe_event_time`), which decodes it.
 
+While an import fills the log, a row in ``<app>_import`` marks it (see
+:mod:`membrane_es.stores.transfer`): a log an import left part-written is told from a whole
+one, and :meth:`ChainedApplicationRecorder.discard_log` empties it for the import to start
+over.
+
 The chain hash is every store's (:class:`membrane_es.stores.chain.Chain`: plain, or keyed
 with ``POSTGRES_CHAIN_KEY``) over the same fields; PostgreSQL's ids may have gaps (a
 rolled-back insert consumes them), so each hash links to the previous notification that
@@ -82,11 +87,13 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         prefix = events_table_name.removesuffix("_events")
         self.chain_table_name = f"{prefix}_chain"
         self.head_table_name = f"{prefix}_log_head"
-        for name in (self.chain_table_name, self.head_table_name):
+        self.import_table_name = f"{prefix}_import"
+        for name in (self.chain_table_name, self.head_table_name, self.import_table_name):
             self.check_identifier_length(name)
         schema = Identifier(self.datastore.schema)
         chain_table = Identifier(self.chain_table_name)
         head = Identifier(self.head_table_name)
+        import_table = Identifier(self.import_table_name)
         self.sql_create_statements += [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {schema}.{chain} ("
@@ -107,7 +114,36 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             SQL("ALTER TABLE {schema}.{head} ADD COLUMN IF NOT EXISTS records bigint").format(
                 schema=schema, head=head
             ),
+            # One row while an import fills the log.
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{marker} ("
+                "one boolean PRIMARY KEY DEFAULT true CHECK (one))"
+            ).format(schema=schema, marker=import_table),
         ]
+        # A store whose tables were made before the mark existed, read without making any
+        # (verify), has no such table: no import is under way in it.
+        self._import_table_exists = SQL("SELECT to_regclass(%s) IS NOT NULL AS present")
+        self._import_table_name = f'"{self.datastore.schema}"."{self.import_table_name}"'
+        self._select_import = SQL("SELECT one FROM {schema}.{marker}").format(
+            schema=schema, marker=import_table
+        )
+        self._mark_import = SQL(
+            "INSERT INTO {schema}.{marker} DEFAULT VALUES ON CONFLICT DO NOTHING"
+        ).format(schema=schema, marker=import_table)
+        self._unmark_import = SQL("DELETE FROM {schema}.{marker}").format(
+            schema=schema, marker=import_table
+        )
+        # The ids start at 1 again, as in a new log.
+        self._empty_log = SQL(
+            "TRUNCATE {schema}.{events}, {schema}.{chain}, {schema}.{head}, {schema}.{marker} "
+            "RESTART IDENTITY"
+        ).format(
+            schema=schema,
+            events=Identifier(self.events_table_name),
+            chain=chain_table,
+            head=head,
+            marker=import_table,
+        )
         self._select_head = SQL(
             "SELECT notification_id, hash, event_time, chain_mode, records FROM {schema}.{head}"
         ).format(schema=schema, head=head)
@@ -185,6 +221,29 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 f"notification {notification_id} is missing from the hash chain", notification_id
             )
         return bytes(row["hash"])
+
+    def import_unfinished(self) -> bool:
+        """Whether an import began filling this log and did not end."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._import_table_exists, (self._import_table_name,))
+            row = curs.fetchone()
+            if row is None or not row["present"]:
+                return False
+            curs.execute(self._select_import)
+            return curs.fetchone() is not None
+
+    def mark_import(self, unfinished: bool) -> None:
+        """Mark the log as being filled by an import, or no longer."""
+        statement = self._mark_import if unfinished else self._unmark_import
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            curs.execute(statement)
+
+    def discard_log(self) -> None:
+        """Empty the log (events, chain, head) and its import mark in one transaction, under
+        the writers' lock."""
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._lock_log(curs)
+            curs.execute(self._empty_log)
 
     def _chain_unchained_log(self) -> None:
         """A log written before it had a chain (by eventsourcing's own recorder) gets one, in
