@@ -185,6 +185,8 @@ def _readable(file: str) -> Iterator[Path]:
     file is read twice (checked whole, then imported)."""
     if file != "-":
         path = Path(file)
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory, not an export file", file)
         if not path.is_file():
             raise FileNotFoundError(2, "No such file", file)
         yield path

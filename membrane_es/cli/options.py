@@ -4,6 +4,7 @@ parsing behind them (strict, one-line errors naming the option)."""
 from __future__ import annotations
 
 import io
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -27,6 +28,19 @@ def parse_store(text: str) -> StoreAddress:
     """The STORE argument: a directory (LMDB), or a PostgreSQL URL with ``#schema`` after it
     for a store in another schema (the daemon's default schema without one)."""
     return StoreAddress.parse(text)
+
+
+def salience_amount(text: str) -> float:
+    """A salience or an amount of it: a finite number, at least 0, refused (naming the option)
+    before the store is opened — nan and inf as -1 is, where a range check alone lets inf
+    through to the engine and calls nan negative."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"must be a finite number, at least 0, not {text}")
+    return value
 
 
 # A command's help ends with an example; the store is always the first argument.

@@ -27,6 +27,7 @@ from membrane_es.cli.options import (
     TrustScopes,
     choices,
     existing_store,
+    salience_amount,
     trust_context,
 )
 from membrane_es.embedding.default import extra_installed, model_in_use
@@ -61,7 +62,7 @@ MinSalience = Annotated[
     typer.Option(
         "--min-salience",
         metavar="SALIENCE",
-        min=0.0,
+        parser=salience_amount,
         help="leave out records less salient than this",
     ),
 ]

@@ -24,6 +24,7 @@ from membrane_es.cli.options import (
     choices,
     existing_store,
     parse_json,
+    salience_amount,
     store_for_writing,
 )
 from membrane_es.schema.enums import Sensitivity
@@ -292,7 +293,9 @@ def penalize(
     record_id: RecordId,
     amount: Annotated[
         float,
-        typer.Argument(metavar="AMOUNT", min=0.0, help="how much salience to take away"),
+        typer.Argument(
+            metavar="AMOUNT", parser=salience_amount, help="how much salience to take away"
+        ),
     ],
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",

@@ -276,6 +276,11 @@ def test_export_then_import_gives_the_same_store(tmp_path: Path) -> None:
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:-2]) + "\n")
     assert "cut short" in refused("import", str(tmp_path / "fresh"), str(cut))
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    assert "Is a directory, not an export file" in refused(
+        "import", str(tmp_path / "fresh"), str(folder)
+    )
 
 
 def _time_of(line: str) -> str:
@@ -399,6 +404,10 @@ def test_every_command_fails_in_one_line_as_a_process(tmp_path: Path) -> None:
         (("graph", "Orchid", "--max-hops", "-1"), "'--max-hops'"),
         (("graph", "Orchid", "--min-salience", "-1"), "'--min-salience'"),
         (("penalize", "some-id", "--", "-1"), "'AMOUNT'"),
+        (("penalize", "some-id", "nan"), "'AMOUNT'"),
+        (("penalize", "some-id", "inf"), "'AMOUNT'"),
+        (("list", "--min-salience", "nan"), "'--min-salience'"),
+        (("retrieve", "Orchid", "--min-salience", "inf"), "'--min-salience'"),
         (("mcp", "--http", "localhost:70000"), "--http"),
     ],
 )
