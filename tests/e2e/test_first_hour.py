@@ -101,8 +101,14 @@ def server(*args: str, says: str, env: dict[str, str] | None = None) -> Iterator
         yield said
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
-        process.stderr.close()
+        try:
+            process.wait(timeout=60)  # a server that does not stop on SIGTERM fails here
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # ... and leaves nothing behind
+            process.wait()
+            raise
+        finally:
+            process.stderr.close()
 
 
 # --- a mistyped path never silently makes a store -----------------------------------------
