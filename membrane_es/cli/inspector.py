@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +13,7 @@ from membrane_es.cli.embedder import EmbedderName, announce_loading, embedder_fo
 from membrane_es.cli.options import Store, StoreAddress
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError
+from membrane_es.signals import wait_for_stop_signal
 
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
@@ -62,16 +61,8 @@ def ui(
         return memory
 
     tenants = Tenants(str(store.path or ":memory:"), only_this_store)
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        with memory, HttpServer(inspector_app(tenants), f"{LOOPBACK}:{port}") as server:
-            address = f"http://{LOOPBACK}:{server.port}/ui/"
-            print(f"membrane-es ui: {store} (read-only) listening on {address}", file=sys.stderr)
-            print(address, flush=True)
-            stop.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with memory, HttpServer(inspector_app(tenants), f"{LOOPBACK}:{port}") as server:
+        address = f"http://{LOOPBACK}:{server.port}/ui/"
+        print(f"membrane-es ui: {store} (read-only) listening on {address}", file=sys.stderr)
+        print(address, flush=True)
+        wait_for_stop_signal()  # a handler that set an Event here could hang the stop
