@@ -438,8 +438,7 @@ class SqliteKeyStore(KeyStore):
             )
             found = dict(self._db.execute("SELECT name, value FROM store_facts").fetchall())
             if "identity" not in found or "chain_key" not in found:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
+                with self._immediate():
                     self._db.executemany(
                         "INSERT OR IGNORE INTO store_facts (name, value) VALUES (?, ?)",
                         [
@@ -447,24 +446,12 @@ class SqliteKeyStore(KeyStore):
                             ("chain_key", os.urandom(CHAIN_KEY_BYTES)),
                         ],
                     )
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                    raise
                 found = dict(self._db.execute("SELECT name, value FROM store_facts").fetchall())
         return bytes(found["identity"]), bytes(found["chain_key"])
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
-        with self._db_lock, _disk_full_is_storage_full(self.path):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT INTO data_keys (id, key) VALUES (?, ?)", keys)
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+        with self._db_lock, _disk_full_is_storage_full(self.path), self._immediate():
+            self._db.executemany("INSERT INTO data_keys (id, key) VALUES (?, ?)", keys)
 
     def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         with self._db_lock, _damage_is_key_store_error(self.path):
@@ -475,14 +462,8 @@ class SqliteKeyStore(KeyStore):
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
         with self._db_lock, _disk_full_is_storage_full(self.path):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._immediate():
                 self._db.executemany("DELETE FROM data_keys WHERE id = ?", [(k,) for k in key_ids])
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
             if self.path is not None:
                 # The deleted rows' pages were written zeroed to the write-ahead log; copy them
                 # over the database file and empty the log, which still held the keys as they
