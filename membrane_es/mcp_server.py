@@ -141,11 +141,16 @@ class _Tools:
         proposed_type: str | None = None,
         timestamp: str | None = None,
         detail: bool = False,
+        resolve: bool | None = None,
     ) -> Json:
         """Remember raw content (any JSON value): makes a primary record, an entity for
         each thing it names that is not known yet, a fact when the content is
         subject/predicate/object-shaped, and the edges between them, in one write. Answers
-        the primary record and the ids created (detail: every record and edge in full)."""
+        the primary record and the ids created (detail: every record and edge in full).
+        A fact already known is reinforced, not stored twice, and a new value of a
+        single-valued predicate (city, employer…) supersedes the old: ``resolved`` says
+        so (resolve: false stores the fact as given; absent: the store's choice, on
+        unless it was opened with resolution off)."""
 
         def run() -> Any:
             self._check_write(sensitivity, scope)
@@ -161,6 +166,7 @@ class _Tools:
                 tags=tags or [],
                 scope=scope,
                 timestamp=parse_moment(timestamp, "timestamp"),
+                resolve=resolve,
             )
 
         return _answer(run, None if detail else compact.captured)
@@ -171,13 +177,18 @@ class _Tools:
         actor: str = DEFAULT_ACTOR,
         rationale: str = "Initial creation",
         detail: bool = False,
+        resolve: bool | None = None,
     ) -> Json:
-        """Store one record as given, in Membrane's JSON shape (type, payload, scope…);
-        answers it compactly (detail: in full)."""
+        """Store one record in Membrane's JSON shape (type, payload, scope…); answers it
+        compactly (detail: in full). A semantic, entity or competence record matching an
+        active one of its scope reinforces it instead (``resolution.outcome`` says
+        ``reinforced``; resolve: false stores it as given; absent: the store's choice)."""
 
         def run() -> Any:
             self._check_write(*_level_and_scope(record))
-            return self._memory.create_record(record, actor=actor, rationale=rationale)
+            return self._memory.create_record(
+                record, actor=actor, rationale=rationale, resolve=resolve
+            )
 
         return _answer(run, _record(detail))
 
@@ -188,12 +199,14 @@ class _Tools:
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
+        widen: bool = False,
     ) -> Json:
         """Replace a record by a new one; the old one is retracted, nothing deleted. Answers
-        the new record compactly (detail: in full)."""
+        the new record compactly (detail: in full). Without a scope the new record takes
+        the old one's; widen: true lets it be read more widely (another scope, or none)."""
         return _answer(
             lambda: self._revisable([old_id], new_record).supersede(
-                old_id, new_record, actor, rationale
+                old_id, new_record, actor, rationale, widen=widen
             ),
             _record(detail),
         )
@@ -205,12 +218,14 @@ class _Tools:
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
+        widen: bool = False,
     ) -> Json:
         """Derive a conditional variant of a record (e.g. for one environment); both stay.
-        Answers the new record compactly (detail: in full)."""
+        Answers the new record compactly (detail: in full). It takes the source's scope
+        unless widen: true."""
         return _answer(
             lambda: self._revisable([source_id], forked_record).fork(
-                source_id, forked_record, actor, rationale
+                source_id, forked_record, actor, rationale, widen=widen
             ),
             _record(detail),
         )
@@ -222,12 +237,14 @@ class _Tools:
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
+        widen: bool = False,
     ) -> Json:
         """Combine records into one; every source is retracted, all in one write. Answers the
-        new record compactly (detail: in full)."""
+        new record compactly (detail: in full). It takes the sources' common scope (sources
+        in different scopes are refused) unless widen: true."""
         return _answer(
             lambda: self._revisable(record_ids, merged_record).merge(
-                record_ids, merged_record, actor, rationale
+                record_ids, merged_record, actor, rationale, widen=widen
             ),
             _record(detail),
         )

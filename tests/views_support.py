@@ -53,7 +53,7 @@ def random_history(memory: Membrane, rng: random.Random, steps: int) -> list[str
         elif action < 0.85 and set(live) - replaced:
             old = rng.choice([i for i in live if i not in replaced])
             replaced.add(old)
-            ids.append(memory.supersede(old, fact(rng), "t", "newer").id)
+            ids.append(memory.supersede(old, fact(rng), "t", "newer", widen=True).id)
         elif action < 0.9:
             memory.contest(rng.choice(live), rng.choice(live), "t", "doubt")
         else:

@@ -285,6 +285,24 @@ class RecordAggregate(Aggregate):
             state.updated_at = self.timestamp
             self.audit(aggregate)
 
+    class Corroborated(Event):
+        """The same content was written again (resolution on write found it): the record gains
+        the new write's source, and its salience is reinforced as by :class:`Reinforced`."""
+
+        action: ClassVar[str] = "reinforce"
+
+        source: ProvenanceSource
+        salience: float
+
+        def apply(self, aggregate: RecordAggregate) -> None:
+            state = aggregate.state
+            state.provenance_added.append(self.source)
+            state.salience_base = self.salience
+            state.salience_anchor = self.timestamp
+            state.last_reinforced_at = self.timestamp
+            state.updated_at = self.timestamp
+            self.audit(aggregate)
+
     class Penalized(Event):
         """The record misled: salience lowered by ``amount`` to ``salience`` (floored)."""
 
@@ -594,6 +612,21 @@ class RecordAggregate(Aggregate):
         new_base = 0.0 if self.state.retracted else reinforced(self.salience(at), decay)
         self.trigger_event(
             self.Reinforced, timestamp=at, salience=new_base, actor=actor, rationale=rationale
+        )
+
+    def corroborate(
+        self, source: ProvenanceSource, *, actor: str, rationale: str, at: datetime
+    ) -> None:
+        """The same content was written again: note its source and reinforce the record."""
+        self.check_revisable()
+        decay = self.state.content.lifecycle.decay
+        self.trigger_event(
+            self.Corroborated,
+            timestamp=at,
+            source=source,
+            salience=reinforced(self.salience(at), decay),
+            actor=actor,
+            rationale=rationale,
         )
 
     def penalize(self, amount: float, *, actor: str, rationale: str, at: datetime) -> None:

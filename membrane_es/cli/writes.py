@@ -46,16 +46,58 @@ def _fact(obj: str) -> str:
     """An example record for the help: a semantic revision must cite its evidence
     (Membrane's rule), so the example shows how."""
     return (
-        '\'{"type": "semantic", "payload": {"kind": "semantic", "subject": "Orchid", '
-        f'"predicate": "deploy_target", "object": "{obj}"}}, {SOURCES}}}\''
+        '\'{"type": "semantic", "scope": "project:orchid", "payload": {"kind": "semantic", '
+        f'"subject": "Orchid", "predicate": "deploy_target", "object": "{obj}"}}, {SOURCES}}}\''
     )
+
+
+# Resolution on write (on unless --no-resolve): a repeated fact reinforces the one known.
+Resolve = Annotated[
+    bool,
+    typer.Option(
+        "--resolve/--no-resolve",
+        help="a semantic, entity or competence record matching an active one reinforces it, "
+        "and a new value of a single-valued predicate supersedes the old (--no-resolve: "
+        "store it as given)",
+    ),
+]
+SingleValued = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--single-valued",
+        metavar="PREDICATE",
+        help="a predicate holding one value at a time, besides the built-in ones (repeatable)",
+        show_default=False,
+    ),
+]
+ManyValued = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--many-valued",
+        metavar="PREDICATE",
+        help="a predicate holding many values at once, besides the built-in ones (repeatable)",
+        show_default=False,
+    ),
+]
+# A revision never reads more widely than what it revises unless --widen.
+Widen = Annotated[
+    bool,
+    typer.Option(
+        "--widen",
+        help="let the new record be read more widely than what it revises (its own scope, or "
+        "none); without it, a record with no scope takes theirs and another scope is refused",
+    ),
+]
 
 
 def _written(record: MemoryRecord, verb: str, json: bool) -> None:
     if json:
         render.print_json(record)
-    else:
-        render.console.print(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+        return
+    resolution = record.resolution
+    if resolution is not None and resolution.outcome != "created":
+        verb = f"{verb} ({resolution.outcome}: {resolution.rationale})"
+    render.console.print(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
 
 
 @command(
@@ -124,10 +166,17 @@ def capture(
     ] = None,
     json: Json = False,
     embedder: EmbedderName = "default",
+    resolve: Resolve = True,
+    single_valued: SingleValued = None,
+    many_valued: ManyValued = None,
 ) -> None:
-    """Remember raw content: a primary record, the entities it names, a derived fact, edges."""
+    """Remember raw content: a primary record, the entities it names, a derived fact, edges.
+
+    A derived fact already known is reinforced rather than stored again, and a new value of
+    a single-valued predicate (city, employer, deploy_target…) supersedes the old."""
     value = content if text else parse_json(content, "content")
     with store_for_writing(store, embedder) as memory:
+        memory.declare_predicates(single=single_valued or [], many=many_valued or [])
         result = memory.capture_memory(
             value,
             source_kind=source_kind,
@@ -140,6 +189,7 @@ def capture(
             tags=tags or [],
             scope=scope,
             timestamp=parse_moment(at, "at"),
+            resolve=resolve,
         )
     if json:
         render.print_json(result)
@@ -147,6 +197,8 @@ def capture(
     _written(result.primary_record, "captured", False)
     for record in result.created_records:
         _written(record, "  created", False)
+    for record in result.resolved_records:
+        _written(record, "  restated", False)
     named = render.entity_names([result.primary_record, *result.created_records])
     for edge in result.edges:
         source, target = (named.get(i, i) for i in (edge.source_id, edge.target_id))
@@ -165,11 +217,17 @@ def create(
     rationale: Rationale = "Initial creation",
     json: Json = False,
     embedder: EmbedderName = "default",
+    resolve: Resolve = True,
+    single_valued: SingleValued = None,
+    many_valued: ManyValued = None,
 ) -> None:
-    """Store one record as given (Membrane's direct create)."""
+    """Store one record (Membrane's direct create). A semantic, entity or competence record
+    matching an active one reinforces it instead; a new value of a single-valued predicate
+    supersedes the old (--no-resolve: store it as given)."""
     given = parse_json(record, "record")
     with store_for_writing(store, embedder) as memory:
-        created = memory.create_record(given, actor=actor, rationale=rationale)
+        memory.declare_predicates(single=single_valued or [], many=many_valued or [])
+        created = memory.create_record(given, actor=actor, rationale=rationale, resolve=resolve)
     _written(created, "created", json)
 
 
@@ -184,14 +242,16 @@ def supersede(
     rationale: Rationale = "",
     json: Json = False,
     embedder: EmbedderName = "default",
+    widen: Widen = False,
 ) -> None:
     """Replace a record by a new one; the old one is retracted, nothing is deleted.
 
     A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
-    the example."""
+    the example. Without a scope the new record takes the old one's (--widen to choose
+    otherwise)."""
     given = parse_json(record, "record")
     with existing_store(store, embedder) as memory:
-        created = memory.supersede(old_id, given, actor, rationale)
+        created = memory.supersede(old_id, given, actor, rationale, widen=widen)
     _written(created, "superseded by", json)
 
 
@@ -206,14 +266,16 @@ def fork(
     rationale: Rationale = "",
     json: Json = False,
     embedder: EmbedderName = "default",
+    widen: Widen = False,
 ) -> None:
     """Derive a conditional variant of a record; both stay active.
 
     A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
-    the example."""
+    the example. Without a scope the variant takes the source's (--widen to choose
+    otherwise)."""
     given = parse_json(record, "record")
     with existing_store(store, embedder) as memory:
-        created = memory.fork(source_id, given, actor, rationale)
+        created = memory.fork(source_id, given, actor, rationale, widen=widen)
     _written(created, "forked", json)
 
 
@@ -237,14 +299,16 @@ def merge(
     rationale: Rationale = "",
     json: Json = False,
     embedder: EmbedderName = "default",
+    widen: Widen = False,
 ) -> None:
     """Combine records into one; every source is retracted, in one atomic write.
 
     A semantic record must cite its evidence: payload.evidence, or provenance.sources as in
-    the example."""
+    the example. Without a scope the merged record takes the sources' common one; sources
+    in different scopes are refused (--widen to choose otherwise)."""
     given = parse_json(record, "record")
     with existing_store(store, embedder) as memory:
-        created = memory.merge(list(record_ids), given, actor, rationale)
+        created = memory.merge(list(record_ids), given, actor, rationale, widen=widen)
     _written(created, "merged into", json)
 
 

@@ -75,7 +75,9 @@ def create_entry(cmd: CreateEntry, uow: UnitOfWork) -> str:
     for entry_id in superseded:
         _check_writer(uow, entry_id, cmd.writer, field="supersedes_ids")
     created = create_record(
-        CreateRecord(record=cmd.record, actor=cmd.actor, rationale=cmd.rationale), uow
+        # an entry is created as given: the entries API has its own supersession
+        CreateRecord(record=cmd.record, actor=cmd.actor, rationale=cmd.rationale, resolve=False),
+        uow,
     )
     for old in olds:
         retract(

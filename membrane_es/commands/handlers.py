@@ -48,6 +48,16 @@ from membrane_es.commands.messages import (
     Supersede,
     Unpin,
 )
+from membrane_es.commands.resolution import (
+    REINFORCED,
+    answer,
+    corroborate,
+    decide,
+    resolving,
+    settle,
+    with_supersedes,
+    write_source,
+)
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import AlreadyExistsError, NotFoundError, ValidationError
 from membrane_es.schema.enums import GraphPredicate, MemoryType, OutcomeStatus, ProvenanceKind
@@ -73,26 +83,40 @@ replace = msgspec.structs.replace
 
 
 def create_record(cmd: CreateRecord, uow: UnitOfWork) -> MemoryRecord:
-    """Store a record as given; ids, times and relation stamps are filled in when absent."""
+    """Store a record as given; ids, times and relation stamps are filled in when absent.
+
+    Resolved on write unless the call or the store says not (:mod:`.resolution`): a record
+    matching an active one reinforces it, a changed single-valued fact supersedes the old."""
     _check_reason(cmd)
     embed = check_flag("embed", cmd.embed)
     if not embed and cmd.embedding is not None:
         raise ValidationError("embedding", "a record stored without a vector takes none")
     record = coerce_record(cmd.record, "record")
     generated = not record.id
+    resolve = resolving(uow, cmd.resolve, caller_id=not generated)
     record = replace(record, id=record.id or new_record_id())
     _check_relation_targets(record, "record", uow)
     _check_new_id(record.id, uow, generated=generated)
     at = uow.now()
+    record = _stamped(record, at, keep_created=True)
+    decision = decide(uow, record) if resolve else None
+    if decision is not None and decision.outcome == REINFORCED:
+        source = write_source(record, cmd.actor, at)
+        matched = corroborate(uow, decision, source, cmd.actor)
+        uow.save(matched)
+        return answer(uow, matched, decision)
+    if decision is not None:
+        record = with_supersedes(record, decision, at)
     aggregate = RecordAggregate.create(
-        _stamped(record, at, keep_created=True),
+        record,
         actor=cmd.actor,
         rationale=cmd.rationale,
         at=at,
         embedding=uow.embed(record, cmd.embedding) if embed else None,
     )
-    uow.save(aggregate)
-    return copy_record(aggregate.view(at))
+    touched = settle(uow, decision, aggregate, cmd.actor) if decision is not None else []
+    uow.save(aggregate, *touched)
+    return answer(uow, aggregate, decision)
 
 
 def supersede(cmd: Supersede, uow: UnitOfWork) -> MemoryRecord:
@@ -101,7 +125,7 @@ def supersede(cmd: Supersede, uow: UnitOfWork) -> MemoryRecord:
     _check_reason(cmd)
     new = coerce_record(cmd.new_record, "new_record")
     old = uow.get(cmd.old_id)
-    new = _revision_record(new, [old], "new_record", uow)
+    new = _revision_record(new, [old], "new_record", uow, widen=cmd.widen)
 
     old.supersede(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
@@ -122,7 +146,7 @@ def fork(cmd: Fork, uow: UnitOfWork) -> MemoryRecord:
     _check_reason(cmd)
     new = coerce_record(cmd.forked_record, "forked_record")
     source = uow.get(cmd.source_id)
-    new = _revision_record(new, [source], "forked_record", uow, replaces=False)
+    new = _revision_record(new, [source], "forked_record", uow, replaces=False, widen=cmd.widen)
 
     source.fork(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
     at = uow.now()
@@ -138,7 +162,7 @@ def merge(cmd: Merge, uow: UnitOfWork) -> MemoryRecord:
     new = coerce_record(cmd.merged_record, "merged_record")
     unique_ids = list(dict.fromkeys(ids))
     sources = [uow.get(record_id) for record_id in unique_ids]
-    new = _revision_record(new, sources, "merged_record", uow)
+    new = _revision_record(new, sources, "merged_record", uow, widen=cmd.widen)
 
     for source in sources:
         source.merge_into(new.id, actor=cmd.actor, rationale=cmd.rationale, at=uow.now())
@@ -156,8 +180,10 @@ def _revision_record(
     uow: UnitOfWork,
     *,
     replaces: bool = True,
+    widen: bool = False,
 ) -> MemoryRecord:
-    """Check a revision may go ahead (in the reference's order) and give the new record an id.
+    """Check a revision may go ahead (in the reference's order) and give the new record an id
+    (and, unless ``widen``, a reach within its sources': :func:`_within_reach`).
 
     ``replaces``: the sources are retracted in favour of the new record (supersede, merge),
     which may happen to a record only once.
@@ -168,11 +194,42 @@ def _revision_record(
         else:
             source.check_revisable()
     require_evidence(new, field)
+    if not check_flag("widen", widen):
+        new = _within_reach(new, [s.state.content for s in sources], field)
     generated = not new.id
     new = replace(new, id=new.id or new_record_id())
     _check_relation_targets(new, field, uow)
     _check_new_id(new.id, uow, generated=generated)
     return new
+
+
+def _within_reach(new: MemoryRecord, sources: list[MemoryRecord], field: str) -> MemoryRecord:
+    """A revision is never readable by a caller who could not read what it revises: it takes
+    the sources' scope when it names none (a merge: their common scope), and at least the
+    highest of their sensitivities. A scope of its own other than theirs, or a merge of
+    sources in different scopes, is refused: widening is the caller's explicit choice
+    (``widen``)."""
+    scopes = sorted({source.scope for source in sources if source.scope})
+    scope = new.scope
+    if len(scopes) > 1:
+        raise ValidationError(
+            f"{field}.scope",
+            f"the sources are in different scopes ({', '.join(scopes)}): no one scope keeps "
+            "the merged record from callers who could not read one of them; pass widen=true "
+            "to choose its scope anyway",
+        )
+    if scopes and scope != scopes[0]:
+        if scope:
+            raise ValidationError(
+                f"{field}.scope",
+                f"{scope!r} would make a revision of a record in {scopes[0]!r} readable by "
+                "callers who could not read it; give no scope (it takes the record's) or "
+                "pass widen=true",
+            )
+        scope = scopes[0]
+    highest = max((source.sensitivity for source in sources), key=lambda s: s.level)
+    sensitivity = max(new.sensitivity, highest, key=lambda s: s.level)
+    return replace(new, scope=scope, sensitivity=sensitivity)
 
 
 def _create_revision(

@@ -50,6 +50,16 @@ from membrane_es.commands.messages import (
     IngestToolOutput,
     IngestWorkingState,
 )
+from membrane_es.commands.resolution import (
+    REINFORCED,
+    answer,
+    corroborate,
+    decide,
+    resolving,
+    settle,
+    with_supersedes,
+    write_source,
+)
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
@@ -186,7 +196,15 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> MemoryRecord:
         sensitivity=sensitivity,
     )
     record = msgspec.structs.replace(record, relations=relations)
+    decision = decide(uow, record) if resolving(uow, cmd.resolve) else None
+    if decision is not None and decision.outcome == REINFORCED:
+        matched = corroborate(uow, decision, write_source(record, source, at), source)
+        uow.save(matched)
+        return answer(uow, matched, decision)
+    if decision is not None:
+        record = with_supersedes(record, decision, at)
     created = create_ingested(record, OBSERVATION, source, uow)
+    touched.extend(settle(uow, decision, created, source) if decision is not None else [])
     inverses = {
         GraphPredicate.SUBJECT_ENTITY.value: GraphPredicate.FACT_SUBJECT_OF,
         GraphPredicate.OBJECT_ENTITY.value: GraphPredicate.FACT_OBJECT_OF,
@@ -201,7 +219,7 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> MemoryRecord:
             at=stamp,
         )
     uow.save(created, *touched)
-    return copy_record(created.view(uow.now()))
+    return answer(uow, created, decision)
 
 
 def ingest_outcome(cmd: IngestOutcome, uow: UnitOfWork) -> MemoryRecord:

@@ -40,3 +40,23 @@ class Resolver(Protocol):
         interpretation: Interpretation,
         candidates: Sequence[MemoryRecord],
     ) -> InterpretationLike: ...
+
+
+# What a reconciler answers: {"action": "supersede" | "keep" | "reinforce", "records": [ids],
+# "rationale": "..."}, or None for "no opinion" (the predicate vocabulary decides).
+ReconcileLike = Mapping[str, Any] | None
+
+
+class Reconciler(Protocol):
+    """An interpreter that can also decide what a new fact means for the facts already held
+    about its subject and predicate (resolution on write asks it only when the store's
+    predicate vocabulary does not know the predicate): ``supersede`` the records it names
+    (default: all of ``existing``), ``keep`` them alongside, or ``reinforce`` the one it
+    names (the new fact says the same thing in other words; nothing new is stored).
+
+    ``existing`` are the active facts of the same type, scope and sensitivity, same subject
+    and predicate, other object, oldest first."""
+
+    def reconcile(
+        self, record: MemoryRecord, existing: Sequence[MemoryRecord]
+    ) -> ReconcileLike: ...

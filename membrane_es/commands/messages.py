@@ -40,6 +40,12 @@ class CreateRecord(Command, frozen=True, kw_only=True):
     # False: no vector at all, whatever the engine's embedder (the record is found by its
     # words, scope and salience, never by similarity).
     embed: bool = True
+    # Resolution on write (commands.resolution): None: the store's choice.
+    resolve: bool | None = None
+
+
+# A revision's new record is never readable more widely than what it revises (it takes
+# their scope when it names none, and at least their sensitivity) unless ``widen`` says so.
 
 
 class Supersede(Command, frozen=True, kw_only=True):
@@ -47,16 +53,19 @@ class Supersede(Command, frozen=True, kw_only=True):
     new_record: RecordInput
     # The new record's own vector, if the caller has one (as for CreateRecord).
     embedding: VectorInput | None = None
+    widen: bool = False
 
 
 class Fork(Command, frozen=True, kw_only=True):
     source_id: str
     forked_record: RecordInput
+    widen: bool = False
 
 
 class Merge(Command, frozen=True, kw_only=True):
     record_ids: list[str]
     merged_record: RecordInput
+    widen: bool = False
 
 
 class Retract(Command, frozen=True, kw_only=True):
@@ -135,6 +144,7 @@ class CaptureMemory(Command, frozen=True, kw_only=True):
     timestamp: datetime | str | None = None
     decay: Any = None
     pinned: bool = False
+    resolve: bool | None = None  # resolution of the derived fact; None: the store's choice
     actor: str = ""
     rationale: str = ""
 
@@ -174,6 +184,7 @@ class IngestObservation(_Ingest, frozen=True, kw_only=True):
     subject: str
     predicate: str
     object: Any = None
+    resolve: bool | None = None  # resolution on write; None: the store's choice
 
 
 class IngestOutcome(Command, frozen=True, kw_only=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.interpreter import Interpreter
@@ -13,6 +13,9 @@ from membrane_es.schema.entries import Entry
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.records import Embedding, MemoryRecord, TrustContext
 from membrane_es.schema.validation import VectorInput
+
+if TYPE_CHECKING:
+    from membrane_es.commands.resolution import ResolutionSettings
 
 # How many entities a term finds unless told (the reference's ``FindEntitiesByTerm``).
 DEFAULT_ENTITY_LIMIT = 10
@@ -97,6 +100,22 @@ class UnitOfWork(Protocol):
         """Active episodic records of exactly ``scope`` whose event time (``created_at``) is
         in ``[since, until]``, oldest first (equal times in the order captured): what capture
         reads to find the turns a conversation turn was said after."""
+        ...
+
+    # --- reads resolution on write needs (:mod:`membrane_es.commands.resolution`) ----------
+
+    def entity_name(self, value: str) -> str | None:
+        """The canonical name of the entity whose id ``value`` is (None: no entity's id)."""
+        ...
+
+    def facts_keyed(self, key: str, *, topic: bool) -> list[RecordAggregate]:
+        """The active records whose sameness key (``topic``: topic key) is ``key``, oldest
+        first (event time, then capture order), records of this unit of work included."""
+        ...
+
+    @property
+    def resolution(self) -> ResolutionSettings:
+        """The store's resolution on write: on unless a call says, and its vocabulary."""
         ...
 
     # --- reads consolidation needs (spec §5.5) --------------------------------------------

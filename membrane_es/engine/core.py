@@ -20,6 +20,7 @@ from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.commands.resolution import ResolutionSettings
 from membrane_es.embedding.default import resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine.checkpoints import Checkpoints
@@ -36,6 +37,7 @@ from membrane_es.errors import (
 )
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.scheduler import PeriodicTask
+from membrane_es.schema.predicates import PredicateVocabulary
 from membrane_es.schema.records import TrustContext
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.transfer import unfinished_import
@@ -88,6 +90,12 @@ class EngineCore:
         self._selection_threshold: float = float(options.selection_threshold)
         self._default_sensitivity: str = options.default_sensitivity
         self._interpreter: Interpreter | None = options.interpreter
+        self._resolution = ResolutionSettings(
+            on=options.resolve_writes,
+            vocabulary=PredicateVocabulary.builtin().declared(
+                single=options.single_valued, many=options.many_valued
+            ),
+        )
         self._app: MemoryApplication = app
         self._clock: MonotonicClock = options.clock or MonotonicClock()
         # resolved once the views say what the store holds
@@ -345,7 +353,12 @@ class EngineCore:
 
     def _unit_of_work(self) -> EventStoreUnitOfWork:
         return EventStoreUnitOfWork(
-            self._app, self._clock, self._embedder, self._views, self._interpreter
+            self._app,
+            self._clock,
+            self._embedder,
+            self._views,
+            self._interpreter,
+            self._resolution,
         )
 
     @contextmanager

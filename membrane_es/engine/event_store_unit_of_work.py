@@ -17,6 +17,7 @@ from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.application import MemoryApplication
 from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
+from membrane_es.commands.resolution import ResolutionSettings
 from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT, EntryReads
 from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder
@@ -29,6 +30,7 @@ from membrane_es.projections.record_table import TYPE_CODE, RecordTable
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries.capture_reads import Pick, best_first, episodes, most_salient
 from membrane_es.schema.enums import MemoryType
+from membrane_es.schema.fact_keys import sameness_key, topic_key
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.schema.validation import VectorInput
@@ -46,12 +48,14 @@ class EventStoreUnitOfWork:
         embedder: Embedder | None = None,
         views: ReadModel | None = None,
         interpreter: Interpreter | None = None,
+        resolution: ResolutionSettings | None = None,
     ) -> None:
         self._app = app
         self._clock = clock
         self._embedder = embedder
         self._views = views
         self._interpreter = interpreter
+        self._resolution = resolution or ResolutionSettings()
         self._loaded: dict[str, RecordAggregate] = {}
         self._created: dict[str, RecordAggregate] = {}
         self._pending: dict[str, RecordAggregate] = {}
@@ -205,6 +209,44 @@ class EventStoreUnitOfWork:
                 if low <= micros(created) <= high:
                     ids.add(record_id)
         return self._active_oldest_first(ids)
+
+    @property
+    def resolution(self) -> ResolutionSettings:
+        return self._resolution
+
+    def entity_name(self, value: str) -> str | None:
+        """An entity's canonical name by its id: created in this unit of work, else as the
+        views hold it (the names the fact keys there were computed with)."""
+        created = self._created.get(value)
+        if created is not None:
+            payload = created.state.content.payload
+            if isinstance(payload, EntityPayload):
+                return normalise_term(payload.canonical_name)
+            return None
+        views = self._views
+        if views is None:
+            return None
+        with views.lock:
+            row = views.table.row_of.get(value)
+            return None if row is None else views.entities.canonical(row)
+
+    def facts_keyed(self, key: str, *, topic: bool) -> list[RecordAggregate]:
+        ids: set[str] = set()
+        views = self._views
+        if views is not None:
+            views.catch_up(self._app)
+            with views.lock:
+                table, facts = views.table, views.facts
+                rows = facts.rows_on_topic(key) if topic else facts.rows_same(key)
+                retracted = table.state["retracted"]
+                ids.update(table.ids[row] for row in rows if not retracted[row])
+        keyed = topic_key if topic else sameness_key
+        for record_id, aggregate in self._created.items():
+            if keyed(aggregate.state.content, self.entity_name) == key:
+                ids.add(record_id)
+        kept = [a for a in map(self.get, ids) if not a.state.retracted]
+        kept.sort(key=_event_then_capture_order)
+        return kept
 
     def records_of_type(self, memory_type: MemoryType) -> list[MemoryRecord]:
         """Active records of one type from the record table, plus those created in this unit

@@ -37,6 +37,7 @@ class Ingestion(EngineCore):
         timestamp: RequestTime = None,
         decay: DecayProfile | Mapping[str, Any] | None = None,
         pinned: bool = False,
+        resolve: bool | None = None,
     ) -> CaptureMemoryResult:
         """Remember raw content (spec §2.4; the SDK's signature).
 
@@ -51,6 +52,10 @@ class Ingestion(EngineCore):
         :param decay: the primary record's decay profile (a :class:`DecayProfile` or a dict
             of its fields); default the engine's long-lived profile for its type.
         :param pinned: create the primary record pinned (it does not decay until unpinned).
+        :param resolve: resolve the derived fact on write (None: the store's choice; see
+            :meth:`create_record`). A fact already known is not derived again: the existing
+            one is linked, reinforced, and listed in ``resolved_records``. The primary record
+            is never merged: two identical turns are two events.
         """
         result: CaptureMemoryResult = self.handle(
             messages.CaptureMemory(
@@ -67,6 +72,7 @@ class Ingestion(EngineCore):
                 timestamp=timestamp,
                 decay=decay,
                 pinned=pinned,
+                resolve=resolve,
             )
         )
         return result
@@ -130,18 +136,24 @@ class Ingestion(EngineCore):
         tags: Sequence[str] | None = None,
         scope: str = "",
         timestamp: RequestTime = None,
+        resolve: bool | None = None,
     ) -> MemoryRecord:
         """An observed fact as a semantic record (confidence 0.7, half-life a year).
 
         A subject (or string object) that names a known entity in ``scope`` (or unscoped) is
         replaced by the entity's id and joined to it by ``subject_entity``/``object_entity``
         and their inverses, in the same write.
+
+        :param resolve: resolution on write (None: the store's choice; see
+            :meth:`create_record`): a repeat returns the fact already known, reinforced; a new
+            value of a single-valued predicate supersedes the old one.
         """
         record: MemoryRecord = self.handle(
             messages.IngestObservation(
                 subject=subject,
                 predicate=predicate,
                 object=obj,
+                resolve=resolve,
                 **self._ingest_fields(sensitivity, source, tags, scope, timestamp),
             )
         )

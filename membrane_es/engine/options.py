@@ -20,7 +20,13 @@ from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
 from membrane_es.errors import ValidationError
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.schema.validation import check_chain_key, check_settings, check_unit_interval
+from membrane_es.schema.predicates import PredicateVocabulary
+from membrane_es.schema.validation import (
+    check_chain_key,
+    check_flag,
+    check_settings,
+    check_unit_interval,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +52,14 @@ class EngineOptions:
         then a MAC nobody without the key can recompute. A store's first write fixes whether
         its chain is keyed; opening it with another key, or none, is an error. Every process
         writing one log must be given the same key.
+    :param resolve_writes: resolution on write (:mod:`membrane_es.commands.resolution`): a
+        semantic, entity or competence record matching an active one reinforces it instead
+        of adding a duplicate, and a changed value of a single-valued predicate supersedes
+        the old one. On by default; a call's ``resolve=`` overrides it. The gRPC daemon turns
+        it off for Membrane's wire contract (``resolve_writes`` in its config).
+    :param single_valued: predicates this store holds one value of at a time, besides the
+        built-in ones (:mod:`membrane_es.schema.predicates`).
+    :param many_valued: predicates that hold many values at once, besides the built-in ones.
     """
 
     clock: MonotonicClock | None = None
@@ -55,11 +69,21 @@ class EngineOptions:
     default_sensitivity: str = Sensitivity.LOW.value
     env: Mapping[str, str] | None = field(default_factory=dict)  # None: none
     chain_key: bytes | None = None
+    resolve_writes: bool = True
+    single_valued: tuple[str, ...] = ()
+    many_valued: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_unit_interval("selection_threshold", self.selection_threshold)
         check_default_sensitivity(self.default_sensitivity)
         check_chain_key(self.chain_key)
+        check_flag("resolve_writes", self.resolve_writes)
+        vocabulary = PredicateVocabulary().declared(
+            single=self.single_valued, many=self.many_valued
+        )
+        listed = vocabulary.listed()
+        object.__setattr__(self, "single_valued", tuple(listed["single"]))
+        object.__setattr__(self, "many_valued", tuple(listed["many"]))
         # a read-only copy of its own: the caller's mapping may change after the value is made,
         # and one value may open many stores
         settings = MappingProxyType(check_settings("env", self.env))
@@ -83,6 +107,9 @@ class OptionChoices(TypedDict, total=False):
     default_sensitivity: str
     env: Mapping[str, str] | None
     chain_key: bytes | None
+    resolve_writes: bool
+    single_valued: tuple[str, ...]
+    many_valued: tuple[str, ...]
 
 
 def options_of(options: EngineOptions | None, choices: OptionChoices) -> EngineOptions:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from membrane_es.commands import messages
@@ -26,8 +28,17 @@ class Revisions(EngineCore):
         rationale: str = "Initial creation",
         embedding: VectorInput | None = None,
         embed: bool = True,
+        resolve: bool | None = None,
     ) -> MemoryRecord:
         """Store a record as given (the reference's direct create); returns it as stored.
+
+        A semantic, entity or competence record is resolved on write (unless ``resolve`` is
+        False, or None and the store's ``resolve_writes`` is off; never when the record
+        carries an id of its own): one matching an active record of its type, scope and
+        sensitivity reinforces that record, which is returned instead, marked
+        ``resolution.outcome == "reinforced"``; a fact changing the value of a single-valued
+        predicate supersedes the old one (``"superseded"``). See
+        :mod:`membrane_es.commands.resolution`.
 
         :param embedding: the record's own vector (else the engine's embedder makes one).
         :param embed: False stores the record without a vector, whatever the embedder: for
@@ -41,9 +52,26 @@ class Revisions(EngineCore):
                 rationale=rationale,
                 embedding=None if embedding is None else check_vector("embedding", embedding),
                 embed=embed,
+                resolve=resolve,
             )
         )
         return result
+
+    def declare_predicates(
+        self, *, single: Sequence[str] = (), many: Sequence[str] = ()
+    ) -> dict[str, list[str]]:
+        """Declare predicates single-valued (a new value supersedes the old) or many-valued
+        (values accumulate), for this engine's writes from now on; returns the whole
+        vocabulary (``{"single": [...], "many": [...]}``). A predicate declared before is
+        declared again as said. See :mod:`membrane_es.schema.predicates`."""
+        settings = self._resolution
+        vocabulary = settings.vocabulary.declared(single=single, many=many)
+        self._resolution = dataclasses.replace(settings, vocabulary=vocabulary)
+        return vocabulary.listed()
+
+    def predicates(self) -> dict[str, list[str]]:
+        """The predicate vocabulary resolution on write uses: ``{"single": …, "many": …}``."""
+        return self._resolution.vocabulary.listed()
 
     def supersede(
         self,
@@ -53,8 +81,15 @@ class Revisions(EngineCore):
         rationale: str,
         *,
         embedding: VectorInput | None = None,
+        widen: bool = False,
     ) -> MemoryRecord:
         """Replace ``old_id`` by ``new_record``; the old one is retracted, nothing deleted.
+
+        The new record never reaches callers who could not read the old one: without a scope
+        it takes the old record's, its sensitivity is at least the old one's, and another
+        scope is refused (:class:`~membrane_es.errors.ValidationError` on
+        ``new_record.scope``) unless ``widen`` is True — the explicit choice to make it
+        readable more widely, as given.
 
         :param embedding: the new record's own vector (else the engine's embedder makes one).
         """
@@ -65,17 +100,29 @@ class Revisions(EngineCore):
                 actor=actor,
                 rationale=rationale,
                 embedding=None if embedding is None else check_vector("embedding", embedding),
+                widen=widen,
             )
         )
         return result
 
     def fork(
-        self, source_id: str, forked_record: RecordInput, actor: str, rationale: str
+        self,
+        source_id: str,
+        forked_record: RecordInput,
+        actor: str,
+        rationale: str,
+        *,
+        widen: bool = False,
     ) -> MemoryRecord:
-        """Derive a conditional variant of ``source_id``; both stay active."""
+        """Derive a conditional variant of ``source_id``; both stay active. Its reach is the
+        source's unless ``widen`` (as for :meth:`supersede`)."""
         result: MemoryRecord = self.handle(
             messages.Fork(
-                source_id=source_id, forked_record=forked_record, actor=actor, rationale=rationale
+                source_id=source_id,
+                forked_record=forked_record,
+                actor=actor,
+                rationale=rationale,
+                widen=widen,
             )
         )
         return result
@@ -100,12 +147,26 @@ class Revisions(EngineCore):
         )
 
     def merge(
-        self, record_ids: list[str], merged_record: RecordInput, actor: str, rationale: str
+        self,
+        record_ids: list[str],
+        merged_record: RecordInput,
+        actor: str,
+        rationale: str,
+        *,
+        widen: bool = False,
     ) -> MemoryRecord:
-        """Combine records into one; every source is retracted, all in one atomic write."""
+        """Combine records into one; every source is retracted, all in one atomic write.
+
+        The merged record takes the sources' common scope when it names none and at least
+        their highest sensitivity; sources in different scopes, or a scope of its own, are
+        refused unless ``widen`` (as for :meth:`supersede`)."""
         result: MemoryRecord = self.handle(
             messages.Merge(
-                record_ids=record_ids, merged_record=merged_record, actor=actor, rationale=rationale
+                record_ids=record_ids,
+                merged_record=merged_record,
+                actor=actor,
+                rationale=rationale,
+                widen=widen,
             )
         )
         return result

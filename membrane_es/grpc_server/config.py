@@ -96,6 +96,12 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     api_keys_file: str = ""
     # a file holding the log's hash-chain key (kept outside the store): a keyed chain
     chain_key_file: str = ""
+    # resolution on write (repeated facts reinforce, changed single-valued facts supersede):
+    # off by default, as Membrane's own clients expect every write to add a record; a call
+    # may still ask for it (x-membrane-resolve: true)
+    resolve_writes: bool = False
+    single_valued_predicates: list[str] = msgspec.field(default_factory=list)
+    many_valued_predicates: list[str] = msgspec.field(default_factory=list)
 
     def consolidation_seconds(self) -> float:
         return parse_duration("consolidation_interval", self.consolidation_interval)

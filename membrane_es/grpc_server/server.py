@@ -131,6 +131,9 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
         selection_threshold=config.selection_confidence_threshold,
         default_sensitivity=config.default_sensitivity,
         env=config.engine_env(),
+        resolve_writes=config.resolve_writes,
+        single_valued=tuple(config.single_valued_predicates),
+        many_valued=tuple(config.many_valued_predicates),
     )
     if config.ingest_llm_enabled or config.llm_endpoint or config.embedding_endpoint:
         log.warning(

@@ -62,6 +62,10 @@ AS_OF_METADATA = "x-membrane-as-of"
 POSITION_METADATA = "x-membrane-position"
 MIN_POSITION_METADATA = "x-membrane-min-position"
 EXPLAIN_METADATA = "x-membrane-explain"
+# Resolution on write for this call (true or false; absent: the daemon's resolve_writes).
+RESOLVE_METADATA = "x-membrane-resolve"
+# A revision may be readable more widely than what it revises (true; absent: never).
+WIDEN_METADATA = "x-membrane-widen"
 EXPLANATION_METADATA = "x-membrane-explanation"
 SEARCHED_TOWARD_METADATA = "x-membrane-searched-toward"
 POSITION_WAIT_SECONDS = DEFAULT_POSITION_WAIT_SECONDS
@@ -164,6 +168,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             tags=list(request.tags),
             scope=request.scope,
             timestamp=timestamp,
+            resolve=_flag(context, RESOLVE_METADATA),
         )
         return convert.capture_to_wire(result)
 
@@ -235,7 +240,13 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             request.new_record, request.HasField("new_record"), "new_record"
         )
         engine = self.revisable([request.old_id], record)
-        created = engine.supersede(request.old_id, record, request.actor, request.rationale)
+        created = engine.supersede(
+            request.old_id,
+            record,
+            request.actor,
+            request.rationale,
+            widen=bool(_flag(context, WIDEN_METADATA)),
+        )
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
     @rpc
@@ -246,7 +257,13 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             request.forked_record, request.HasField("forked_record"), "forked_record"
         )
         engine = self.revisable([request.source_id], record)
-        created = engine.fork(request.source_id, record, request.actor, request.rationale)
+        created = engine.fork(
+            request.source_id,
+            record,
+            request.actor,
+            request.rationale,
+            widen=bool(_flag(context, WIDEN_METADATA)),
+        )
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
     @rpc
@@ -258,7 +275,13 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             request.merged_record, request.HasField("merged_record"), "merged_record"
         )
         ids = list(request.ids)
-        created = self.revisable(ids, record).merge(ids, record, request.actor, request.rationale)
+        created = self.revisable(ids, record).merge(
+            ids,
+            record,
+            request.actor,
+            request.rationale,
+            widen=bool(_flag(context, WIDEN_METADATA)),
+        )
         return pb.MemoryRecordResponse(record=convert.record_to_wire(created))
 
     @rpc
@@ -333,14 +356,17 @@ def _check_ceiling(caller: Caller, sensitivity: str, scope: str) -> None:
 
 def _explain(context: grpc.ServicerContext) -> bool:
     """Whether the call asks for explanations (``x-membrane-explain``: true or false)."""
-    value = first_value(context.invocation_metadata(), EXPLAIN_METADATA)
+    return bool(_flag(context, EXPLAIN_METADATA))
+
+
+def _flag(context: grpc.ServicerContext, key: str) -> bool | None:
+    """A true-or-false metadata value of the call (None: absent)."""
+    value = first_value(context.invocation_metadata(), key)
     if value is None:
-        return False
+        return None
     answer = {"true": True, "1": True, "false": False, "0": False}.get(value.strip().lower())
     if answer is None:
-        raise WireError(
-            grpc.StatusCode.INVALID_ARGUMENT, f"invalid {EXPLAIN_METADATA}: true or false"
-        )
+        raise WireError(grpc.StatusCode.INVALID_ARGUMENT, f"invalid {key}: true or false")
     return answer
 
 

@@ -283,6 +283,7 @@ class MembraneVectorStore(VectorStore):
                         actor=ACTOR,
                         rationale="document added",
                         embedding=vector,
+                        resolve=False,  # a document is its own record, whatever it says
                     )
                     old = held.get(doc_id)
                     if old is not None:

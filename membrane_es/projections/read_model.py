@@ -29,6 +29,7 @@ from membrane_es.projections.coded_blocks import CodedBlock
 from membrane_es.projections.embeddings import EmbeddingIndex
 from membrane_es.projections.entities import EntityIndex
 from membrane_es.projections.entries import EntryIndex
+from membrane_es.projections.fact_keys import FactKeyIndex
 from membrane_es.projections.log_pages import LogReader, NotificationSource
 from membrane_es.projections.metrics import MetricsView
 from membrane_es.projections.passages import PassageIndex
@@ -40,10 +41,10 @@ from membrane_es.projections.view_writes import TextSink, ViewWrites
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
-CHECKPOINT_VERSION = 7  # 2: validity columns, entity names, text lengths; 3: metrics;
+CHECKPOINT_VERSION = 8  # 2: validity columns, entity names, text lengths; 3: metrics;
 # 4: the text index's tokenizer removes every diacritic, as queries do; 5: no vectors;
 # 6: long texts' passages, who said each turn; 7: the relation graph in a file of its own,
-# the text index's document lengths as one blob
+# the text index's document lengths as one blob; 8: the fact keys
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.
@@ -66,6 +67,7 @@ class ReadModel:
         self.graph = RelationGraph()
         self.text = TextIndex()
         self.entities = EntityIndex()
+        self.facts = FactKeyIndex()  # what semantic, entity and competence records say
         self.metrics = MetricsView()
         # The entries view (:mod:`membrane_es.projections.entries`): built when entries are
         # first read, following the log on its own; checkpointed with the others once built.
@@ -197,6 +199,7 @@ class ReadModel:
         for row in rows:
             self.embeddings.erase(row)
             self.entities.remove(row)
+            self.facts.remove(row)
         self.passages.erase(rows)
         self.speakers.remove(rows)
         self._text_purges.extend(rows)
@@ -260,6 +263,7 @@ class ReadModel:
                     [row, canonical, list(aliases)]
                     for row, (canonical, aliases) in self.entities.names.items()
                 ],
+                "facts": self.facts.saved(),
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
@@ -390,6 +394,7 @@ class ReadModel:
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))
+        model.facts.restore(manifest["facts"])
         model.text.load(current / "text.sqlite")
         if (current / ENTRIES_FILE).exists():
             model.entries = EntryIndex.load(current / ENTRIES_FILE)

@@ -141,6 +141,7 @@ class ViewWrites:
             self.links.append((row, self._earlier_turns(earlier, row, values)))
         if isinstance(record.payload, EntityPayload):
             self.model.entities.add(row, record.payload)
+        self.model.facts.add(row, record, table, self.model.entities)
         embedding = event.embedding
         if embedding is not None:
             self.vectors.append((row, values[2], embedding.model, vector_bytes(embedding)))
@@ -179,7 +180,9 @@ class ViewWrites:
             self.model.graph.add(self.table.ids[row], relation)
         return row
 
-    def reinforced(self, event: RecordAggregate.Reinforced, at: int) -> int:
+    def reinforced(
+        self, event: RecordAggregate.Reinforced | RecordAggregate.Corroborated, at: int
+    ) -> int:
         row, state = self._state(event, at)
         state[_BASE], state[_ANCHOR], state[_LAST] = event.salience, at, at
         return row
@@ -266,6 +269,7 @@ HANDLERS: dict[type, Handler] = {
     RecordAggregate.Forgotten: ViewWrites.forgotten,
     RecordAggregate.Contested: ViewWrites.contested,
     RecordAggregate.Reinforced: ViewWrites.reinforced,
+    RecordAggregate.Corroborated: ViewWrites.reinforced,
     RecordAggregate.Penalized: ViewWrites.penalized,
     RecordAggregate.RelationAdded: ViewWrites.relation_added,
     RecordAggregate.OutcomeRecorded: ViewWrites.touched,

@@ -45,6 +45,8 @@ def record(item: MemoryRecord, score: float | None = None) -> Json:
         out["score"] = round(score, SCORE_DIGITS)
     if not words and item.payload is None:
         out["redacted"] = True
+    if item.resolution is not None:  # a write's answer: what resolution on write did
+        out["resolution"] = msgspec.to_builtins(item.resolution)
     return out
 
 
@@ -108,6 +110,13 @@ def captured(result: CaptureMemoryResult) -> Json:
     out = record(result.primary_record)
     if result.created_records:
         out["created"] = [item.id for item in result.created_records]
+    resolutions = [
+        {"id": item.id, **msgspec.to_builtins(item.resolution)}
+        for item in (*result.created_records, *result.resolved_records)
+        if item.resolution is not None and item.resolution.outcome != "created"
+    ]
+    if resolutions:  # a derived fact reinforced, or superseding, what was known
+        out["resolved"] = resolutions
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
     AuditAction,
     DecayCurve,
@@ -123,6 +124,23 @@ class Interpretation(_Part):
     extraction_confidence: float = 0.0
 
 
+class Resolution(_Part):
+    """What resolution on write did with a record a caller wrote (see
+    :mod:`membrane_es.commands.resolution`). Only on the record a write returns: never
+    stored, absent when resolution was off.
+
+    ``outcome``: ``created`` (nothing it matched or replaced), ``reinforced`` (it matched an
+    active record, which is returned, gaining the write's source, instead of a duplicate),
+    ``superseded`` (it replaced ``records``, earlier values of a single-valued predicate), or
+    ``kept_alongside`` (``records`` hold other values of its subject and predicate, kept
+    because the predicate is many-valued or not known to be single-valued).
+    """
+
+    outcome: str
+    rationale: str = ""
+    records: list[str] = msgspec.field(default_factory=list)
+
+
 class MemoryRecord(_Part, kw_only=True):
     """One typed memory: what the agent stores, revises and retrieves.
 
@@ -145,6 +163,8 @@ class MemoryRecord(_Part, kw_only=True):
     payload: Payload | None = None
     interpretation: Interpretation | None = None
     audit_log: list[AuditEntry] = msgspec.field(default_factory=lambda: [])
+    # What resolution on write did with it: on a write's answer only, never stored.
+    resolution: Resolution | None = None
 
 
 class Embedding(_Part):
@@ -173,6 +193,22 @@ class TrustContext(_Part):
     authenticated: bool = False
     actor_id: str = ""
     scopes: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Made in code, a Struct's fields are not checked: a string where the list of scopes
+        # belongs would match nothing, silently (each letter a scope).
+        scopes = self.scopes
+        if isinstance(scopes, str | bytes) or not isinstance(scopes, list | tuple):
+            raise ValidationError(
+                "trust.scopes", f"must be a list of scopes, not {type(scopes).__name__}"
+            )
+        for i, scope in enumerate(scopes):
+            if not isinstance(scope, str):
+                raise ValidationError(
+                    f"trust.scopes[{i}]", f"must be a scope (text), not {type(scope).__name__}"
+                )
+        if isinstance(scopes, tuple):
+            self.scopes = list(scopes)
 
 
 _copy_encoder = msgspec.msgpack.Encoder()

@@ -453,6 +453,8 @@ def coerce_record(value: MemoryRecord | Mapping[str, Any], field: str = "record"
         )
     validate_record(record, field)
     check_fact_stated(record, field)
+    if record.resolution is not None:  # a write's answer handed back: not part of a record
+        record = msgspec.structs.replace(record, resolution=None)
     return record
 
 

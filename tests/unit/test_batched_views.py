@@ -60,8 +60,12 @@ def every_event(memory: Membrane, rng: random.Random, ids: list[str]) -> None:
         and memory.application.load(i).memory_type.value == "semantic"
     ]
     if len(facts) >= 3:
-        ids.append(memory.fork(facts[0], semantic("variant", evidence=True), "t", "branch").id)
-        ids.append(memory.merge(facts[1:3], semantic("merged", evidence=True), "t", "same").id)
+        ids.append(
+            memory.fork(facts[0], semantic("variant", evidence=True), "t", "branch", widen=True).id
+        )
+        ids.append(
+            memory.merge(facts[1:3], semantic("merged", evidence=True), "t", "same", widen=True).id
+        )
         memory.contest(facts[0], "", "t", "doubt")
 
 

@@ -32,12 +32,21 @@ from membrane_es.commands.capture.semantic import (
     derive_semantic,
 )
 from membrane_es.commands.messages import CaptureMemory
+from membrane_es.commands.resolution import (
+    REINFORCED,
+    corroborate,
+    marked,
+    settle,
+    with_supersedes,
+)
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.schema.capture import CaptureMemoryResult
 from membrane_es.schema.enums import (
     InterpretationStatus,
+    ProvenanceKind,
 )
 from membrane_es.schema.records import (
+    ProvenanceSource,
     copy_record,
 )
 from membrane_es.schema.validation import validate_record
@@ -110,6 +119,9 @@ def write(capture: _Capture) -> CaptureMemoryResult:
     )
     created = [create_ingested(primary, capture.kind, source, uow)]
     new_ids = {primary.id}
+    decision = capture.decision
+    semantic_id = capture.semantic.id if capture.semantic is not None else ""
+    settled: list[RecordAggregate] = []
     for draft, rationale in (
         *((entity, ENTITY_RATIONALE) for entity in capture.entities),
         *(((capture.semantic, SEMANTIC_RATIONALE),) if capture.semantic is not None else ()),
@@ -120,14 +132,23 @@ def write(capture: _Capture) -> CaptureMemoryResult:
             lifecycle=replace(draft.lifecycle, last_reinforced_at=at),
             relations=capture.relations.get(draft.id, []),
         )
+        if record.id == semantic_id and decision is not None:
+            record = with_supersedes(record, decision, at)
         validate_record(record)
-        created.append(
-            RecordAggregate.create(
-                record, actor=source, rationale=rationale, at=at, embedding=uow.embed(record)
-            )
+        aggregate = RecordAggregate.create(
+            record, actor=source, rationale=rationale, at=at, embedding=uow.embed(record)
         )
+        created.append(aggregate)
+        if record.id == semantic_id and decision is not None:
+            settled.extend(settle(uow, decision, aggregate, source))
         new_ids.add(record.id)
-    touched = []
+    touched: list[RecordAggregate] = []
+    reinforced: list[RecordAggregate] = []
+    if decision is not None and decision.outcome == REINFORCED:
+        restated = ProvenanceSource(
+            kind=ProvenanceKind.EVENT, ref=primary.id, created_by=source, timestamp=happened
+        )
+        reinforced.append(corroborate(uow, decision, restated, source))
     for record_id, relations in capture.relations.items():
         if record_id in new_ids:
             continue
@@ -140,9 +161,19 @@ def write(capture: _Capture) -> CaptureMemoryResult:
                 at=uow.now(),
             )
         touched.append(aggregate)
-    uow.save(*created, *touched)
+    changed = {a.record_id: a for a in (*touched, *reinforced, *settled)}
+    uow.save(*created, *changed.values())
     now = uow.now()
-    views = [copy_record(aggregate.view(now)) for aggregate in created]
+    views = [
+        marked(
+            copy_record(aggregate.view(now)),
+            decision if aggregate.record_id == semantic_id else None,
+        )
+        for aggregate in created
+    ]
     return CaptureMemoryResult(
-        primary_record=views[0], created_records=views[1:], edges=list(capture.edges)
+        primary_record=views[0],
+        created_records=views[1:],
+        edges=list(capture.edges),
+        resolved_records=[marked(copy_record(a.view(now)), decision) for a in reinforced],
     )

@@ -22,6 +22,7 @@ from membrane_es.commands.capture.interpretation import (
     entity_type_of_kind,
 )
 from membrane_es.commands.messages import CaptureMemory
+from membrane_es.commands.resolution import Decision
 from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.decay import engine_profile
 from membrane_es.errors import NotFoundError
@@ -65,6 +66,8 @@ class _Capture:
     uow: UnitOfWork
     entities: list[MemoryRecord] = field(default_factory=list)  # created here
     semantic: MemoryRecord | None = None
+    # What resolution on write decided for the derived fact (None: not resolved)
+    decision: Decision | None = None
     # outgoing relations of the records this capture creates, and of existing ones it touches
     relations: dict[str, list[Relation]] = field(default_factory=dict)
     edges: list[GraphEdge] = field(default_factory=list)

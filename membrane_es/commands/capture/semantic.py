@@ -16,6 +16,7 @@ from membrane_es.commands.capture.common import (
 from membrane_es.commands.capture.resolution import (
     _Capture,
 )
+from membrane_es.commands.resolution import REINFORCED, decide, resolving
 from membrane_es.embedding.record_text import object_text
 from membrane_es.schema.enums import (
     GraphPredicate,
@@ -24,6 +25,7 @@ from membrane_es.schema.enums import (
     SourceKind,
 )
 from membrane_es.schema.payloads import (
+    EntityPayload,
     ProvenanceRef,
     SemanticPayload,
     Validity,
@@ -100,6 +102,21 @@ def derive_semantic(capture: _Capture) -> None:
             extraction_confidence=_clamp01(extraction),
         ),
     )
+    if resolving(capture.uow, request.resolve):
+        names = {
+            entity.id: entity.payload.canonical_name
+            for entity in capture.entities
+            if isinstance(entity.payload, EntityPayload)
+        }
+        capture.decision = decision = decide(capture.uow, capture.semantic, names)
+        if decision.match is not None and decision.outcome == REINFORCED:
+            # Already known: the capture is linked to the fact it restates, which it
+            # corroborates when written; nothing new is derived.
+            capture.semantic = None
+            capture.link(
+                capture.primary.id, GraphPredicate.DERIVED_SEMANTIC, decision.match.record_id, 1.0
+            )
+            return
     capture.link(capture.primary.id, GraphPredicate.DERIVED_SEMANTIC, semantic.id, 1.0)
     for value, predicate_name in (
         (subject, GraphPredicate.SUBJECT_ENTITY),

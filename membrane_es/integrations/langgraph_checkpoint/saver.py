@@ -681,7 +681,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
     def _create(self, record: dict[str, Any]) -> None:
         # No vector: a checkpoint is read by id, never by similarity, and a model call per
         # step would cost more than the rest of the write.
-        self.memory.create_record(record, actor=self.actor, rationale="LangGraph", embed=False)
+        self.memory.create_record(
+            record, actor=self.actor, rationale="LangGraph", embed=False, resolve=False
+        )
 
     def _dumps(self, value: Any) -> Serialized:
         kind, raw = self.serde.dumps_typed(value)

@@ -492,7 +492,12 @@ class MembraneStore(BaseStore):
                 vector = vectors.get(key)
                 if current is None:
                     new = memory.create_record(
-                        record, actor=self._actor, rationale="put", embedding=vector
+                        # an item is its own record under its key, whatever it says
+                        record,
+                        actor=self._actor,
+                        rationale="put",
+                        embedding=vector,
+                        resolve=False,
                     )
                     events += 1
                 else:
