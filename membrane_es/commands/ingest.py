@@ -64,6 +64,7 @@ from membrane_es.commands.unit_of_work import UnitOfWork
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import (
     GraphPredicate,
+    InterpretationStatus,
     MemoryType,
     OutcomeStatus,
     TaskState,
@@ -76,7 +77,9 @@ from membrane_es.schema.payloads import (
     Validity,
 )
 from membrane_es.schema.records import (
+    Interpretation,
     MemoryRecord,
+    Mention,
     Relation,
     copy_record,
 )
@@ -166,11 +169,16 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> MemoryRecord:
     at = uow.now()  # after loading: every event here is later than what it builds on
     touched: list[RecordAggregate] = []
     relations: list[Relation] = []
+    # The words the caller used for each entity it named: the fact is searched by them, not
+    # by the entity's id (as capture keeps them).
+    mentions: list[Mention] = []
     if subject_entity is not None:
+        mentions.append(_mention(subject, subject_entity))
         subject = subject_entity.record_id
         touched.append(subject_entity)
         relations.append(_relation(GraphPredicate.SUBJECT_ENTITY, subject, at))
     if object_entity is not None:
+        mentions.append(_mention(obj, object_entity))
         obj = object_entity.record_id
         if object_entity is not subject_entity:
             touched.append(object_entity)
@@ -195,7 +203,17 @@ def ingest_observation(cmd: IngestObservation, uow: UnitOfWork) -> MemoryRecord:
         scope=scope,
         sensitivity=sensitivity,
     )
-    record = msgspec.structs.replace(record, relations=relations)
+    record = msgspec.structs.replace(
+        record,
+        relations=relations,
+        interpretation=Interpretation(
+            status=InterpretationStatus.RESOLVED.value,
+            proposed_type=MemoryType.SEMANTIC.value,
+            mentions=mentions,
+        )
+        if mentions
+        else None,
+    )
     decision = decide(uow, record) if resolving(uow, cmd.resolve) else None
     if decision is not None and decision.outcome == REINFORCED:
         matched = corroborate(uow, decision, write_source(record, source, at), source)
@@ -307,6 +325,14 @@ def _entity_named(term: Any, scope: str, uow: UnitOfWork) -> RecordAggregate | N
     if not found or not isinstance(found[0].payload, EntityPayload):
         return None
     return uow.get(found[0].id)
+
+
+def _mention(words: str, entity: RecordAggregate) -> Mention:
+    payload = entity.state.content.payload
+    kind = payload.primary_type if isinstance(payload, EntityPayload) else ""
+    return Mention(
+        surface=words, entity_kind=kind, canonical_entity_id=entity.record_id, confidence=1.0
+    )
 
 
 def _relation(predicate: GraphPredicate, target_id: str, at: datetime) -> Relation:
