@@ -49,6 +49,7 @@ from membrane_es.commands.messages import (
     Unpin,
 )
 from membrane_es.commands.resolution import (
+    OUTDATED,
     REINFORCED,
     answer,
     corroborate,
@@ -116,7 +117,9 @@ def create_record(cmd: CreateRecord, uow: UnitOfWork) -> MemoryRecord:
     )
     touched = settle(uow, decision, aggregate, cmd.actor) if decision is not None else []
     uow.save(aggregate, *touched)
-    return answer(uow, aggregate, decision)
+    # as of its creation, unless resolution changed it since (stored already superseded)
+    changed = decision is not None and decision.outcome == OUTDATED
+    return answer(uow, aggregate, decision, None if changed else at)
 
 
 def supersede(cmd: Supersede, uow: UnitOfWork) -> MemoryRecord:

@@ -224,8 +224,14 @@ def marked(record: MemoryRecord, decision: Decision | None) -> MemoryRecord:
     return msgspec.structs.replace(record, resolution=decision.resolution())
 
 
-def answer(uow: UnitOfWork, aggregate: RecordAggregate, decision: Decision | None) -> MemoryRecord:
-    return marked(copy_record(aggregate.view(uow.now())), decision)
+def answer(
+    uow: UnitOfWork,
+    aggregate: RecordAggregate,
+    decision: Decision | None,
+    at: datetime | None = None,
+) -> MemoryRecord:
+    """The record a write returns, as of ``at`` (default: the next event time), marked."""
+    return marked(copy_record(aggregate.view(at or uow.now())), decision)
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from membrane_es.schema.records import (
     ReferenceCandidate,
     Relation,
     RelationCandidate,
+    Resolution,
     TrustContext,
 )
 from membrane_es.schema.results import (
@@ -126,6 +127,7 @@ __all__ = [
     "ReferenceCandidate",
     "Relation",
     "RelationCandidate",
+    "Resolution",
     "ExplainedRetrieveGraphResult",
     "ExplainedRetrieveResult",
     "Explanation",

@@ -251,10 +251,13 @@ def richer_history(memory: Membrane, rng: random.Random, ids: list[str]) -> None
     ]
     if len(live) >= 2:
         ids.append(
-            memory.fork(rng.choice(live), semantic("variant", evidence=True), "t", "branch").id
+            memory.fork(
+                rng.choice(live), semantic("variant", evidence=True), "t", "branch", widen=True
+            ).id
         )
         a, b = rng.sample(live, 2)
-        ids.append(memory.merge([a, b], semantic("merged", evidence=True), "t", "same").id)
+        merged = memory.merge([a, b], semantic("merged", evidence=True), "t", "same", widen=True)
+        ids.append(merged.id)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -96,8 +96,10 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             contesting_ref=variant["id"],
             rationale="disagrees",
         )
-        a = await call(client, "create_record", record=fact("a"))
-        b = await call(client, "create_record", record=fact("b"))
+        # two values of one single-valued fact, stored as given (resolution would supersede)
+        a = await call(client, "create_record", record=fact("a"), resolve=False)
+        b = await call(client, "create_record", record=fact("b"), resolve=False)
+        assert "resolution" not in b
         merged = await call(
             client, "merge", record_ids=[a["id"], b["id"]], merged_record=fact("ab"), rationale="="
         )
