@@ -39,6 +39,9 @@ def record_to_wire(record: MemoryRecord) -> pb.MemoryRecord:
     walks every field in Python.
     """
     data = _record_dict(record)
+    # What resolution on write did is not part of Membrane's message (the record's
+    # relations and revision state say what changed).
+    data.pop("resolution", None)
     payload = data.get("payload")
     if payload is not None:
         for variant, body in payload.items():
