@@ -191,7 +191,8 @@ def evaluate(data: Dataset, embedder: Embedder, *, verbose: bool = False) -> dic
     vectors = embedder.embed(texts)
     query_vectors = embedder.embed([q.text for q in data.queries])
     keys_by_id: dict[str, str] = {}
-    with Membrane.in_memory(embedder=embedder) as memory:
+    # Membrane's program stores every line of the dataset, however alike: no resolution.
+    with Membrane.in_memory(embedder=embedder, resolve_writes=False) as memory:
         with memory.batch():
             for item, vector in zip(data.records, vectors, strict=True):
                 if item["memory_type"] == "semantic":

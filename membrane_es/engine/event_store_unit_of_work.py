@@ -58,6 +58,10 @@ class EventStoreUnitOfWork:
         self._resolution = resolution or ResolutionSettings()
         self._loaded: dict[str, RecordAggregate] = {}
         self._created: dict[str, RecordAggregate] = {}
+        # The fact keys of the records created here (a batch's), by key: what
+        # :meth:`facts_keyed` adds to the views' (kept as they are made, so a batch of n
+        # writes does not compute n² keys)
+        self._created_keys: dict[tuple[bool, str], list[str]] = {}
         self._pending: dict[str, RecordAggregate] = {}
         self.deferred = False
         self.recordings: list[Recording[UUID]] = []  # what the commits wrote, in log order
@@ -86,8 +90,13 @@ class EventStoreUnitOfWork:
 
     def save(self, *aggregates: RecordAggregate) -> None:
         for aggregate in aggregates:
-            if aggregate.version == 1 and aggregate.pending_events:
-                self._created.setdefault(aggregate.record_id, aggregate)
+            if (
+                aggregate.version == 1
+                and aggregate.pending_events
+                and aggregate.record_id not in self._created
+            ):
+                self._created[aggregate.record_id] = aggregate
+                self._note_keys(aggregate)
             self._pending[aggregate.record_id] = aggregate
         if not self.deferred:
             self.commit()
@@ -240,13 +249,20 @@ class EventStoreUnitOfWork:
                 rows = facts.rows_on_topic(key) if topic else facts.rows_same(key)
                 retracted = table.state["retracted"]
                 ids.update(table.ids[row] for row in rows if not retracted[row])
-        keyed = topic_key if topic else sameness_key
-        for record_id, aggregate in self._created.items():
-            if keyed(aggregate.state.content, self.entity_name) == key:
-                ids.add(record_id)
+        ids.update(self._created_keys.get((topic, key), ()))
         kept = [a for a in map(self.get, ids) if not a.state.retracted]
         kept.sort(key=_event_then_capture_order)
         return kept
+
+    def _note_keys(self, aggregate: RecordAggregate) -> None:
+        content = aggregate.state.content
+        same = sameness_key(content, self.entity_name)
+        if same is None:
+            return
+        self._created_keys.setdefault((False, same), []).append(content.id)
+        topic = topic_key(content, self.entity_name)
+        if topic is not None:
+            self._created_keys.setdefault((True, topic), []).append(content.id)
 
     def records_of_type(self, memory_type: MemoryType) -> list[MemoryRecord]:
         """Active records of one type from the record table, plus those created in this unit

@@ -247,3 +247,13 @@ def test_fact_keys_survive_a_checkpoint(tmp_path: Path) -> None:
         assert faro.resolution is not None and faro.resolution.records == [lisbon.id]
     finally:
         reopened.close()
+
+
+def test_writes_in_one_batch_are_resolved_against_each_other(store: Membrane) -> None:
+    with store.batch():
+        a = store.ingest_observation("Dana", "city", "Lisbon")
+        b = store.ingest_observation("Dana", "city", "lisbon")
+        c = store.ingest_observation("Dana", "city", "Faro")
+    assert b.id == a.id
+    assert c.resolution is not None and c.resolution.records == [a.id]
+    assert [r.id for r in active(store, "city")] == [c.id]
