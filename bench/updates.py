@@ -2,7 +2,7 @@
 as they stood at past moments, against the engine without resolution on write and against a
 plain vector + BM25 store of every statement, side by side in one run.
 
-Run: ``python -m bench.updates [--people 200] [--projects 100] [--seed 7]``.
+Run: ``python -m bench.updates [--people 150] [--projects 100] [--seed 7]``.
 
 The workload (seeded): people with a ``city``, an ``employer`` and a ``diet``, projects with a
 ``deploy_target``, a ``budget`` and a ``status``; each fact takes 1–6 values over about a
@@ -235,6 +235,7 @@ class PlainStore:
     vectors: np.ndarray
     bm25: Bm25
     embedder: HashingEmbedder
+    _newest: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, statements: list[Statement], embedder: HashingEmbedder) -> PlainStore:
@@ -245,16 +246,26 @@ class PlainStore:
         vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
         return cls(statements, texts, vectors, Bm25(texts), embedder)
 
-    def rankings(self, asked: str, before: datetime | None) -> dict[str, list[int]]:
+    def rankings(self, asked: str) -> dict[str, list[int]]:
+        """Every method's ranking of every statement, best first."""
         query = np.asarray(self.embedder.embed([asked])[0], dtype=np.float32)
         ranked = rankings(self.bm25, asked, self.vectors, query, len(self.texts))
         by_words = top(self.bm25.scores(asked, content_only=True), len(self.texts))
-        newest = sorted(range(len(self.texts)), key=lambda i: -self.statements[i].at.timestamp())
-        ranked[RECENCY] = rrf(len(self.texts), by_words, ranked["cosine"], newest)
-        if before is None:
-            return ranked
+        ranked[RECENCY] = rrf(len(self.texts), by_words, ranked["cosine"], self.newest)
+        return ranked
+
+    @property
+    def newest(self) -> list[int]:
+        if not self._newest:
+            self._newest = sorted(
+                range(len(self.texts)), key=lambda i: -self.statements[i].at.timestamp()
+            )
+        return self._newest
+
+    def said_by(self, ranked: dict[str, list[int]], moment: datetime) -> dict[str, list[int]]:
+        """The rankings of the statements made by ``moment`` (a plain store's as-of)."""
         return {
-            name: [i for i in order if self.statements[i].at <= before]
+            name: [i for i in order if self.statements[i].at <= moment]
             for name, order in ranked.items()
         }
 
@@ -352,13 +363,13 @@ def measure_plain(store: PlainStore, facts: list[Fact], rng: random.Random) -> A
     for fact in facts:
         asked = question(fact)
         current = fact.values[-1][0]
-        ranked = store.rankings(asked, None)
+        ranked = store.rankings(asked)
         moment, then_value = None, ""
         if len(fact.values) > 1:
             index = rng.randrange(len(fact.values) - 1)
             then_value, said = fact.values[index]
             moment = said + (fact.values[index + 1][1] - said) / 2
-        ranked_then = store.rankings(asked, moment) if moment is not None else {}
+        ranked_then = store.said_by(ranked, moment) if moment is not None else {}
         for method in methods:
             order = ranked.get(method, [])
             tally = now[method]
@@ -403,7 +414,7 @@ def _pack(order: list[int], lengths: list[int], budget: int) -> list[int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--people", type=int, default=200)
+    parser.add_argument("--people", type=int, default=150)
     parser.add_argument("--projects", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--floor", type=float, default=DEFAULT_FLOOR)
