@@ -69,7 +69,7 @@ def verify(
             }
         )
     else:
-        print(report)
+        render.say(report)
     if not report.ok:
         raise typer.Exit(TAMPERED)
 
@@ -85,7 +85,7 @@ def rebuild(store: Store) -> None:
     with existing_store(store) as memory, _bar("rebuilding") as advance:
         memory.rebuild_views(advance)
         memory.checkpoint()
-    render.errors.print("rebuilt the read views")
+    render.say("rebuilt the read views", err=True)
 
 
 @command("export", "membrane-es export ./memory memory.jsonl")
@@ -111,7 +111,7 @@ def export(
             count = _write_beside(target, memory)
         except OSError as error:  # the partial file's name means nothing to the user
             raise ExportError(f"cannot write {file}: {error.strerror or error}") from None
-    render.errors.print(f"exported {count} events to {target}")
+    render.say(f"exported {count} events to {target}", err=True)
 
 
 class ExportError(MembraneError):
@@ -176,7 +176,7 @@ def import_(
     if json:
         render.print_json({"events": count, "verify": str(report)})
     else:
-        render.errors.print(f"imported {count} events into {store}; verify: {report}")
+        render.say(f"imported {count} events into {store}; verify: {report}", err=True)
 
 
 @contextmanager

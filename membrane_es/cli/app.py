@@ -15,6 +15,7 @@ import typer
 from typer.core import TyperCommand
 
 from membrane_es import __version__
+from membrane_es.cli.literal import literal
 from membrane_es.errors import MembraneError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -154,7 +155,8 @@ def _listed_order(info: typer.models.CommandInfo) -> int:
 
 
 def _fail(message: str, status: int) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    # one line, control characters written as escapes (a message may quote what was given)
+    print(f"error: {literal(' '.join(message.split()))}", file=sys.stderr)
     return status
 
 

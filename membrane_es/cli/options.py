@@ -114,19 +114,31 @@ def trust_context(level: Sensitivity, scopes: list[str] | None) -> TrustContext:
     return TrustContext(max_sensitivity=level, authenticated=True, scopes=list(scopes or []))
 
 
-def parse_json(text: str, field: str) -> Any:
-    """A JSON value given inline, as ``@file``, or as ``-`` (standard input)."""
+def read_given(text: str, field: str) -> str:
+    """What an argument gives: itself, the contents of a file (``@file``), or standard
+    input (``-``). Text that starts with @ is always a file's name; such text itself comes
+    in on standard input."""
     if text == "-":
-        text = sys.stdin.read()
-    elif text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text()
-        except OSError as error:
-            raise ValidationError(field, f"cannot read {text[1:]}: {error.strerror}") from None
+        return sys.stdin.read()
+    if not text.startswith("@"):
+        return text
     try:
-        return msgspec.json.decode(text)
+        return Path(text[1:]).read_text()
+    except OSError as error:
+        raise ValidationError(
+            field,
+            f"cannot read {text[1:]}: {error.strerror or error} (@ names a file; to give text "
+            "that starts with @, pass - and write it on standard input)",
+        ) from None
+
+
+def parse_json(text: str, field: str, hint: str = "") -> Any:
+    """A JSON value given inline, as ``@file``, or as ``-`` (standard input); ``hint``
+    follows the error when it is not JSON."""
+    try:
+        return msgspec.json.decode(read_given(text, field))
     except msgspec.DecodeError as error:
-        raise ValidationError(field, f"not JSON: {error}") from None
+        raise ValidationError(field, f"not JSON: {error}{hint and '; ' + hint}") from None
 
 
 def open_store(

@@ -16,6 +16,7 @@ import typer
 from membrane_es.cli import render
 from membrane_es.cli.app import command
 from membrane_es.cli.embedder import EmbedderName
+from membrane_es.cli.literal import literal
 from membrane_es.cli.options import (
     OWNER_TRUST,
     AsOf,
@@ -183,10 +184,10 @@ def _retrieve(
     if isinstance(result, ExplainedRetrieveResult):
         render.explanations_table(result.explanations)
         if result.searched_toward:
-            render.console.print(f"searched again toward {', '.join(result.searched_toward)}")
+            render.say(f"searched again toward {', '.join(result.searched_toward)}")
     if result.selection is not None and result.selection.selected:
         best = result.selection.selected[0]
-        render.console.print(
+        render.say(
             f"selected {best.id} (confidence {result.selection.confidence:.2f}"
             f"{', needs more' if result.selection.needs_more else ''})"
         )
@@ -288,12 +289,13 @@ def context(
     if json:
         render.print_json(result if detail else compact.context(result))
         return
-    print(result.text)  # as it is: a model reads it (no table, no markup)
-    render.errors.print(
-        f"{len(result.ids)} memories, {result.tokens} of {result.budget_tokens} tokens "
-        f"({result.counted_with})",
-        markup=False,
-        highlight=False,
+    # As it is (a model reads it; no table, no markup), but for control characters,
+    # written as escapes so a terminal shows them rather than acts on them.
+    print(literal(result.text))
+    render.say(
+        f"{render.counted(len(result.ids), 'memory', 'memories')}, {result.tokens} of "
+        f"{result.budget_tokens} tokens, counted: {result.counted_with}",
+        err=True,
     )
 
 
@@ -321,7 +323,7 @@ def _get(
         return
     render.record_panel(record)
     for erasure in erasures:
-        render.console.print(
+        render.say(
             f"{erasure.rationale or 'forgotten'} (at {erasure.timestamp.isoformat()}, by "
             f"{erasure.actor}): its content is erased"
         )

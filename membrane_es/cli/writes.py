@@ -24,6 +24,7 @@ from membrane_es.cli.options import (
     choices,
     existing_store,
     parse_json,
+    read_given,
     salience_amount,
     store_for_writing,
 )
@@ -55,7 +56,7 @@ def _written(record: MemoryRecord, verb: str, json: bool) -> None:
     if json:
         render.print_json(record)
     else:
-        render.console.print(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+        render.say(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
 
 
 @command(
@@ -69,7 +70,8 @@ def capture(
         str,
         typer.Argument(
             metavar="CONTENT",
-            help="what to remember: JSON, @file, or - (with --text: plain text)",
+            help="what to remember: JSON, @file, or - for standard input (with --text: plain "
+            "text, from @file or - alike)",
         ),
     ],
     text: Annotated[bool, typer.Option("--text", help="take CONTENT as plain text")] = False,
@@ -126,7 +128,12 @@ def capture(
     embedder: EmbedderName = "default",
 ) -> None:
     """Remember raw content: a primary record, the entities it names, a derived fact, edges."""
-    value = content if text else parse_json(content, "content")
+    value = (
+        # a file's or a pipe's last line ends in a newline that is not part of the text
+        read_given(content, "content").rstrip("\r\n")
+        if text
+        else parse_json(content, "content", "to capture plain text, add --text")
+    )
     with store_for_writing(store, embedder) as memory:
         result = memory.capture_memory(
             value,
@@ -150,7 +157,7 @@ def capture(
     named = render.entity_names([result.primary_record, *result.created_records])
     for edge in result.edges:
         source, target = (named.get(i, i) for i in (edge.source_id, edge.target_id))
-        render.console.print(f"  edge {source} {edge.predicate} {target}")
+        render.say(f"  edge {source} {edge.predicate} {target}")
 
 
 @command(
@@ -255,7 +262,7 @@ def retract(
     """Withdraw a record: salience 0, left out of reads, kept in history."""
     with existing_store(store) as memory:
         memory.retract(record_id, actor, rationale)
-    render.console.print(f"retracted {record_id}")
+    render.say(f"retracted {record_id}")
 
 
 @command("contest", "membrane-es contest ./memory RECORD_ID --by OTHER_ID --why 'it disagrees'")
@@ -274,7 +281,7 @@ def contest(
     """Flag conflicting evidence against a record."""
     with existing_store(store) as memory:
         memory.contest(record_id, contesting_ref, actor, rationale)
-    render.console.print(f"contested {record_id}")
+    render.say(f"contested {record_id}")
 
 
 @command("reinforce", "membrane-es reinforce ./memory RECORD_ID --why 'answered correctly'")
@@ -284,7 +291,7 @@ def reinforce(
     """The record helped: its salience rises and its decay clock restarts."""
     with existing_store(store) as memory:
         memory.reinforce(record_id, actor, rationale)
-    render.console.print(f"reinforced {record_id}")
+    render.say(f"reinforced {record_id}")
 
 
 @command("penalize", "membrane-es penalize ./memory RECORD_ID 0.2 --why 'missing the region'")
@@ -303,7 +310,7 @@ def penalize(
     """The record misled: its salience drops by AMOUNT (never below its floor)."""
     with existing_store(store) as memory:
         memory.penalize(record_id, amount, actor, rationale)
-    render.console.print(f"penalized {record_id}")
+    render.say(f"penalized {record_id}")
 
 
 @command("forget", "membrane-es forget ./memory RECORD_ID --why 'asked to be forgotten'")
@@ -325,7 +332,7 @@ def forget(
         render.print_json(forgotten)
     else:
         for erased in forgotten:
-            render.console.print(f"forgot {erased}")
+            render.say(f"forgot {erased}")
 
 
 @command("consolidate", "membrane-es consolidate ./memory --json")
