@@ -13,7 +13,7 @@ import msgspec
 import typer
 
 from membrane_es.cli import render
-from membrane_es.cli.app import UsageProblem, command
+from membrane_es.cli.app import UsageProblem, command, on_interrupt
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
     Actor,
@@ -339,7 +339,12 @@ def forget(
 def consolidate(store: Store, json: Json = False, embedder: EmbedderName = "default") -> None:
     """Compress old episodes and extract facts, skills and plans (idempotent)."""
     with existing_store(store, embedder) as memory:
-        result = memory.consolidate()
+        # each derived record is one atomic write, and a run does only what none did before
+        with on_interrupt(
+            "consolidation stopped part way: what it wrote is kept, each record whole; run "
+            "consolidate again to finish (it does only what is left)"
+        ):
+            result = memory.consolidate()
     if json:
         render.print_json(result)
     else:
