@@ -8,6 +8,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,11 +17,13 @@ import msgspec
 import typer
 
 from membrane_es.cli.embedder import announce_loading, embedder_for
+from membrane_es.cli.render import say
 from membrane_es.embedding.default import EmbedderChoice
 from membrane_es.engine import Membrane, StoreAddress
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.schema.rfc3339 import parse_moment
 from membrane_es.store_places import announced_if_new
 
 
@@ -108,6 +111,21 @@ Rationale = Annotated[
 
 # The CLI is run by the store's owner on its own files: full trust unless asked otherwise.
 OWNER_TRUST = Sensitivity.HYPER
+
+
+def as_of_moment(text: str | None) -> datetime | None:
+    """The ``--as-of`` moment. A later one than now is answered as the library answers it
+    (the store as it stands now, with salience decayed to that moment: a projection, since
+    no event after now is known), and said so on standard error, so a mistyped year is not
+    taken for history."""
+    moment = parse_moment(text)
+    if moment is not None and moment > datetime.now(UTC):
+        say(
+            f"note: --as-of {text} is in the future: this is the store as it stands now, "
+            "with salience decayed to that moment (a projection)",
+            err=True,
+        )
+    return moment
 
 
 def trust_context(level: Sensitivity, scopes: list[str] | None) -> TrustContext:

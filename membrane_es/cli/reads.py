@@ -26,6 +26,7 @@ from membrane_es.cli.options import (
     Store,
     Trust,
     TrustScopes,
+    as_of_moment,
     choices,
     existing_store,
     salience_amount,
@@ -122,7 +123,7 @@ def list_records(
             trust=trust_context(trust, trust_scope),
             memory_types=[kind.value for kind in types] if types else None,
             min_salience=min_salience,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             include_retracted=include_retracted,
         )
     wanted_tags = set(tag or ())
@@ -172,7 +173,7 @@ def _retrieve(
             memory_types=[kind.value for kind in types] if types else None,
             min_salience=min_salience,
             limit=limit,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             valid_at=parse_moment(valid_at, "valid_at"),
             include_retracted=include_retracted,
             explain=explain or compact_json,  # the compact form shows each one's score
@@ -240,7 +241,7 @@ def graph(
             node_limit=node_limit,
             edge_limit=edge_limit,
             max_hops=max_hops,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             explain=explain or compact_json,
         )
     if json:
@@ -284,7 +285,7 @@ def context(
             trust=trust_context(trust, trust_scope),
             budget_tokens=budget_tokens,
             memory_types=[kind.value for kind in types] if types else None,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
         )
     if json:
         render.print_json(result if detail else compact.context(result))
@@ -309,7 +310,7 @@ def _get(
 ) -> None:
     """One record in full, now or as it stood at a moment (a forgotten one says when it was
     forgotten, by whom and why: its content is gone)."""
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     reader = trust_context(trust, trust_scope)
     with existing_store(store) as memory:
         record = memory.retrieve_by_id(record_id, trust=reader, as_of=moment)
@@ -343,7 +344,7 @@ def history(
     json: Json = False,
 ) -> None:
     """Every event of a record: version, time, event, action, actor and rationale."""
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     with existing_store(store) as memory:
         entries = memory.history(record_id, trust=trust_context(trust, trust_scope))
     if moment is not None:
@@ -368,7 +369,7 @@ def metrics(
     """
     _owner_only(trust)
     with existing_store(store) as memory:
-        snapshot = memory.get_metrics(as_of=parse_moment(as_of))
+        snapshot = memory.get_metrics(as_of=as_of_moment(as_of))
     if json:
         render.print_json(snapshot)
     else:
@@ -387,7 +388,7 @@ def stats(
     moment), and what a search is by: the embedder the commands that embed would use (with
     the same --embedder, loading nothing), or words only, and how to search by meaning."""
     _owner_only(trust)
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     with existing_store(store) as memory:
         model = model_in_use(embedder, memory.vector_model)
         snapshot = memory.get_metrics(as_of=moment)
