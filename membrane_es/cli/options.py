@@ -81,7 +81,8 @@ Trust = Annotated[
     typer.Option(
         "--trust",
         metavar=choices(Sensitivity),
-        help="the reader's ceiling: records above it come back redacted or not at all",
+        help="the reader's ceiling: records above it come back redacted or not at all "
+        "(every command's default is hyper, the owner's: it is your store)",
         case_sensitive=False,
     ),
 ]
@@ -109,7 +110,8 @@ Rationale = Annotated[
     typer.Option("--rationale", "--why", metavar="TEXT", help="why, kept in the audit log"),
 ]
 
-# The CLI is run by the store's owner on its own files: full trust unless asked otherwise.
+# The one default trust rule of every command, the servers' (mcp) included: the CLI is run by
+# the store's owner on their own store, so full trust unless --trust lowers it.
 OWNER_TRUST = Sensitivity.HYPER
 
 

@@ -2,9 +2,10 @@
 stats.
 
 Each opens an existing store (a path without one is an error, and nothing is created there),
-takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``. The reads an
-agent makes — retrieve, search, graph, context — print compact JSON (each record's id, type,
-words, time and score) unless ``--detail`` asks for the full records.
+takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``: always an object,
+a list under its name (``records``, ``entries``), as the MCP tools answer. The reads that
+list records — list, retrieve, search, graph, context — print them compactly (each one's id,
+type, words, time and, where ranked, score) unless ``--detail`` asks for the full records.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def list_records(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    detail: Detail = False,
 ) -> None:
     """Browse the records the reader may see, most salient first."""
     with existing_store(store) as memory:
@@ -135,7 +137,7 @@ def list_records(
     if limit:
         records = records[:limit]
     if json:
-        render.print_json(records)
+        render.print_json({"records": records if detail else compact.records(records)})
     else:
         render.records_table(records)
 
@@ -350,7 +352,7 @@ def history(
     if moment is not None:
         entries = [entry for entry in entries if entry.timestamp <= moment]
     if json:
-        render.print_json(entries)
+        render.print_json({"entries": entries})
     else:
         render.history_table(entries)
 

@@ -14,7 +14,14 @@ import typer
 
 from membrane_es.cli.app import Command, MissingExtraError, UsageProblem, app, command
 from membrane_es.cli.embedder import EmbedderName
-from membrane_es.cli.options import Store, TrustScopes, choices, open_store, trust_context
+from membrane_es.cli.options import (
+    OWNER_TRUST,
+    Store,
+    TrustScopes,
+    choices,
+    open_store,
+    trust_context,
+)
 from membrane_es.errors import MembraneError
 from membrane_es.listening import warn_if_open
 from membrane_es.schema.enums import Sensitivity
@@ -87,10 +94,12 @@ def mcp(
         typer.Option(
             "--trust",
             metavar=choices(Sensitivity),
-            help="the most any client may read; clients can narrow it, never widen it",
+            help="the most any client may read or write; clients can narrow it, never widen "
+            "it (the default, as for every command, is hyper, the owner's: lower it to give an "
+            "agent less)",
             case_sensitive=False,
         ),
-    ] = Sensitivity.LOW,
+    ] = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     keys_file: Annotated[
         str | None,
@@ -105,8 +114,9 @@ def mcp(
     ] = None,
     embedder: EmbedderName = "default",
 ) -> None:
-    """Serve a store to agents over the Model Context Protocol: capture, retrieve,
-    retrieve_graph, get, history and the revision operations as tools."""
+    """Serve a store to agents over the Model Context Protocol. Its tools: capture,
+    create_record, context, retrieve, retrieve_graph, list, get, history, supersede, fork,
+    merge, retract, contest, reinforce, penalize and forget."""
     if http is not None:  # bad usage is named before the extra is looked for
         host, _, port = http.rpartition(":")
         if not host or not port.isdigit() or int(port) > MAX_PORT:

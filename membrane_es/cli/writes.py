@@ -16,6 +16,7 @@ from membrane_es.cli import render
 from membrane_es.cli.app import UsageProblem, command, on_interrupt
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
+    OWNER_TRUST,
     Actor,
     Json,
     Rationale,
@@ -27,7 +28,9 @@ from membrane_es.cli.options import (
     read_given,
     salience_amount,
     store_for_writing,
+    trust_context,
 )
+from membrane_es.engine import Membrane
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.rfc3339 import parse_moment
@@ -57,6 +60,20 @@ def _written(record: MemoryRecord, verb: str, json: bool) -> None:
         render.print_json(record)
     else:
         render.say(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+
+
+ChangedJson = Annotated[
+    bool, typer.Option("--json", help="print the record as it stands after, as JSON")
+]
+
+
+def _changed(memory: Membrane, record_id: str, verb: str, json: bool) -> None:
+    """Say what a revision did: its verb and the record's id, or with ``json`` the record
+    as it now stands (its salience, its state), as the writes that make records print them."""
+    if not json:
+        render.say(f"{verb} {record_id}")
+        return
+    render.print_json(memory.retrieve_by_id(record_id, trust=trust_context(OWNER_TRUST, None)))
 
 
 @command(
@@ -257,12 +274,16 @@ def merge(
 
 @command("retract", "membrane-es retract ./memory RECORD_ID --why 'wrong project'")
 def retract(
-    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """Withdraw a record: salience 0, left out of reads, kept in history."""
     with existing_store(store) as memory:
         memory.retract(record_id, actor, rationale)
-    render.say(f"retracted {record_id}")
+        _changed(memory, record_id, "retracted", json)
 
 
 @command("contest", "membrane-es contest ./memory RECORD_ID --by OTHER_ID --why 'it disagrees'")
@@ -277,21 +298,26 @@ def contest(
     ] = "",
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """Flag conflicting evidence against a record."""
     with existing_store(store) as memory:
         memory.contest(record_id, contesting_ref, actor, rationale)
-    render.say(f"contested {record_id}")
+        _changed(memory, record_id, "contested", json)
 
 
 @command("reinforce", "membrane-es reinforce ./memory RECORD_ID --why 'answered correctly'")
 def reinforce(
-    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """The record helped: its salience rises and its decay clock restarts."""
     with existing_store(store) as memory:
         memory.reinforce(record_id, actor, rationale)
-    render.say(f"reinforced {record_id}")
+        _changed(memory, record_id, "reinforced", json)
 
 
 @command("penalize", "membrane-es penalize ./memory RECORD_ID 0.2 --why 'missing the region'")
@@ -306,11 +332,12 @@ def penalize(
     ],
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """The record misled: its salience drops by AMOUNT (never below its floor)."""
     with existing_store(store) as memory:
         memory.penalize(record_id, amount, actor, rationale)
-    render.say(f"penalized {record_id}")
+        _changed(memory, record_id, "penalized", json)
 
 
 @command("forget", "membrane-es forget ./memory RECORD_ID --why 'asked to be forgotten'")
@@ -329,7 +356,7 @@ def forget(
     with existing_store(store) as memory:
         forgotten = memory.forget(record_id, actor, rationale)
     if json:
-        render.print_json(forgotten)
+        render.print_json({"forgotten": forgotten})
     else:
         for erased in forgotten:
             render.say(f"forgot {erased}")
