@@ -170,7 +170,10 @@ def _open_engine(
     address = config.store_address()
     if tenant != DEFAULT_TENANT:
         address = address.tenant(tenant)
-    return Membrane.connect(address, options, create=create)
+    # a tenant's store is made in the daemon's own, under tenants/ (made with the first)
+    return Membrane.connect(
+        address, options, create=create, create_parents=tenant != DEFAULT_TENANT
+    )
 
 
 def _read_vectors_back(engine: Membrane) -> None:
