@@ -170,10 +170,7 @@ def _open_engine(
     address = config.store_address()
     if tenant != DEFAULT_TENANT:
         address = address.tenant(tenant)
-    # a tenant's store is made in the daemon's own, under tenants/ (made with the first)
-    return Membrane.connect(
-        address, options, create=create, create_parents=tenant != DEFAULT_TENANT
-    )
+    return Membrane.connect(address, options, create=create)
 
 
 def _read_vectors_back(engine: Membrane) -> None:

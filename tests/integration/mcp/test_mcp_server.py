@@ -80,14 +80,14 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         }
         first = (await call(client, "create_record", record=fact("staging")))["record"]
         moved = (
-            await call(client, "supersede", id=first["id"], record=fact("production"), rationale="r")
+            await call(
+                client, "supersede", id=first["id"], record=fact("production"), rationale="r"
+            )
         )["record"]
         variant = (await call(client, "fork", id=moved["id"], record=fact("dev"), rationale="d"))[
             "record"
         ]
-        assert await call(client, "reinforce", id=moved["id"], rationale="ok") == {
-            "ok": True
-        }
+        assert await call(client, "reinforce", id=moved["id"], rationale="ok") == {"ok": True}
         await call(client, "penalize", id=variant["id"], amount=0.2, rationale="vague")
         await call(
             client,
@@ -117,9 +117,7 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         assert now["payload"]["revision"]["status"] == "retracted"
         then = (await call(client, "get", id=first["id"], as_of=first["at"]))["record"]
         assert then["text"] == "Orchid deploy_target staging"
-        events = [
-            e["event"] for e in (await call(client, "history", id=moved["id"]))["entries"]
-        ]
+        events = [e["event"] for e in (await call(client, "history", id=moved["id"]))["entries"]]
         assert events[0] == "Created" and "Reinforced" in events
 
         found = await call(client, "retrieve", task="where does Orchid deploy", limit=5)
@@ -243,9 +241,7 @@ def test_context_list_and_forget_tools() -> None:
         listed = await call(client, "list", limit=2)
         assert len(listed["records"]) == 2 and "text" in listed["records"][0]
         assert len((await call(client, "list", scope="project:none"))["records"]) == 0
-        assert (await call(client, "forget", id=ids[0], rationale="asked"))["forgotten"] == [
-            ids[0]
-        ]
+        assert (await call(client, "forget", id=ids[0], rationale="asked"))["forgotten"] == [ids[0]]
         after = await call(client, "context", task="Orchid deploys on Fridays")
         assert ids[0] not in after["ids"] and "Fridays" not in after["text"]
         assert "budget_tokens" in await error(client, "context", task="x", budget_tokens=3)
@@ -273,9 +269,7 @@ def test_context_and_forget_keep_to_the_ceiling() -> None:
             "at": by_id[secret.primary_record.id]["at"],
             "redacted": True,
         }
-        assert "denied" in await error(
-            client, "forget", id=secret.primary_record.id, rationale="x"
-        )
+        assert "denied" in await error(client, "forget", id=secret.primary_record.id, rationale="x")
 
     session(memory, caller, body)
 
