@@ -273,7 +273,7 @@ def test_a_derived_fact_reads_with_its_entitys_name(tmp_path: Path) -> None:
     assert re.search(r"edge \S+ mentions_entity Rex \(", captured)
     listed = ok("list", store, "--type", "semantic")
     assert "Rex is_a dog" in listed
-    fact = json.loads(ok("list", store, "--type", "semantic", "--json"))[0]
+    fact = json.loads(ok("list", store, "--type", "semantic", "--json", "--detail"))["records"][0]
     assert fact["interpretation"]["summary"] == "Rex is_a dog"  # what MCP and gRPC carry
 
 
