@@ -191,7 +191,8 @@ class _Tools:
         """Remember raw content (any JSON value): makes a primary record, an entity for
         each thing it names that is not known yet, a fact when the content is
         subject/predicate/object-shaped, and the edges between them, in one write. Answers
-        the primary record and the ids created (detail: every record and edge in full)."""
+        the primary record under ``record`` and the ids made beside it under ``created``
+        (detail: every record and edge in full)."""
 
         def run() -> Any:
             self._check_write(sensitivity, scope)
@@ -590,10 +591,7 @@ def _captured(detail: bool) -> Callable[[Any], Any]:
             "created": result.created_records,
             "edges": result.edges,
         }
-    return lambda result: {
-        "record": compact.record(result.primary_record),
-        "created": [item.id for item in result.created_records],
-    }
+    return compact.captured
 
 
 def _done(run: Callable[[], None]) -> Json:

@@ -104,11 +104,12 @@ def selection(result: SelectionResult) -> Json:
 
 
 def captured(result: CaptureMemoryResult) -> Json:
-    """A capture: the primary record, and the ids of the records it made beside it."""
-    out = record(result.primary_record)
-    if result.created_records:
-        out["created"] = [item.id for item in result.created_records]
-    return out
+    """A capture: the primary record under ``record`` (as every answer holding one record
+    has it), and the ids of the records it made beside it under ``created``."""
+    return {
+        "record": record(result.primary_record),
+        "created": [item.id for item in result.created_records],
+    }
 
 
 def context(result: ContextResult) -> Json:
