@@ -5,6 +5,14 @@ Tools: ``capture``, ``create_record``, ``context``, ``retrieve``, ``retrieve_gra
 ``retract``, ``contest``, ``reinforce``, ``penalize``) and ``forget``. Reads take ``as_of``
 (RFC 3339).
 
+One naming rule across the tools: a record is named by ``id`` (``ids`` for several, as
+``merge`` takes), a record given whole is ``record``; an answer holding one record has it under
+``record`` (``get``, and every write that makes one: ``capture``, ``create_record``,
+``supersede``, ``fork``, ``merge``), several under ``records``. Arguments that do not fit are
+refused in one line naming each one (an unknown argument too: a misspelt one is never
+ignored). A read asking for more trust than the server's ceiling is answered at the ceiling,
+and says so under ``trust``.
+
 Answers are compact unless a call asks for ``detail``: each record as its id, type, words,
 event time and (where ranked) score — :mod:`membrane_es.queries.compact` — since every
 character an agent reads costs it context; ``detail`` gives the full records.
@@ -20,6 +28,7 @@ Run it with ``membrane-es mcp DIR`` (stdio) or ``membrane-es mcp DIR --http HOST
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -27,6 +36,7 @@ from typing import Any
 import msgspec
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError as PydanticError
 
 from membrane_es import __version__
 from membrane_es.access import KeyRing
@@ -63,11 +73,47 @@ TOOL_NAMES = {"browse": "list"}  # a tool whose method cannot bear its name
 Json = dict[str, Any]
 
 
+class _Server(MCPServer):
+    """The SDK's server, with arguments that do not fit a tool refused in one short line
+    naming each argument at fault (the SDK's pydantic report is many lines, with a link
+    to pydantic's site): an argument the tool does not take (a misspelt one would
+    otherwise be ignored), a missing one, one of the wrong type."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = tool.parameters.get("properties", {})
+            unknown = sorted(set(arguments) - set(known))
+            if unknown:
+                raise ToolError(
+                    f"{name} takes no argument {', '.join(map(repr, unknown))}; its "
+                    f"arguments: {', '.join(known)}"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, PydanticError):
+                raise ToolError(_arguments_refused(name, error.__cause__)) from error.__cause__
+            raise
+
+
+def _arguments_refused(tool: str, error: PydanticError) -> str:
+    """Each argument at fault and what is wrong with it, in one line."""
+    faults = []
+    for fault in error.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in fault["loc"]) or "arguments"
+        what = (
+            "required"
+            if fault["type"] == "missing"
+            else fault["msg"][:1].lower() + fault["msg"][1:]
+        )
+        faults.append(f"{where}: {what}")
+    return f"{tool}: " + "; ".join(faults)
+
+
 def build_server(memory: Membrane, caller: Caller) -> MCPServer:
     """An MCP server over ``memory`` whose clients never read above ``caller``'s ceiling."""
-    server: MCPServer = MCPServer(
-        name="membrane-es", instructions=INSTRUCTIONS, version=__version__
-    )
+    server: MCPServer = _Server(name="membrane-es", instructions=INSTRUCTIONS, version=__version__)
     tools = _Tools(memory, caller)
     for tool in (
         tools.capture,
@@ -146,11 +192,11 @@ class _Tools:
         """Remember raw content (any JSON value): makes a primary record, an entity for
         each thing it names that is not known yet, a fact when the content is
         subject/predicate/object-shaped, and the edges between them, in one write. Answers
-        the primary record and the ids created (detail: every record and edge in full).
-        A fact already known is reinforced, not stored twice, and a new value of a
-        single-valued predicate (city, employer…) supersedes the old: ``resolved`` says
-        so (resolve: false stores the fact as given; absent: the store's choice, on
-        unless it was opened with resolution off)."""
+        the primary record under ``record`` and the ids made beside it under ``created``
+        (detail: every record and edge in full). A fact already known is reinforced, not
+        stored twice, and a new value of a single-valued predicate (city, employer…)
+        supersedes the old: ``resolved`` says so (resolve: false stores the fact as given;
+        absent: the store's choice, on unless it was opened with resolution off)."""
 
         def run() -> Any:
             self._check_write(sensitivity, scope)
@@ -169,7 +215,7 @@ class _Tools:
                 resolve=resolve,
             )
 
-        return _answer(run, None if detail else compact.captured)
+        return _answer(run, _captured(detail))
 
     def create_record(
         self,
@@ -180,7 +226,7 @@ class _Tools:
         resolve: bool | None = None,
     ) -> Json:
         """Store one record in Membrane's JSON shape (type, payload, scope…); answers it
-        compactly (detail: in full). A semantic, entity or competence record matching an
+        under ``record``, compactly (detail: in full). A semantic, entity or competence record matching an
         active one of its scope reinforces it instead (``resolution.outcome`` says
         ``reinforced``; resolve: false stores it as given; absent: the store's choice)."""
 
@@ -194,98 +240,86 @@ class _Tools:
 
     def supersede(
         self,
-        old_id: str,
-        new_record: Json,
+        id: str,
+        record: Json,
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
         widen: bool = False,
     ) -> Json:
-        """Replace a record by a new one; the old one is retracted, nothing deleted. Answers
-        the new record compactly (detail: in full). Without a scope the new record takes
-        the old one's; widen: true lets it be read more widely (another scope, or none)."""
+        """Replace the record ``id`` by ``record``; the old one is retracted, nothing
+        deleted. Answers the new record under ``record``, compactly (detail: in full).
+        Without a scope the new record takes the old one's; widen: true lets it be read
+        more widely (another scope, or none)."""
         return _answer(
-            lambda: self._revisable([old_id], new_record).supersede(
-                old_id, new_record, actor, rationale, widen=widen
+            lambda: self._revisable([id], record).supersede(
+                id, record, actor, rationale, widen=widen
             ),
             _record(detail),
         )
 
     def fork(
         self,
-        source_id: str,
-        forked_record: Json,
+        id: str,
+        record: Json,
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
         widen: bool = False,
     ) -> Json:
-        """Derive a conditional variant of a record (e.g. for one environment); both stay.
-        Answers the new record compactly (detail: in full). It takes the source's scope
-        unless widen: true."""
+        """Derive ``record``, a conditional variant of the record ``id`` (e.g. for one
+        environment); both stay. Answers the new record under ``record``, compactly (detail:
+        in full). It takes the source's scope unless widen: true."""
         return _answer(
-            lambda: self._revisable([source_id], forked_record).fork(
-                source_id, forked_record, actor, rationale, widen=widen
-            ),
+            lambda: self._revisable([id], record).fork(id, record, actor, rationale, widen=widen),
             _record(detail),
         )
 
     def merge(
         self,
-        record_ids: list[str],
-        merged_record: Json,
+        ids: list[str],
+        record: Json,
         rationale: str,
         actor: str = DEFAULT_ACTOR,
         detail: bool = False,
         widen: bool = False,
     ) -> Json:
-        """Combine records into one; every source is retracted, all in one write. Answers the
-        new record compactly (detail: in full). It takes the sources' common scope (sources
-        in different scopes are refused) unless widen: true."""
+        """Combine the records ``ids`` into ``record``; every source is retracted, all in one
+        write. Answers the new record under ``record``, compactly (detail: in full). It
+        takes the sources' common scope (sources in different scopes are refused) unless
+        widen: true."""
         return _answer(
-            lambda: self._revisable(record_ids, merged_record).merge(
-                record_ids, merged_record, actor, rationale, widen=widen
-            ),
+            lambda: self._revisable(ids, record).merge(ids, record, actor, rationale, widen=widen),
             _record(detail),
         )
 
-    def retract(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+    def retract(self, id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
         """Withdraw a record: left out of reads from now on, kept in history."""
-        return _done(lambda: self._revisable([record_id]).retract(record_id, actor, rationale))
+        return _done(lambda: self._revisable([id]).retract(id, actor, rationale))
 
     def contest(
         self,
-        record_id: str,
+        id: str,
         rationale: str,
         contesting_ref: str = "",
         actor: str = DEFAULT_ACTOR,
     ) -> Json:
         """Flag conflicting evidence against a record (contesting_ref: the record holding it)."""
-        return _done(
-            lambda: self._revisable([record_id]).contest(
-                record_id, contesting_ref, actor, rationale
-            )
-        )
+        return _done(lambda: self._revisable([id]).contest(id, contesting_ref, actor, rationale))
 
-    def reinforce(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+    def reinforce(self, id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
         """The record helped: its salience rises and its decay clock restarts."""
-        return _done(lambda: self._revisable([record_id]).reinforce(record_id, actor, rationale))
+        return _done(lambda: self._revisable([id]).reinforce(id, actor, rationale))
 
-    def penalize(
-        self, record_id: str, amount: float, rationale: str, actor: str = DEFAULT_ACTOR
-    ) -> Json:
+    def penalize(self, id: str, amount: float, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
         """The record misled: its salience drops by amount (never below its floor)."""
-        return _done(
-            lambda: self._revisable([record_id]).penalize(record_id, amount, actor, rationale)
-        )
+        return _done(lambda: self._revisable([id]).penalize(id, amount, actor, rationale))
 
-    def forget(self, record_id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
+    def forget(self, id: str, rationale: str, actor: str = DEFAULT_ACTOR) -> Json:
         """Erase a record's content for good (its key is destroyed), and that of records
         derived from it alone; its structure and history stay, redacted. Answers the ids
         forgotten."""
-        return _answer(
-            lambda: {"forgotten": self._revisable([record_id]).forget(record_id, actor, rationale)}
-        )
+        return _answer(lambda: {"forgotten": self._revisable([id]).forget(id, actor, rationale)})
 
     # --- reads ------------------------------------------------------------------------
 
@@ -303,10 +337,12 @@ class _Tools:
         (event date, who, the words, [ref] — ref a prefix of the id, to cite), a
         conversation's turns together in time order; with the ids it holds. detail: each
         memory's id, type, time, score and tokens, and what counted them."""
-        return _answer(
-            lambda: self._memory.context(
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: self._memory.context(
                 task,
-                trust=self._trust(max_sensitivity, scopes),
+                trust=trust,
                 budget_tokens=budget_tokens,
                 memory_types=memory_types,
                 as_of=parse_moment(as_of),
@@ -331,10 +367,12 @@ class _Tools:
         lists all by salience), as memory stood at as_of if given: each its id, type, words,
         time and score (detail: the full records); explain: also why each placed where it
         did (vector, lexical and time evidence, salience, score)."""
-        return _answer(
-            lambda: self._memory.retrieve(
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: self._memory.retrieve(
                 task,
-                trust=self._trust(max_sensitivity, scopes),
+                trust=trust,
                 memory_types=memory_types,
                 min_salience=min_salience,
                 limit=limit,
@@ -362,10 +400,12 @@ class _Tools:
         nodes compactly, with their hop (0: a root, with its score), and edges as [source,
         predicate, target] (detail: the full records); explain: also why each root placed
         where it did."""
-        return _answer(
-            lambda: self._memory.retrieve_graph(
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: self._memory.retrieve_graph(
                 task,
-                trust=self._trust(max_sensitivity, scopes),
+                trust=trust,
                 memory_types=memory_types,
                 root_limit=root_limit,
                 node_limit=node_limit,
@@ -392,10 +432,10 @@ class _Tools:
         """Browse the records this client may see, most salient first: only of these types,
         in this scope, with all these tags (limit 0: all); compactly (detail: in full)."""
 
-        def run() -> Any:
+        def run(trust: TrustContext) -> Any:
             limit_ = check_limit("limit", limit)
             found = self._memory.retrieve(
-                trust=self._trust(max_sensitivity, scopes),
+                trust=trust,
                 memory_types=memory_types,
                 min_salience=min_salience,
                 as_of=parse_moment(as_of),
@@ -408,46 +448,65 @@ class _Tools:
             ]
             return {"records": kept[:limit_] if limit_ else kept}
 
-        return _answer(
-            run, None if detail else lambda r: {"records": compact.records(r["records"])}
+        return self._read(
+            max_sensitivity,
+            scopes,
+            run,
+            None if detail else lambda r: {"records": compact.records(r["records"])},
         )
 
     def get(
         self,
-        record_id: str,
+        id: str,
         as_of: str | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         detail: bool = False,
     ) -> Json:
-        """One record, now or as it stood at as_of: its id, type, words and time (detail:
-        in full — payload, lifecycle, provenance, relations, audit)."""
-        return _answer(
-            lambda: self._memory.retrieve_by_id(
-                record_id, trust=self._trust(max_sensitivity, scopes), as_of=parse_moment(as_of)
-            ),
+        """One record, now or as it stood at as_of, under ``record``: its id, type, words and
+        time (detail: in full — payload, lifecycle, provenance, relations, audit)."""
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: self._memory.retrieve_by_id(id, trust=trust, as_of=parse_moment(as_of)),
             _record(detail),
         )
 
     def history(
         self,
-        record_id: str,
+        id: str,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
     ) -> Json:
         """Every event of a record: version, time, event, action, actor and rationale."""
-        return _answer(
-            lambda: {
-                "entries": self._memory.history(
-                    record_id, trust=self._trust(max_sensitivity, scopes)
-                )
-            }
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: {"entries": self._memory.history(id, trust=trust)},
         )
 
     # --- the ceiling --------------------------------------------------------------------
 
-    def _trust(self, max_sensitivity: str | None, scopes: Sequence[str] | None) -> TrustContext:
-        """What the client asks for, lowered to the server's ceiling."""
+    def _read(
+        self,
+        max_sensitivity: str | None,
+        scopes: Sequence[str] | None,
+        read: Callable[[TrustContext], Any],
+        shape: Callable[[Any], Any] | None = None,
+    ) -> Json:
+        """A read under the trust the client asks for, lowered to the ceiling; an answer
+        read with less than was asked says so under ``trust``."""
+        lowered: list[str] = []
+        answer = _answer(lambda: read(self._trust(max_sensitivity, scopes, lowered)), shape)
+        if lowered:
+            answer["trust"] = "; ".join(lowered)
+        return answer
+
+    def _trust(
+        self, max_sensitivity: str | None, scopes: Sequence[str] | None, lowered: list[str]
+    ) -> TrustContext:
+        """What the client asks for, lowered to the server's ceiling; what was lowered is
+        added to ``lowered`` in words."""
         level = self._caller.max_sensitivity
         if max_sensitivity is not None:
             try:
@@ -459,7 +518,19 @@ class _Tools:
         declared = TrustContext(
             max_sensitivity=level, authenticated=True, scopes=list(scopes or [])
         )
-        return self._caller.clamp(declared)
+        granted = self._caller.clamp(declared)
+        if granted.max_sensitivity != level:
+            lowered.append(
+                f"asked for max_sensitivity {level}; answered at {granted.max_sensitivity}, "
+                "this server's ceiling"
+            )
+        refused = [scope for scope in declared.scopes if scope not in granted.scopes]
+        if refused:
+            lowered.append(
+                f"scopes {', '.join(refused)} are beyond this server's ceiling "
+                f"({', '.join(self._caller.scopes)}): left out"
+            )
+        return granted
 
     def _revisable(self, ids: Sequence[str], new_record: Json | None = None) -> Membrane:
         """The store, once the ceiling lets this client revise ``ids`` and write the record."""
@@ -491,6 +562,9 @@ def _answer(run: Callable[[], Any], shape: Callable[[Any], Any] | None = None) -
     try:
         answer = run()
         result = msgspec.to_builtins(answer if shape is None else shape(answer))
+    except ValidationError as error:
+        field = _ARGUMENT_NAMES.sub(lambda m: ARGUMENT_NAMES[m.group()], error.field, count=1)
+        raise ToolError(_printable(f"validation error for {field}: {error.message}")) from None
     except MembraneError as error:
         raise ToolError(_printable(str(error))) from None
     except ToolError:
@@ -501,15 +575,42 @@ def _answer(run: Callable[[], Any], shape: Callable[[Any], Any] | None = None) -
     return result if isinstance(result, dict) else {"result": result}
 
 
+# The engine names the facade's parameters in its errors; the tools name them otherwise.
+ARGUMENT_NAMES = {
+    "new_record": "record",
+    "forked_record": "record",
+    "merged_record": "record",
+    "old_id": "id",
+    "source_id": "id",
+    "record_ids": "ids",
+}
+_ARGUMENT_NAMES = re.compile(r"^(" + "|".join(ARGUMENT_NAMES) + r")\b")
+
+
 def _printable(text: str) -> str:
     """The text with any lone surrogate (from the caller's input) escaped: a reply must be
     valid UTF-8."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _record(detail: bool) -> Callable[[Any], Any] | None:
-    """A record answer's shape: compact unless ``detail``."""
-    return None if detail else compact.record
+def _record(detail: bool) -> Callable[[Any], Any]:
+    """A record answer's shape: the record under ``record``, compact unless ``detail``."""
+    if detail:
+        return lambda item: {"record": item}
+    return lambda item: {"record": compact.record(item)}
+
+
+def _captured(detail: bool) -> Callable[[Any], Any]:
+    """A capture's answer: its primary record under ``record``, as every write answers,
+    and the records made beside it under ``created`` (detail: in full, with the edges;
+    else their ids)."""
+    if detail:
+        return lambda result: {
+            "record": result.primary_record,
+            "created": result.created_records,
+            "edges": result.edges,
+        }
+    return compact.captured
 
 
 def _done(run: Callable[[], None]) -> Json:

@@ -52,7 +52,12 @@ class Tenants:
         with self._lock:
             engine = self._engines.get(tenant)
             if engine is None:
-                engine = self._open(tenant, self.path_of(tenant))
+                path = self.path_of(tenant)
+                if tenant != DEFAULT_TENANT and path is not None:
+                    # the tenants' directory is this registry's layout, made with the first
+                    # tenant's store (a store is made only inside a directory that exists)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                engine = self._open(tenant, path)
                 for hook in self._on_open:
                     hook(engine)
                 self._engines[tenant] = engine

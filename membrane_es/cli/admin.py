@@ -15,7 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membrane_es.cli import render
-from membrane_es.cli.app import UsageProblem, command
+from membrane_es.cli.app import UsageProblem, command, on_interrupt
 from membrane_es.cli.options import (
     Json,
     Store,
@@ -69,7 +69,7 @@ def verify(
             }
         )
     else:
-        print(report)
+        render.say(report)
     if not report.ok:
         raise typer.Exit(TAMPERED)
 
@@ -83,9 +83,14 @@ def rebuild(store: Store) -> None:
             "(made from the log when it opens); restart those, or rebuild their views directory"
         )
     with existing_store(store) as memory, _bar("rebuilding") as advance:
-        memory.rebuild_views(advance)
+        # The rebuilt views replace the old ones only once whole, and the log is only read.
+        with on_interrupt(
+            "the read views were not rebuilt: they stay as they were, and the log is "
+            "untouched; run rebuild again to rebuild them"
+        ):
+            memory.rebuild_views(advance)
         memory.checkpoint()
-    render.errors.print("rebuilt the read views")
+    render.say("rebuilt the read views", err=True)
 
 
 @command("export", "membrane-es export ./memory memory.jsonl")
@@ -105,13 +110,19 @@ def export(
     target = None if file == "-" else _writable(file, force)  # before the log is read
     with existing_store(store) as memory:
         if target is None:
-            memory.export_log(sys.stdout.buffer)
+            with on_interrupt(
+                "the export on standard output is incomplete; the store is untouched"
+            ):
+                memory.export_log(sys.stdout.buffer)
             return
         try:
-            count = _write_beside(target, memory)
+            # _write_beside removes its partial file: the target is as it was.
+            kept = "is as it was" if target.exists() else "was not written"
+            with on_interrupt(f"nothing exported: {file} {kept}; the store is untouched"):
+                count = _write_beside(target, memory)
         except OSError as error:  # the partial file's name means nothing to the user
             raise ExportError(f"cannot write {file}: {error.strerror or error}") from None
-    render.errors.print(f"exported {count} events to {target}")
+    render.say(f"exported {count} events to {target}", err=True)
 
 
 class ExportError(MembraneError):
@@ -166,17 +177,30 @@ def import_(
     refused, naming its first bad line, and nothing is written. An import that stopped part
     way (killed, or a full disk) leaves a store that will not open; run it again into that
     store, which starts over."""
-    with _readable(file) as source, _removed_on_failure(store):
-        # no announcement of a new store: the import says where it went, or removes it; what
-        # an earlier import into it left unfinished is discarded first (it starts over)
-        opened = open_store(store, create=True, announce=False, discard_unfinished_import=True)
-        with opened as memory, _bar("importing") as bar:
-            count = memory.import_log(source, bar)
-            report = memory.verify()
+    new_store = store.path is not None and not store.path.exists()
+    with on_interrupt(lambda: _import_stopped(store, file, new_store)):
+        with _readable(file) as source, _removed_on_failure(store):
+            # no announcement of a new store: the import says where it went, or removes it;
+            # what an earlier import into it left unfinished is discarded first (it starts over)
+            opened = open_store(store, create=True, announce=False, discard_unfinished_import=True)
+            with opened as memory, _bar("importing") as bar:
+                count = memory.import_log(source, bar)
+                report = memory.verify()
     if json:
         render.print_json({"events": count, "verify": str(report)})
     else:
-        render.errors.print(f"imported {count} events into {store}; verify: {report}")
+        render.say(f"imported {count} events into {store}; verify: {report}", err=True)
+
+
+def _import_stopped(store: StoreAddress, file: str, new_store: bool) -> str:
+    """What an interrupted import left: the file is only read; a store it made is removed,
+    and one that was there holds the mark of an unfinished import until it runs again."""
+    if new_store:
+        return f"nothing imported: {store} was not created; {file} is untouched"
+    return (
+        f"the import into {store} did not finish; run the same import again, which starts "
+        f"over (until then the store refuses to open); {file} is untouched"
+    )
 
 
 @contextmanager

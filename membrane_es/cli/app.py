@@ -8,13 +8,15 @@ verification that found tampering), never a traceback.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
 from membrane_es import __version__
+from membrane_es.cli.literal import literal
 from membrane_es.errors import MembraneError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,6 +105,23 @@ class UsageProblem(typer.TyperException):
     exit_code = 2
 
 
+class Interrupted(Exception):
+    """Ctrl-C stopped a long command; the message says what was done and what was not."""
+
+
+INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT
+
+
+@contextmanager
+def on_interrupt(says: str | Callable[[], str]) -> Iterator[None]:
+    """Turn Ctrl-C inside the block into :class:`Interrupted` with ``says`` (or what it
+    returns, when the answer depends on how far the command got)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(says if isinstance(says, str) else says()) from None
+
+
 class MissingExtraError(MembraneError):
     """A command needs an optional dependency group that is not installed."""
 
@@ -115,36 +134,40 @@ class MissingExtraError(MembraneError):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status."""
-    from membrane_es.cli import commands  # noqa: F401 - registers every command on ``app``
-
-    app.registered_commands.sort(key=_listed_order)
-    cli = typer.main.get_command(app)
     # Bare ``membrane-es`` shows the help, as ``--help`` does (Typer's no_args_is_help raises
     # it as a usage error, which the boundary below would squeeze into one line).
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     try:
-        outcome = cli.main(
+        from membrane_es.cli import commands  # noqa: F401 - registers every command on ``app``
+
+        app.registered_commands.sort(key=_listed_order)
+        outcome = typer.main.get_command(app).main(
             args=args,
             prog_name="membrane-es",
             standalone_mode=False,
         )
     except typer.TyperException as error:  # bad usage: exit 2 (Typer's own status)
         return _fail(error.format_message(), error.exit_code)
+    except Interrupted as stopped:
+        print(f"interrupted: {literal(stopped)}", file=sys.stderr)
+        return INTERRUPTED
     except (typer.Abort, KeyboardInterrupt):
-        return _fail("interrupted", 130)
+        return _fail("interrupted", INTERRUPTED)
     except MembraneError as error:
         return _fail(str(error), 1)
     except OSError as error:
         return _fail(_os_error(error), 1)
     except Exception as error:  # the boundary: a user sees one line, never a traceback
         return _fail(f"{type(error).__name__}: {error}", 1)
+    if outcome == INTERRUPTED:  # Typer's answer to Ctrl-C outside on_interrupt (no command
+        print("interrupted", file=sys.stderr)  # exits 130 itself): say why it stopped
     return outcome if isinstance(outcome, int) else 0
 
 
 # The order ``--help`` lists commands in: first steps, writes, reads, upkeep, servers.
 LISTED = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
-    "consolidate list retrieve search graph get show history metrics stats verify rebuild "
+    "consolidate list retrieve search context graph get show history metrics stats verify rebuild "
     "export import serve mcp ui"
 ).split()
 
@@ -154,7 +177,8 @@ def _listed_order(info: typer.models.CommandInfo) -> int:
 
 
 def _fail(message: str, status: int) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    # one line, control characters written as escapes (a message may quote what was given)
+    print(f"error: {literal(' '.join(message.split()))}", file=sys.stderr)
     return status
 
 

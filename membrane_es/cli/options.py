@@ -8,6 +8,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,11 +17,13 @@ import msgspec
 import typer
 
 from membrane_es.cli.embedder import announce_loading, embedder_for
+from membrane_es.cli.render import say
 from membrane_es.embedding.default import EmbedderChoice
 from membrane_es.engine import Membrane, StoreAddress
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.schema.rfc3339 import parse_moment
 from membrane_es.store_places import announced_if_new
 
 
@@ -78,7 +81,8 @@ Trust = Annotated[
     typer.Option(
         "--trust",
         metavar=choices(Sensitivity),
-        help="the reader's ceiling: records above it come back redacted or not at all",
+        help="the reader's ceiling: records above it come back redacted or not at all "
+        "(every command's default is hyper, the owner's: it is your store)",
         case_sensitive=False,
     ),
 ]
@@ -106,27 +110,55 @@ Rationale = Annotated[
     typer.Option("--rationale", "--why", metavar="TEXT", help="why, kept in the audit log"),
 ]
 
-# The CLI is run by the store's owner on its own files: full trust unless asked otherwise.
+# The one default trust rule of every command, the servers' (mcp) included: the CLI is run by
+# the store's owner on their own store, so full trust unless --trust lowers it.
 OWNER_TRUST = Sensitivity.HYPER
+
+
+def as_of_moment(text: str | None) -> datetime | None:
+    """The ``--as-of`` moment. A later one than now is answered as the library answers it
+    (the store as it stands now, with salience decayed to that moment: a projection, since
+    no event after now is known), and said so on standard error, so a mistyped year is not
+    taken for history."""
+    moment = parse_moment(text)
+    if moment is not None and moment > datetime.now(UTC):
+        say(
+            f"note: --as-of {text} is in the future: this is the store as it stands now, "
+            "with salience decayed to that moment (a projection)",
+            err=True,
+        )
+    return moment
 
 
 def trust_context(level: Sensitivity, scopes: list[str] | None) -> TrustContext:
     return TrustContext(max_sensitivity=level, authenticated=True, scopes=list(scopes or []))
 
 
-def parse_json(text: str, field: str) -> Any:
-    """A JSON value given inline, as ``@file``, or as ``-`` (standard input)."""
+def read_given(text: str, field: str) -> str:
+    """What an argument gives: itself, the contents of a file (``@file``), or standard
+    input (``-``). Text that starts with @ is always a file's name; such text itself comes
+    in on standard input."""
     if text == "-":
-        text = sys.stdin.read()
-    elif text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text()
-        except OSError as error:
-            raise ValidationError(field, f"cannot read {text[1:]}: {error.strerror}") from None
+        return sys.stdin.read()
+    if not text.startswith("@"):
+        return text
     try:
-        return msgspec.json.decode(text)
+        return Path(text[1:]).read_text()
+    except OSError as error:
+        raise ValidationError(
+            field,
+            f"cannot read {text[1:]}: {error.strerror or error} (@ names a file; to give text "
+            "that starts with @, pass - and write it on standard input)",
+        ) from None
+
+
+def parse_json(text: str, field: str, hint: str = "") -> Any:
+    """A JSON value given inline, as ``@file``, or as ``-`` (standard input); ``hint``
+    follows the error when it is not JSON."""
+    try:
+        return msgspec.json.decode(read_given(text, field))
     except msgspec.DecodeError as error:
-        raise ValidationError(field, f"not JSON: {error}") from None
+        raise ValidationError(field, f"not JSON: {error}{hint and '; ' + hint}") from None
 
 
 def open_store(

@@ -2,9 +2,10 @@
 stats.
 
 Each opens an existing store (a path without one is an error, and nothing is created there),
-takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``. The reads an
-agent makes — retrieve, search, graph, context — print compact JSON (each record's id, type,
-words, time and score) unless ``--detail`` asks for the full records.
+takes ``--as-of`` and ``--trust``, prints a table, or JSON with ``--json``: always an object,
+a list under its name (``records``, ``entries``), as the MCP tools answer. The reads that
+list records — list, retrieve, search, graph, context — print them compactly (each one's id,
+type, words, time and, where ranked, score) unless ``--detail`` asks for the full records.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import typer
 from membrane_es.cli import render
 from membrane_es.cli.app import command
 from membrane_es.cli.embedder import EmbedderName
+from membrane_es.cli.literal import literal
 from membrane_es.cli.options import (
     OWNER_TRUST,
     AsOf,
@@ -25,6 +27,7 @@ from membrane_es.cli.options import (
     Store,
     Trust,
     TrustScopes,
+    as_of_moment,
     choices,
     existing_store,
     salience_amount,
@@ -114,6 +117,7 @@ def list_records(
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
+    detail: Detail = False,
 ) -> None:
     """Browse the records the reader may see, most salient first."""
     with existing_store(store) as memory:
@@ -121,7 +125,7 @@ def list_records(
             trust=trust_context(trust, trust_scope),
             memory_types=[kind.value for kind in types] if types else None,
             min_salience=min_salience,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             include_retracted=include_retracted,
         )
     wanted_tags = set(tag or ())
@@ -133,7 +137,7 @@ def list_records(
     if limit:
         records = records[:limit]
     if json:
-        render.print_json(records)
+        render.print_json({"records": records if detail else compact.records(records)})
     else:
         render.records_table(records)
 
@@ -171,7 +175,7 @@ def _retrieve(
             memory_types=[kind.value for kind in types] if types else None,
             min_salience=min_salience,
             limit=limit,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             valid_at=parse_moment(valid_at, "valid_at"),
             include_retracted=include_retracted,
             explain=explain or compact_json,  # the compact form shows each one's score
@@ -183,10 +187,10 @@ def _retrieve(
     if isinstance(result, ExplainedRetrieveResult):
         render.explanations_table(result.explanations)
         if result.searched_toward:
-            render.console.print(f"searched again toward {', '.join(result.searched_toward)}")
+            render.say(f"searched again toward {', '.join(result.searched_toward)}")
     if result.selection is not None and result.selection.selected:
         best = result.selection.selected[0]
-        render.console.print(
+        render.say(
             f"selected {best.id} (confidence {result.selection.confidence:.2f}"
             f"{', needs more' if result.selection.needs_more else ''})"
         )
@@ -239,7 +243,7 @@ def graph(
             node_limit=node_limit,
             edge_limit=edge_limit,
             max_hops=max_hops,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
             explain=explain or compact_json,
         )
     if json:
@@ -283,17 +287,18 @@ def context(
             trust=trust_context(trust, trust_scope),
             budget_tokens=budget_tokens,
             memory_types=[kind.value for kind in types] if types else None,
-            as_of=parse_moment(as_of),
+            as_of=as_of_moment(as_of),
         )
     if json:
         render.print_json(result if detail else compact.context(result))
         return
-    print(result.text)  # as it is: a model reads it (no table, no markup)
-    render.errors.print(
-        f"{len(result.ids)} memories, {result.tokens} of {result.budget_tokens} tokens "
-        f"({result.counted_with})",
-        markup=False,
-        highlight=False,
+    # As it is (a model reads it; no table, no markup), but for control characters,
+    # written as escapes so a terminal shows them rather than acts on them.
+    print(literal(result.text))
+    render.say(
+        f"{render.counted(len(result.ids), 'memory', 'memories')}, {result.tokens} of "
+        f"{result.budget_tokens} tokens, counted: {result.counted_with}",
+        err=True,
     )
 
 
@@ -307,7 +312,7 @@ def _get(
 ) -> None:
     """One record in full, now or as it stood at a moment (a forgotten one says when it was
     forgotten, by whom and why: its content is gone)."""
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     reader = trust_context(trust, trust_scope)
     with existing_store(store) as memory:
         record = memory.retrieve_by_id(record_id, trust=reader, as_of=moment)
@@ -321,7 +326,7 @@ def _get(
         return
     render.record_panel(record)
     for erasure in erasures:
-        render.console.print(
+        render.say(
             f"{erasure.rationale or 'forgotten'} (at {erasure.timestamp.isoformat()}, by "
             f"{erasure.actor}): its content is erased"
         )
@@ -341,13 +346,13 @@ def history(
     json: Json = False,
 ) -> None:
     """Every event of a record: version, time, event, action, actor and rationale."""
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     with existing_store(store) as memory:
         entries = memory.history(record_id, trust=trust_context(trust, trust_scope))
     if moment is not None:
         entries = [entry for entry in entries if entry.timestamp <= moment]
     if json:
-        render.print_json(entries)
+        render.print_json({"entries": entries})
     else:
         render.history_table(entries)
 
@@ -366,7 +371,7 @@ def metrics(
     """
     _owner_only(trust)
     with existing_store(store) as memory:
-        snapshot = memory.get_metrics(as_of=parse_moment(as_of))
+        snapshot = memory.get_metrics(as_of=as_of_moment(as_of))
     if json:
         render.print_json(snapshot)
     else:
@@ -385,7 +390,7 @@ def stats(
     moment), and what a search is by: the embedder the commands that embed would use (with
     the same --embedder, loading nothing), or words only, and how to search by meaning."""
     _owner_only(trust)
-    moment = parse_moment(as_of)
+    moment = as_of_moment(as_of)
     with existing_store(store) as memory:
         model = model_in_use(embedder, memory.vector_model)
         snapshot = memory.get_metrics(as_of=moment)

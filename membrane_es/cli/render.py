@@ -1,4 +1,11 @@
-"""How the command line shows results: rich tables for people, JSON for machines."""
+"""How the command line shows results: rich tables for people, JSON for machines.
+
+What a store holds is shown literally: the consoles read no Rich markup (``[/INST]`` in a
+prompt template is text) and no emoji codes, and every piece of text passes through
+:func:`literal`, which writes control characters (an ANSI escape, a carriage return, a bidi
+override) as visible escapes a terminal does not act on. ``--json`` output is JSON-escaped
+and needs none of this.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,9 @@ from typing import Any
 import msgspec
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from membrane_es.cli.literal import literal
 from membrane_es.embedding.record_text import fact_in_words
 from membrane_es.engine import HistoryEntry
 from membrane_es.schema.payloads import (
@@ -22,13 +31,33 @@ from membrane_es.schema.payloads import (
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import Explanation, RetrieveGraphResult
 
-# Wide enough that ids and moments are never cut when output goes to a file or a pipe.
-console = Console() if Console().is_terminal else Console(width=200, soft_wrap=True)
-errors = (
-    Console(stderr=True)
-    if Console(stderr=True).is_terminal
-    else Console(stderr=True, width=200, soft_wrap=True)
-)
+
+def _console(stderr: bool) -> Console:
+    """A console that prints text as given: no markup, no emoji codes, no highlighting.
+    Wide enough that ids and moments are never cut when output goes to a file or a pipe."""
+    terminal = Console(stderr=stderr).is_terminal
+    return Console(
+        stderr=stderr,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        width=None if terminal else 200,
+        soft_wrap=not terminal,
+    )
+
+
+console = _console(stderr=False)
+errors = _console(stderr=True)
+
+
+def cell(value: object) -> Text:
+    """A table cell holding ``value`` literally (a Text is never read as markup)."""
+    return Text(literal(value))
+
+
+def say(message: object, err: bool = False) -> None:
+    """One line for people, printed literally (standard error with ``err``)."""
+    (errors if err else console).print(Text(literal(message)), soft_wrap=True)
 
 
 def print_json(value: Any) -> None:
@@ -69,6 +98,7 @@ def entity_names(records: Iterable[MemoryRecord]) -> dict[str, str]:
 
 
 def _shorten(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())  # one line: a stored newline or tab is a space here
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -78,16 +108,21 @@ def records_table(records: Sequence[MemoryRecord], title: str = "") -> None:
         table.add_column(column, no_wrap=column in ("id", "updated"))
     for record in records:
         table.add_row(
-            record.id,
-            record.type.value,
-            record.sensitivity.value,
-            record.scope,
-            f"{record.salience:.3f}",
-            _moment(record.updated_at),
-            summary(record),
+            *map(
+                cell,
+                (
+                    record.id,
+                    record.type.value,
+                    record.sensitivity.value,
+                    record.scope,
+                    f"{record.salience:.3f}",
+                    _moment(record.updated_at),
+                    summary(record),
+                ),
+            )
         )
     console.print(table)
-    console.print(f"{len(records)} record{'s' if len(records) != 1 else ''}")
+    console.print(counted(len(records), "record"))
 
 
 def record_panel(record: MemoryRecord) -> None:
@@ -99,7 +134,7 @@ def record_panel(record: MemoryRecord) -> None:
         if key in ("audit_log",) or value in (None, [], {}, ""):
             continue
         shown = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-        table.add_row(key, shown)
+        table.add_row(cell(key), cell(shown))
     console.print(table)
 
 
@@ -109,12 +144,17 @@ def history_table(entries: Iterable[HistoryEntry]) -> None:
         table.add_column(column, no_wrap=column in ("time",))
     for entry in entries:
         table.add_row(
-            str(entry.version),
-            _moment(entry.timestamp),
-            entry.event,
-            entry.action,
-            entry.actor,
-            entry.rationale,
+            *map(
+                cell,
+                (
+                    entry.version,
+                    _moment(entry.timestamp),
+                    entry.event,
+                    entry.action,
+                    entry.actor,
+                    entry.rationale,
+                ),
+            )
         )
     console.print(table)
 
@@ -125,8 +165,13 @@ def mapping_table(values: Mapping[str, Any], title: str = "") -> None:
     table.add_column()
     for key, value in values.items():
         shown = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-        table.add_row(key, shown)
+        table.add_row(cell(key), cell(shown))
     console.print(table)
+
+
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """``1 record``, ``2 records`` (``plural`` where adding an s is wrong)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _moment(value: Any) -> str:
@@ -139,18 +184,25 @@ def graph_tables(result: RetrieveGraphResult) -> None:
         nodes.add_column(column, no_wrap=column == "id")
     for node in result.nodes:
         nodes.add_row(
-            node.record.id,
-            "root" if node.root else str(node.hop),
-            node.record.type.value,
-            f"{node.record.salience:.3f}",
-            summary(node.record),
+            *map(
+                cell,
+                (
+                    node.record.id,
+                    "root" if node.root else node.hop,
+                    node.record.type.value,
+                    f"{node.record.salience:.3f}",
+                    summary(node.record),
+                ),
+            )
         )
     console.print(nodes)
     edges = Table(title="edges")
     for column in ("source", "predicate", "target", "weight"):
         edges.add_column(column, no_wrap=column != "predicate")
     for edge in result.edges:
-        edges.add_row(edge.source_id, edge.predicate, edge.target_id, f"{edge.weight:g}")
+        edges.add_row(
+            *map(cell, (edge.source_id, edge.predicate, edge.target_id, f"{edge.weight:g}"))
+        )
     console.print(edges)
 
 
@@ -173,16 +225,21 @@ def explanations_table(explanations: Sequence[Explanation], title: str = "why") 
         table.add_column(column, no_wrap=column == "id")
     for item in explanations:
         table.add_row(
-            str(item.rank),
-            item.record_id,
-            f"{item.score:.3f}",
-            _figure(item.vector_score) + _passage(item.passage),
-            _figure(item.lexical_score) + _turns(len(item.searched_with)),
-            _figure(item.time_score),
-            _figure(item.speaker_score),
-            f"{item.salience:.3f}",
-            f"{item.boost:.3f}" if item.boost else "",
-            item.trust,
+            *map(
+                cell,
+                (
+                    item.rank,
+                    item.record_id,
+                    f"{item.score:.3f}",
+                    _figure(item.vector_score) + _passage(item.passage),
+                    _figure(item.lexical_score) + _turns(len(item.searched_with)),
+                    _figure(item.time_score),
+                    _figure(item.speaker_score),
+                    f"{item.salience:.3f}",
+                    f"{item.boost:.3f}" if item.boost else "",
+                    item.trust,
+                ),
+            )
         )
     console.print(table)
 

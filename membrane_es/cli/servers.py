@@ -8,60 +8,118 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Annotated, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from membrane_es.cli.app import Command, MissingExtraError, UsageProblem, app, command
 from membrane_es.cli.embedder import EmbedderName
-from membrane_es.cli.options import Store, TrustScopes, choices, open_store, trust_context
+from membrane_es.cli.options import (
+    OWNER_TRUST,
+    Store,
+    TrustScopes,
+    choices,
+    open_store,
+    trust_context,
+)
 from membrane_es.errors import MembraneError
 from membrane_es.listening import warn_if_open
 from membrane_es.schema.enums import Sensitivity
 
 MAX_PORT = 65535
+PROGRAM = "membrane-es serve"  # how the daemon names itself when run by this command
 SERVE_EXAMPLE = "membrane-es serve --db ./memory --addr 127.0.0.1:9090 --config membrane.yaml"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors reach the command line's one error boundary (one line)."""
+class GoSpelledCommand(Command):
+    """A command whose options also take Go's spelling, one dash (``-db x``, ``-addr=:1``),
+    as ``membraned`` takes them: commands written for Membrane's daemon still run. (It
+    takes no one-letter options but -h, so ``-bogus`` is named as the option it is.)"""
 
-    def error(self, message: str) -> NoReturn:
-        raise UsageProblem(message)
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        spelled = []
+        for arg in args:
+            name = arg.partition("=")[0]
+            if name[:1] == "-" and name[:2] != "--" and len(name) > 2:
+                arg = f"-{arg}"
+            spelled.append(arg)
+        return list(super().parse_args(ctx, spelled))
 
 
-@app.command(
-    "serve",
-    cls=Command,
-    help="Run the gRPC daemon (membrane.v1) on a store, with membraned's flags and config "
-    "(--db, --addr, --config, --keys, --postgres-dsn; --http adds the HTTP entries API). "
-    "Run `membrane-es serve -h` for them.",
-    epilog=f"Example: {SERVE_EXAMPLE}",
-    context_settings={
-        "allow_extra_args": True,
-        "ignore_unknown_options": True,
-        "help_option_names": [],
-    },
-    add_help_option=False,
-)
-def serve(ctx: typer.Context) -> None:
+def _flag(name: str, metavar: str, help: str) -> Any:
+    return typer.Option(f"--{name}", metavar=metavar, help=help, show_default=False)
+
+
+@app.command("serve", cls=GoSpelledCommand, epilog=f"Example: {SERVE_EXAMPLE}")
+def serve(
+    db: Annotated[
+        str | None,
+        _flag(
+            "db",
+            "DIR",
+            "store directory, or with postgres the views' (overrides db_path; :memory: works); "
+            "a new store is made only inside an existing directory, and announced",
+        ),
+    ] = None,
+    addr: Annotated[
+        str | None,
+        _flag(
+            "addr", "ADDR", "gRPC listen address (default 127.0.0.1:9090; :9090 is every interface)"
+        ),
+    ] = None,
+    config: Annotated[str | None, _flag("config", "PATH", "YAML config file")] = None,
+    keys: Annotated[
+        str | None, _flag("keys", "PATH", "API keys file: tenants and trust ceilings")
+    ] = None,
+    postgres_dsn: Annotated[
+        str | None,
+        _flag(
+            "postgres-dsn", "DSN", "keep the log in PostgreSQL at this DSN (sets backend=postgres)"
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        _flag(
+            "http",
+            "ADDR",
+            "also serve the HTTP entries API (/v1/memory/...) here, e.g. 127.0.0.1:8080",
+        ),
+    ] = None,
+    no_grpc: Annotated[
+        bool,
+        typer.Option(
+            "--no-grpc", help="serve only the HTTP entries API (needs --http)", show_default=False
+        ),
+    ] = False,
+    chain_key_file: Annotated[
+        str | None,
+        _flag(
+            "chain-key-file",
+            "PATH",
+            "file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
+        ),
+    ] = None,
+) -> None:
+    """Run the gRPC daemon (membrane.v1) on a store, with the flags and config of Membrane's
+    daemon, membraned (which it also takes with one dash: -db); --http adds the HTTP entries
+    API. Who may read what comes from the keys file (trust ceilings per key)."""
     try:
         from membrane_es.grpc_server import membraned
     except ImportError as error:
         raise MissingExtraError("server", error.name or "grpcio") from None
-    parser = _Parser(
-        prog="membrane-es serve",
-        description="Run the gRPC daemon (membrane.v1); the same flags and config as "
-        "membraned (which also takes them with one dash: -db).",
-        epilog=f"Example: {SERVE_EXAMPLE}",
+    flags = argparse.Namespace(
+        config=config,
+        db=db,
+        postgres_dsn=postgres_dsn,
+        addr=addr,
+        keys=keys,
+        chain_key_file=chain_key_file,
     )
-    membraned.add_flags(parser, go_style=False)
-    args = parser.parse_args(membraned.double_dashed(ctx.args, parser))
     try:
-        config = membraned.config_from_flags(args)
+        daemon_config = membraned.config_from_flags(flags)
     except membraned.ConfigError as error:
         raise MembraneError(f"configure: {error}") from None
-    status = membraned.run(config, http=args.http, grpc=not args.no_grpc)
+    status = membraned.run(daemon_config, http=http, grpc=not no_grpc, program=PROGRAM)
     if status:
         raise typer.Exit(status)
 
@@ -87,10 +145,12 @@ def mcp(
         typer.Option(
             "--trust",
             metavar=choices(Sensitivity),
-            help="the most any client may read; clients can narrow it, never widen it",
+            help="the most any client may read or write; clients can narrow it, never widen "
+            "it (the default, as for every command, is hyper, the owner's: lower it to give an "
+            "agent less)",
             case_sensitive=False,
         ),
-    ] = Sensitivity.LOW,
+    ] = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     keys_file: Annotated[
         str | None,
@@ -105,8 +165,9 @@ def mcp(
     ] = None,
     embedder: EmbedderName = "default",
 ) -> None:
-    """Serve a store to agents over the Model Context Protocol: capture, retrieve,
-    retrieve_graph, get, history and the revision operations as tools."""
+    """Serve a store to agents over the Model Context Protocol. Its tools: capture,
+    create_record, context, retrieve, retrieve_graph, list, get, history, supersede, fork,
+    merge, retract, contest, reinforce, penalize and forget."""
     if http is not None:  # bad usage is named before the extra is looked for
         host, _, port = http.rpartition(":")
         if not host or not port.isdigit() or int(port) > MAX_PORT:

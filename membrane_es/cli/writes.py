@@ -13,9 +13,10 @@ import msgspec
 import typer
 
 from membrane_es.cli import render
-from membrane_es.cli.app import UsageProblem, command
+from membrane_es.cli.app import UsageProblem, command, on_interrupt
 from membrane_es.cli.embedder import EmbedderName
 from membrane_es.cli.options import (
+    OWNER_TRUST,
     Actor,
     Json,
     Rationale,
@@ -24,9 +25,12 @@ from membrane_es.cli.options import (
     choices,
     existing_store,
     parse_json,
+    read_given,
     salience_amount,
     store_for_writing,
+    trust_context,
 )
+from membrane_es.engine import Membrane
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.rfc3339 import parse_moment
@@ -97,7 +101,21 @@ def _written(record: MemoryRecord, verb: str, json: bool) -> None:
     resolution = record.resolution
     if resolution is not None and resolution.outcome != "created":
         verb = f"{verb} ({resolution.outcome}: {resolution.rationale})"
-    render.console.print(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+    render.say(f"{verb} {record.id}  {record.type.value}  {render.summary(record)}")
+
+
+ChangedJson = Annotated[
+    bool, typer.Option("--json", help="print the record as it stands after, as JSON")
+]
+
+
+def _changed(memory: Membrane, record_id: str, verb: str, json: bool) -> None:
+    """Say what a revision did: its verb and the record's id, or with ``json`` the record
+    as it now stands (its salience, its state), as the writes that make records print them."""
+    if not json:
+        render.say(f"{verb} {record_id}")
+        return
+    render.print_json(memory.retrieve_by_id(record_id, trust=trust_context(OWNER_TRUST, None)))
 
 
 @command(
@@ -111,7 +129,8 @@ def capture(
         str,
         typer.Argument(
             metavar="CONTENT",
-            help="what to remember: JSON, @file, or - (with --text: plain text)",
+            help="what to remember: JSON, @file, or - for standard input (with --text: plain "
+            "text, from @file or - alike)",
         ),
     ],
     text: Annotated[bool, typer.Option("--text", help="take CONTENT as plain text")] = False,
@@ -174,7 +193,12 @@ def capture(
 
     A derived fact already known is reinforced rather than stored again, and a new value of
     a single-valued predicate (city, employer, deploy_target…) supersedes the old."""
-    value = content if text else parse_json(content, "content")
+    value = (
+        # a file's or a pipe's last line ends in a newline that is not part of the text
+        read_given(content, "content").rstrip("\r\n")
+        if text
+        else parse_json(content, "content", "to capture plain text, add --text")
+    )
     with store_for_writing(store, embedder) as memory:
         memory.declare_predicates(single=single_valued or [], many=many_valued or [])
         result = memory.capture_memory(
@@ -202,7 +226,7 @@ def capture(
     named = render.entity_names([result.primary_record, *result.created_records])
     for edge in result.edges:
         source, target = (named.get(i, i) for i in (edge.source_id, edge.target_id))
-        render.console.print(f"  edge {source} {edge.predicate} {target}")
+        render.say(f"  edge {source} {edge.predicate} {target}")
 
 
 @command(
@@ -314,12 +338,16 @@ def merge(
 
 @command("retract", "membrane-es retract ./memory RECORD_ID --why 'wrong project'")
 def retract(
-    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """Withdraw a record: salience 0, left out of reads, kept in history."""
     with existing_store(store) as memory:
         memory.retract(record_id, actor, rationale)
-    render.console.print(f"retracted {record_id}")
+        _changed(memory, record_id, "retracted", json)
 
 
 @command("contest", "membrane-es contest ./memory RECORD_ID --by OTHER_ID --why 'it disagrees'")
@@ -334,21 +362,26 @@ def contest(
     ] = "",
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """Flag conflicting evidence against a record."""
     with existing_store(store) as memory:
         memory.contest(record_id, contesting_ref, actor, rationale)
-    render.console.print(f"contested {record_id}")
+        _changed(memory, record_id, "contested", json)
 
 
 @command("reinforce", "membrane-es reinforce ./memory RECORD_ID --why 'answered correctly'")
 def reinforce(
-    store: Store, record_id: RecordId, actor: Actor = "membrane-es-cli", rationale: Rationale = ""
+    store: Store,
+    record_id: RecordId,
+    actor: Actor = "membrane-es-cli",
+    rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """The record helped: its salience rises and its decay clock restarts."""
     with existing_store(store) as memory:
         memory.reinforce(record_id, actor, rationale)
-    render.console.print(f"reinforced {record_id}")
+        _changed(memory, record_id, "reinforced", json)
 
 
 @command("penalize", "membrane-es penalize ./memory RECORD_ID 0.2 --why 'missing the region'")
@@ -363,11 +396,12 @@ def penalize(
     ],
     actor: Actor = "membrane-es-cli",
     rationale: Rationale = "",
+    json: ChangedJson = False,
 ) -> None:
     """The record misled: its salience drops by AMOUNT (never below its floor)."""
     with existing_store(store) as memory:
         memory.penalize(record_id, amount, actor, rationale)
-    render.console.print(f"penalized {record_id}")
+        _changed(memory, record_id, "penalized", json)
 
 
 @command("forget", "membrane-es forget ./memory RECORD_ID --why 'asked to be forgotten'")
@@ -386,17 +420,22 @@ def forget(
     with existing_store(store) as memory:
         forgotten = memory.forget(record_id, actor, rationale)
     if json:
-        render.print_json(forgotten)
+        render.print_json({"forgotten": forgotten})
     else:
         for erased in forgotten:
-            render.console.print(f"forgot {erased}")
+            render.say(f"forgot {erased}")
 
 
 @command("consolidate", "membrane-es consolidate ./memory --json")
 def consolidate(store: Store, json: Json = False, embedder: EmbedderName = "default") -> None:
     """Compress old episodes and extract facts, skills and plans (idempotent)."""
     with existing_store(store, embedder) as memory:
-        result = memory.consolidate()
+        # each derived record is one atomic write, and a run does only what none did before
+        with on_interrupt(
+            "consolidation stopped part way: what it wrote is kept, each record whole; run "
+            "consolidate again to finish (it does only what is left)"
+        ):
+            result = memory.consolidate()
     if json:
         render.print_json(result)
     else:

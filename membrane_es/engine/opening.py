@@ -58,6 +58,7 @@ class Opening(EngineCore):
         read_only: bool = False,
         follow: bool = True,
         discard_unfinished_import: bool = False,
+        create_parents: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> Self:
         """The store at ``address``: a directory (LMDB, :meth:`open`), a PostgreSQL URL
@@ -82,6 +83,8 @@ class Opening(EngineCore):
             is emptied first — the events and keys that import wrote — so
             :meth:`import_log` can load a file into it again. Any other store opens as it
             is. Not with ``read_only``.
+        :param create_parents: (a directory) make the directories a new store's path needs,
+            as :meth:`open`'s.
         """
         where = StoreAddress.parse(address)
         options = options_of(options, choices)
@@ -89,6 +92,7 @@ class Opening(EngineCore):
         check_flag("read_only", read_only)
         check_flag("follow", follow)
         check_flag("discard_unfinished_import", discard_unfinished_import)
+        check_flag("create_parents", create_parents)
         if where.path is not None:
             return cls.open(
                 where.path,
@@ -96,6 +100,7 @@ class Opening(EngineCore):
                 create=create,
                 read_only=read_only,
                 discard_unfinished_import=discard_unfinished_import,
+                create_parents=create_parents,
             )
         if where.dsn is not None:
             return cls.open_postgres(
@@ -125,9 +130,11 @@ class Opening(EngineCore):
         verify_on_open: bool = False,
         create: bool = True,
         discard_unfinished_import: bool = False,
+        create_parents: bool = False,
         **choices: Unpack[OptionChoices],
     ) -> Self:
-        """A durable store in directory ``path`` (created if missing), backed by LMDB.
+        """A durable store in directory ``path`` (created if missing, inside a directory that
+        exists), backed by LMDB.
 
         :param options: what the engine is opened with (embedder, clock, chain key,
             eventsourcing settings…: :class:`~membrane_es.engine.options.EngineOptions`);
@@ -146,6 +153,10 @@ class Opening(EngineCore):
             checkpoint, and the checkpoint's tie to the log).
         :param discard_unfinished_import: empty a store an import did not finish, as
             :meth:`connect`'s.
+        :param create_parents: make the missing directories above a new store's ``path``;
+            without it a path whose parent directory does not exist raises
+            :class:`~membrane_es.errors.ValidationError` naming it, and nothing is created
+            (a mistyped ``./memroy/x`` is not silently a new, empty store).
 
         Opening a store whose log fails the chain check raises
         :class:`~membrane_es.errors.IntegrityError` naming the first bad notification.
@@ -157,11 +168,19 @@ class Opening(EngineCore):
             check_flag(name, flag)
         check_flag("verify_on_open", verify_on_open)
         check_flag("discard_unfinished_import", discard_unfinished_import)
+        check_flag("create_parents", create_parents)
         if not create and not holds_store(directory):
             raise StoreNotFoundError(str(path))
         if directory.exists() and not directory.is_dir():
             raise ValidationError("path", f"{path} is a file: a store is kept in a directory")
-        directory.mkdir(parents=True, exist_ok=True)
+        parent = Path(os.path.abspath(directory)).parent
+        if not create_parents and not parent.is_dir():
+            raise ValidationError(
+                "path",
+                f"no directory {parent} to make the store {path} in (pass create_parents=True "
+                "to make it)",
+            )
+        directory.mkdir(parents=create_parents, exist_ok=True)
         settings = {
             "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",
             "LMDB_PATH": str(directory),
@@ -223,6 +242,10 @@ class Opening(EngineCore):
             forensics, as :meth:`open`'s.
         :param discard_unfinished_import: empty a store an import did not finish, as
             :meth:`connect`'s.
+        :param create_parents: make the missing directories above a new store's ``path``;
+            without it a path whose parent directory does not exist raises
+            :class:`~membrane_es.errors.ValidationError` naming it, and nothing is created
+            (a mistyped ``./memroy/x`` is not silently a new, empty store).
 
         The log is hash chained as an LMDB store's is (:meth:`verify`), across every writer.
         """

@@ -118,9 +118,12 @@ def config_from_flags(
     return config
 
 
-def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int:
+def run(
+    config: DaemonConfig, http: str | None = None, grpc: bool = True, program: str = PROGRAM
+) -> int:
     """Builds the daemon (gRPC, and the HTTP entries API on ``http``; or that alone), serves
-    until SIGINT/SIGTERM, exits 0; setup errors exit 1."""
+    until SIGINT/SIGTERM, exits 0; setup errors exit 1. ``program``: the name it says
+    things under (``membrane-es serve`` runs it as itself)."""
     from membrane_es.grpc_server.server import Daemon, open_stores
     from membrane_es.http_api import HttpServer, create_app
 
@@ -129,7 +132,8 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not grpc and not http:
-        print(f"failed to run {PROGRAM}: -no-grpc needs -http", file=sys.stderr)
+        dash = "-" if program == PROGRAM else "--"  # as the flags are spelled there
+        print(f"failed to run {program}: {dash}no-grpc needs {dash}http", file=sys.stderr)
         return 1
     try:
         if not grpc:
@@ -143,17 +147,17 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
             tenants.close()
             raise
     except (ConfigError, MembraneError, OSError, ValueError) as error:
-        print(f"failed to run {PROGRAM}: initialize membrane: {error}", file=sys.stderr)
+        print(f"failed to run {program}: initialize membrane: {error}", file=sys.stderr)
         return 1
     if grpc:
-        warn_if_open(PROGRAM, "gRPC", config.listen_addr, keys.enabled)
+        warn_if_open(program, "gRPC", config.listen_addr, keys.enabled)
     if http is not None:
-        warn_if_open(PROGRAM, "the HTTP entries API", http, keys.enabled)
+        warn_if_open(program, "the HTTP entries API", http, keys.enabled)
     if not grpc:
         assert web is not None
         try:
             web.start()
-            _announce(web, http)
+            _announce(web, http, program)
             wait_for_stop_signal()
         finally:
             web.stop()  # requests in flight finish, then the stores close
@@ -163,14 +167,14 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     if web is not None:
         daemon.also_stop(web.stop)  # HTTP finishes its requests before the stores close
         web.start()
-        _announce(web, http)
-    print(f"{PROGRAM} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
+        _announce(web, http, program)
+    print(f"{program} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
     daemon.serve_until_signalled()
     return 0
 
 
-def _announce(web: HttpServer, address: str | None) -> None:
-    print(f"{PROGRAM} HTTP entries API on {address} (port {web.port})", file=sys.stderr)
+def _announce(web: HttpServer, address: str | None, program: str) -> None:
+    print(f"{program} HTTP entries API on {address} (port {web.port})", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -106,10 +106,13 @@ def selection(result: SelectionResult) -> Json:
 
 
 def captured(result: CaptureMemoryResult) -> Json:
-    """A capture: the primary record, and the ids of the records it made beside it."""
-    out = record(result.primary_record)
-    if result.created_records:
-        out["created"] = [item.id for item in result.created_records]
+    """A capture: the primary record under ``record`` (as every answer holding one record
+    has it), the ids of the records it made beside it under ``created``, and under
+    ``resolved`` each derived fact that reinforced or superseded what was known."""
+    out: Json = {
+        "record": record(result.primary_record),
+        "created": [item.id for item in result.created_records],
+    }
     resolutions = [
         {"id": item.id, **msgspec.to_builtins(item.resolution)}
         for item in (*result.created_records, *result.resolved_records)

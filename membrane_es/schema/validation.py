@@ -514,10 +514,12 @@ def require_evidence(record: MemoryRecord, field: str = "record") -> None:
         and not payload.evidence
         and not record.provenance.sources
     ):
+        named = f"record {record.id}" if record.id else "the record"
         raise ValidationError(
             f"{field}.payload.evidence",
-            "semantic revision requires evidence: "
-            f"record {record.id} has no evidence references or provenance sources",
+            f"semantic revision requires evidence: {named} has no evidence references or "
+            f"provenance sources; give payload.evidence: [{EVIDENCE_SHAPE}], or "
+            f"provenance.sources: [{SOURCE_SHAPE}]",
         )
 
 
@@ -616,4 +618,25 @@ def _as_validation_error(exc: msgspec.ValidationError, field: str) -> Validation
     match = _AT_PATH.match(str(exc))
     assert match is not None
     path = match.group("path") or ""
-    return ValidationError(field + path, match.group("message"))
+    return ValidationError(field + path, match.group("message") + _shape_of(path))
+
+
+# How an evidence reference and a provenance source are written: said beside an error in
+# one, since the two lists look alike and take different fields.
+EVIDENCE_SHAPE = '{"source_type": "observation", "source_id": "release-42"}'
+SOURCE_SHAPE = '{"kind": "event|artifact|tool_call|observation|outcome", "ref": "release-42"}'
+_SHAPES = (
+    (
+        re.compile(r"\.evidence(\[\d+\])?$"),
+        f"; an evidence reference is {EVIDENCE_SHAPE} (timestamp optional)",
+    ),
+    (
+        re.compile(r"\.sources(\[\d+\])?$"),
+        f"; a provenance source is {SOURCE_SHAPE} (hash, created_by, timestamp optional)",
+    ),
+)
+
+
+def _shape_of(path: str) -> str:
+    """The expected shape of the part at ``path``, where it is one users write by hand."""
+    return next((shape for pattern, shape in _SHAPES if pattern.search(path)), "")

@@ -163,7 +163,11 @@ class ChainReport:
     def __str__(self) -> str:
         if self.ok:
             keyed = " (keyed hash chain)" if self.keyed else ""
-            forgotten = f"; {self.forgotten} records forgotten" if self.forgotten else ""
+            forgotten = (
+                f"; {self.forgotten} record{'' if self.forgotten == 1 else 's'} forgotten"
+                if self.forgotten
+                else ""
+            )
             return f"OK: {self.checked} notifications verified{keyed}{forgotten}"
         where = "" if self.notification_id is None else f" at notification {self.notification_id}"
         return f"{self.fault}{where}: {self.detail}"

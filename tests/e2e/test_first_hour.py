@@ -273,7 +273,7 @@ def test_a_derived_fact_reads_with_its_entitys_name(tmp_path: Path) -> None:
     assert re.search(r"edge \S+ mentions_entity Rex \(", captured)
     listed = ok("list", store, "--type", "semantic")
     assert "Rex is_a dog" in listed
-    fact = json.loads(ok("list", store, "--type", "semantic", "--json"))[0]
+    fact = json.loads(ok("list", store, "--type", "semantic", "--json", "--detail"))["records"][0]
     assert fact["interpretation"]["summary"] == "Rex is_a dog"  # what MCP and gRPC carry
 
 
@@ -294,7 +294,7 @@ def test_servers_listen_on_loopback_unless_told_and_warn_beyond_it(tmp_path: Pat
     # only HTTP asked for an address: gRPC stays on loopback too (on a free port here)
     args = ["-m", "membrane_es", "serve", "--db", store, "--http", http, "--addr", "127.0.0.1:0"]
     with server(*args, says="listening on") as said:
-        assert "membraned listening on 127.0.0.1:0" in said and "warning" not in said
+        assert "membrane-es serve listening on 127.0.0.1:0" in said and "warning" not in said
     wide = ["-m", "membrane_es", "serve", "--db", store, "--addr", ":0"]
     with server(*wide, says="listening on") as said:
         assert "warning: gRPC listens on :0, beyond this machine, without API keys" in said

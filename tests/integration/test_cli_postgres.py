@@ -47,11 +47,11 @@ def test_commands_on_a_postgres_store(postgres_dsn: str, tmp_path: Path) -> None
     first = as_json("create", store, fact("Orchid", "staging"), "--why", "heard")
     moved = as_json("supersede", store, first["id"], fact("Orchid", "production"), "--why", "r")
     ok("reinforce", store, moved["id"], "--why", "it helped")
-    assert [r["id"] for r in as_json("list", store)] == [moved["id"]]
+    assert [r["id"] for r in as_json("list", store)["records"]] == [moved["id"]]
     assert (
         as_json("retrieve", store, "where does Orchid deploy")["records"][0]["id"] == (moved["id"])
     )
-    events = [entry["event"] for entry in as_json("history", store, moved["id"])]
+    events = [entry["event"] for entry in as_json("history", store, moved["id"])["entries"]]
     assert events[0] == "Created" and "Reinforced" in events
 
     report = as_json("verify", store)
@@ -62,8 +62,8 @@ def test_commands_on_a_postgres_store(postgres_dsn: str, tmp_path: Path) -> None
 
     # a tenant's schema is another store
     other = as_json("create", tenant, fact("Lily", "staging"))
-    assert [r["id"] for r in as_json("list", tenant)] == [other["id"]]
-    assert other["id"] not in {r["id"] for r in as_json("list", store)}
+    assert [r["id"] for r in as_json("list", tenant)["records"]] == [other["id"]]
+    assert other["id"] not in {r["id"] for r in as_json("list", store)["records"]}
 
     # rebuild is for a directory of views; a PostgreSQL store's live in its processes
     assert "read views live in each process" in refused("rebuild", store, status=2)

@@ -3,6 +3,7 @@ store by address, and the figures an edge asks of the engine instead of reading 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -135,6 +136,23 @@ def test_connect_without_create_finds_no_store_and_makes_none(tmp_path: Path) ->
     assert not (tmp_path / "missing").exists()
     with pytest.raises(StoreNotFoundError):
         Membrane.connect(":memory:", create=False)
+
+
+@pytest.mark.parametrize("opener", [Membrane.open, Membrane.connect])
+def test_a_new_store_needs_its_parent_directory_unless_asked_to_make_it(
+    tmp_path: Path, opener: Callable[..., Membrane]
+) -> None:
+    typo = tmp_path / "memroy" / "x"
+    with pytest.raises(ValidationError, match=f"no directory {tmp_path / 'memroy'}") as refused:
+        opener(typo, embedder=None)
+    assert refused.value.field == "path" and str(typo) in str(refused.value)
+    assert not (tmp_path / "memroy").exists()  # nothing made
+    with opener(typo, embedder=None, create_parents=True) as memory:
+        memory.create_record(semantic())
+    with opener(typo, embedder=None) as memory:
+        assert memory.event_count() == 1  # an existing store opens as it is
+    with opener(tmp_path / "store", embedder=None):
+        pass  # a parent that exists is all a new store needs
 
 
 def test_connect_read_only_refuses_writes_and_memory_cannot_be_read_only(tmp_path: Path) -> None:

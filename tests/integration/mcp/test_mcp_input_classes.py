@@ -23,7 +23,7 @@ BARE = re.compile(r"^Error executing tool \w+:?\s*$")
 UNANTICIPATED = "the server failed on this call"
 MOMENT_ARGS = {"as_of", "timestamp"}
 LEVEL_ARGS = {"sensitivity", "max_sensitivity"}
-RECORD_ARGS = {"record", "new_record", "forked_record", "merged_record"}
+RECORD_ARGS = {"record"}
 CEILING = Caller(max_sensitivity=Sensitivity.LOW)
 
 
@@ -50,20 +50,20 @@ def _arguments(tool: str, known: str) -> dict[str, Any]:
             "timestamp": "2026-01-01T00:00:00Z",
         },
         "create_record": {"record": _fact(), "actor": "a", "rationale": "r"},
-        "supersede": {"old_id": known, "new_record": _fact(), **revision},
-        "fork": {"source_id": known, "forked_record": _fact(), **revision},
-        "merge": {"record_ids": [known], "merged_record": _fact(), **revision},
-        "retract": {"record_id": known, **revision},
-        "contest": {"record_id": known, "contesting_ref": known, **revision},
-        "reinforce": {"record_id": known, **revision},
-        "penalize": {"record_id": known, "amount": 0.1, **revision},
+        "supersede": {"id": known, "record": _fact(), **revision},
+        "fork": {"id": known, "record": _fact(), **revision},
+        "merge": {"ids": [known], "record": _fact(), **revision},
+        "retract": {"id": known, **revision},
+        "contest": {"id": known, "contesting_ref": known, **revision},
+        "reinforce": {"id": known, **revision},
+        "penalize": {"id": known, "amount": 0.1, **revision},
         "retrieve": {"task": "a note", "as_of": "2026-01-01T00:00:00Z", "max_sensitivity": "low"},
         "retrieve_graph": {"task": "a", "as_of": "2026-01-01T00:00:00Z", "max_sensitivity": "low"},
-        "get": {"record_id": known, "as_of": "2030-01-01T00:00:00Z", "max_sensitivity": "low"},
-        "history": {"record_id": known, "max_sensitivity": "low"},
+        "get": {"id": known, "as_of": "2030-01-01T00:00:00Z", "max_sensitivity": "low"},
+        "history": {"id": known, "max_sensitivity": "low"},
         "context": {"task": "a note", "as_of": "2026-01-01T00:00:00Z", "max_sensitivity": "low"},
         "list": {"scope": "s", "tags": ["t"], "as_of": "2026-01-01T00:00:00Z"},
-        "forget": {"record_id": known, "rationale": "r", "actor": "a"},
+        "forget": {"id": known, "rationale": "r", "actor": "a"},
     }[tool]
 
 

@@ -78,32 +78,32 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             "penalize",
             "forget",
         }
-        first = await call(client, "create_record", record=fact("staging"))
-        moved = await call(
-            client, "supersede", old_id=first["id"], new_record=fact("production"), rationale="r42"
-        )
-        variant = await call(
-            client, "fork", source_id=moved["id"], forked_record=fact("dev"), rationale="dev"
-        )
-        assert await call(client, "reinforce", record_id=moved["id"], rationale="ok") == {
-            "ok": True
-        }
-        await call(client, "penalize", record_id=variant["id"], amount=0.2, rationale="vague")
+        first = (await call(client, "create_record", record=fact("staging")))["record"]
+        moved = (
+            await call(
+                client, "supersede", id=first["id"], record=fact("production"), rationale="r"
+            )
+        )["record"]
+        variant = (await call(client, "fork", id=moved["id"], record=fact("dev"), rationale="d"))[
+            "record"
+        ]
+        assert await call(client, "reinforce", id=moved["id"], rationale="ok") == {"ok": True}
+        await call(client, "penalize", id=variant["id"], amount=0.2, rationale="vague")
         await call(
             client,
             "contest",
-            record_id=moved["id"],
+            id=moved["id"],
             contesting_ref=variant["id"],
             rationale="disagrees",
         )
         # two values of one single-valued fact, stored as given (resolution would supersede)
-        a = await call(client, "create_record", record=fact("a"), resolve=False)
-        b = await call(client, "create_record", record=fact("b"), resolve=False)
+        a = (await call(client, "create_record", record=fact("a"), resolve=False))["record"]
+        b = (await call(client, "create_record", record=fact("b"), resolve=False))["record"]
         assert "resolution" not in b
-        merged = await call(
-            client, "merge", record_ids=[a["id"], b["id"]], merged_record=fact("ab"), rationale="="
-        )
-        await call(client, "retract", record_id=variant["id"], rationale="wrong")
+        merged = (
+            await call(client, "merge", ids=[a["id"], b["id"]], record=fact("ab"), rationale="=")
+        )["record"]
+        await call(client, "retract", id=variant["id"], rationale="wrong")
         captured = await call(
             client,
             "capture",
@@ -111,16 +111,15 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             source_kind="event",
             scope="project:orchid",
         )
-        assert captured["type"] == "episodic"
-        assert captured["text"] == "Orchid deploys on Fridays" and captured["created"]
+        assert set(captured) == {"record", "created"} and captured["created"]
+        assert captured["record"]["type"] == "episodic"
+        assert captured["record"]["text"] == "Orchid deploys on Fridays"
 
-        now = await call(client, "get", record_id=first["id"], detail=True)
+        now = (await call(client, "get", id=first["id"], detail=True))["record"]
         assert now["payload"]["revision"]["status"] == "retracted"
-        then = await call(client, "get", record_id=first["id"], as_of=first["at"])
+        then = (await call(client, "get", id=first["id"], as_of=first["at"]))["record"]
         assert then["text"] == "Orchid deploy_target staging"
-        events = [
-            e["event"] for e in (await call(client, "history", record_id=moved["id"]))["entries"]
-        ]
+        events = [e["event"] for e in (await call(client, "history", id=moved["id"]))["entries"]]
         assert events[0] == "Created" and "Reinforced" in events
 
         found = await call(client, "retrieve", task="where does Orchid deploy", limit=5)
@@ -139,8 +138,8 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             node["id"] for node in roots["nodes"]
         ]
 
-        assert "record not found" in await error(client, "get", record_id="nope")
-        assert "RFC 3339" in await error(client, "get", record_id=first["id"], as_of="2026-W47")
+        assert "record not found" in await error(client, "get", id="nope")
+        assert "RFC 3339" in await error(client, "get", id=first["id"], as_of="2026-W47")
         assert "payload" in await error(client, "create_record", record={"type": "semantic"})
 
     session(memory, Caller(), body)
@@ -160,9 +159,9 @@ def test_the_server_ceiling_is_never_widened(memory: Membrane) -> None:
         # asking for a scope outside the ceiling does not reach it
         wider = await call(client, "retrieve", task="Orchid", scopes=["project:lily"])
         assert elsewhere.id not in {record["id"] for record in wider["records"]}
-        assert "denied" in await error(client, "get", record_id=secret.id, max_sensitivity="hyper")
+        assert "denied" in await error(client, "get", id=secret.id, max_sensitivity="hyper")
         # narrowing works: at "public" even the low record is not read in full
-        assert "denied" in await error(client, "get", record_id=public.id, max_sensitivity="public")
+        assert "denied" in await error(client, "get", id=public.id, max_sensitivity="public")
         # writes: nothing above the ceiling, no revising what it cannot read
         assert "ceiling" in await error(
             client, "create_record", record=fact("x", sensitivity="high")
@@ -170,8 +169,8 @@ def test_the_server_ceiling_is_never_widened(memory: Membrane) -> None:
         assert "ceiling" in await error(
             client, "capture", content={"text": "x"}, scope="project:lily"
         )
-        assert "denied" in await error(client, "retract", record_id=secret.id, rationale="x")
-        assert "denied" in await error(client, "reinforce", record_id=elsewhere.id, rationale="x")
+        assert "denied" in await error(client, "retract", id=secret.id, rationale="x")
+        assert "denied" in await error(client, "reinforce", id=elsewhere.id, rationale="x")
 
     session(memory, caller, body)
     owner = TrustContext(max_sensitivity=Sensitivity.HYPER)
@@ -219,7 +218,7 @@ def test_answers_are_compact_unless_detail_is_asked_for() -> None:
             short
         )
         assert len(await text_of(client, "retrieve_graph", task=task, node_limit=3)) <= 1200
-        one = await call(client, "get", record_id=found["records"][0]["id"])
+        one = (await call(client, "get", id=found["records"][0]["id"]))["record"]
         assert one == {k: v for k, v in found["records"][0].items() if k != "score"}
 
     session(memory, Caller(), body)
@@ -234,7 +233,7 @@ def test_context_list_and_forget_tools() -> None:
             captured = await call(
                 client, "capture", content={"text": text}, source_kind="event", scope="project:x"
             )
-            ids.append(captured["id"])
+            ids.append(captured["record"]["id"])
         packed = await call(client, "context", task="Orchid deploys", budget_tokens=64)
         assert set(packed) == {"text", "ids", "tokens", "budget_tokens"}
         assert packed["ids"] and 0 < packed["tokens"] <= 64
@@ -244,9 +243,7 @@ def test_context_list_and_forget_tools() -> None:
         listed = await call(client, "list", limit=2)
         assert len(listed["records"]) == 2 and "text" in listed["records"][0]
         assert len((await call(client, "list", scope="project:none"))["records"]) == 0
-        assert (await call(client, "forget", record_id=ids[0], rationale="asked"))["forgotten"] == [
-            ids[0]
-        ]
+        assert (await call(client, "forget", id=ids[0], rationale="asked"))["forgotten"] == [ids[0]]
         after = await call(client, "context", task="Orchid deploys on Fridays")
         assert ids[0] not in after["ids"] and "Fridays" not in after["text"]
         assert "budget_tokens" in await error(client, "context", task="x", budget_tokens=3)
@@ -274,8 +271,43 @@ def test_context_and_forget_keep_to_the_ceiling() -> None:
             "at": by_id[secret.primary_record.id]["at"],
             "redacted": True,
         }
-        assert "denied" in await error(
-            client, "forget", record_id=secret.primary_record.id, rationale="x"
+        assert "denied" in await error(client, "forget", id=secret.primary_record.id, rationale="x")
+
+    session(memory, caller, body)
+
+
+def test_arguments_that_do_not_fit_are_refused_in_one_short_line(memory: Membrane) -> None:
+    async def body(client: Client) -> None:
+        missing = await error(client, "get")
+        assert missing == "get: id: required", missing
+        typed = await error(client, "penalize", id="x", amount="lots", rationale="r")
+        assert typed.startswith("penalize: amount: ") and "\n" not in typed
+        assert "pydantic" not in typed and "http" not in typed, typed
+        # a name the tools used before is not ignored: it is named, with the ones taken
+        old = await error(client, "retract", record_id="x", rationale="r")
+        assert old.startswith("retract takes no argument 'record_id'") and "id" in old
+        # the engine's field names are the tools' own
+        bare = {"type": "semantic", "payload": {"kind": "semantic", "subject": "s"}}
+        first = (await call(client, "create_record", record=fact("staging")))["record"]
+        said = await error(client, "supersede", id=first["id"], record=bare, rationale="r")
+        assert ": validation error for record.payload." in said, said
+        assert "new_record" not in said
+
+    session(memory, Caller(), body)
+
+
+def test_an_answer_read_below_what_was_asked_says_so(memory: Membrane) -> None:
+    memory.create_record(fact("staging"))
+    caller = Caller(max_sensitivity=Sensitivity.LOW, scopes=("project:orchid",))
+
+    async def body(client: Client) -> None:
+        asked = await call(client, "list", max_sensitivity="hyper")
+        assert asked["trust"] == (
+            "asked for max_sensitivity hyper; answered at low, this server's ceiling"
         )
+        scoped = await call(client, "retrieve", task="Orchid", scopes=["project:lily"])
+        assert "project:lily" in scoped["trust"] and "left out" in scoped["trust"]
+        assert "trust" not in await call(client, "list", max_sensitivity="low")
+        assert "trust" not in await call(client, "list")
 
     session(memory, caller, body)
