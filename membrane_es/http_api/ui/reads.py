@@ -106,7 +106,7 @@ def shares(explanation: Explanation) -> list[Share]:
     if relevance is None:
         return [
             *(Share(name, value, 0.0) for name, value in signals),
-            Share("salience", explanation.salience, explanation.score),
+            Share("salience", explanation.salience, explanation.score or 0.0),
         ]
     total = sum(value or 0.0 for _, value in signals)
     evidence = relevance * EVIDENCE_WEIGHT
