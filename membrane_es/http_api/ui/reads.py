@@ -349,7 +349,7 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
     first = (page - 1) * TIMELINE_PAGE
     steps = []
     before: dict[str, str] = {}
-    if erased is None and first > 0:
+    if erased is None and 0 < first <= len(history):
         before = record_fields(
             memory.retrieve_by_id(
                 record_id, trust=reading.trust, as_of=history[first - 1].timestamp
