@@ -19,6 +19,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.http_api.ui.context import Reading
 from membrane_es.http_api.ui.reads import label, shown
 from membrane_es.schema.conversation import said_after, speaker_of_record
+from membrane_es.schema.payloads import EpisodicPayload
 from membrane_es.schema.records import MemoryRecord
 
 # As capture bounds a sitting: half an hour without a turn ends it.
@@ -55,6 +56,20 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 def _when(record: MemoryRecord) -> datetime:
     """A turn's event time (a record always has one once stored)."""
     return record.created_at or _NEVER
+
+
+def said(record: MemoryRecord) -> str:
+    """What a turn said: its captured content's text when it has one (``text``, ``content``
+    or ``message``), else the record's one-line label."""
+    payload = record.payload
+    if isinstance(payload, EpisodicPayload) and payload.environment is not None:
+        content = payload.environment.context.get("capture_content")
+        if isinstance(content, dict):
+            for key in ("text", "content", "message"):
+                value = content.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value
+    return label(record)
 
 
 def _source(record: MemoryRecord) -> str:
@@ -112,7 +127,7 @@ def conversation(memory: Membrane, reading: Reading, record_id: str) -> Conversa
     ):
         last += 1
     turns = [
-        Turn(record, speaker_of_record(record), label(record), said_after(record))
+        Turn(record, speaker_of_record(record), said(record), said_after(record))
         for record in candidates[first : last + 1]
     ]
     return Conversation(anchor.id, anchor.scope, _source(anchor), turns, clipped)

@@ -8,8 +8,8 @@ the event itself. Floats are compared to three decimals, so salience that merely
 between two events is not reported as a change of the record; a reinforcement of a record
 already at full salience still shows, as the moment it was reinforced.
 
-Values are written as JSON writes them (``true``, ``null``, ``""``, ``[]``), never in
-Python's spelling, so an empty value is seen as one.
+Values are written as JSON writes them (``true``, ``null``, ``""``), never in Python's
+spelling, so an empty text is seen as one.
 """
 
 from __future__ import annotations
@@ -45,15 +45,11 @@ class Change:
 def flatten(value: Any, path: str = "") -> dict[str, str]:
     """Every scalar under ``value`` by its path, as display text."""
     if isinstance(value, dict):
-        if not value and path:
-            return {path: "{}"}
         out: dict[str, str] = {}
         for key, item in value.items():
             out.update(flatten(item, f"{path}.{key}" if path else str(key)))
         return out
     if isinstance(value, list):
-        if not value:
-            return {path: "[]"}
         out = {}
         for index, item in enumerate(value):
             out.update(flatten(item, f"{path}[{index}]"))
@@ -89,12 +85,21 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[Change]:
     return found
 
 
+# What a supersede replaces: the content. Relations, provenance and salience belong to each
+# record's own story (its timeline shows them), and the revision links say which replaced which.
+ACROSS = ("payload", "tags", "scope", "confidence", "sensitivity")
+
+
 def across(old: MemoryRecord, new: MemoryRecord) -> list[Change]:
-    """What a revision changed from one record to the one that replaced it (a supersede's
-    old and new record: ``staging`` → ``production`` in one diff), its revision links aside
-    (they say which replaced which, shown beside the diff)."""
+    """What a revision changed from one record to the one that replaced it: a supersede's
+    old and new content in one diff (``staging`` → ``production``)."""
+
+    def content(record: MemoryRecord) -> dict[str, str]:
+        raw = msgspec.to_builtins(record)
+        return flatten({name: raw[name] for name in ACROSS if name in raw})
+
     return [
         change
-        for change in changes(record_fields(old), record_fields(new))
+        for change in changes(content(old), content(new))
         if not change.path.startswith("payload.revision.")
     ]
