@@ -23,12 +23,12 @@ from membrane_es import Membrane
 from membrane_es.access import KeyRing
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.http_api import HttpServer, create_app
-from membrane_es.schema.entries import NewEntry
+from membrane_es.schema.entries import EntryType, NewEntry
 from membrane_es.schema.timestamps import rfc3339
 from membrane_es.tenants import Tenants
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-SIZE = {"width": 1100, "height": 820}
+WIDTH, HEIGHT = 1100, 820
 SCOPE = "project:orchid"
 TURNS = (
     ("user", "Where does Orchid deploy to now?", "2026-11-20T10:00:00Z"),
@@ -110,11 +110,12 @@ def write(memory: Membrane) -> dict[str, Any]:
         ).primary_record.id
         for who, text, at in TURNS
     ]
-    for kind, title, content in (
+    notes: tuple[tuple[EntryType, str, str], ...] = (
         ("project", "Orchid runbook", "Deploys go through staging first, then production."),
         ("feedback", "Shorter answers", "The user prefers short answers about deploys."),
         ("reference", "Release 42 notes", "Release 42 moved Orchid to production."),
-    ):
+    )
+    for kind, title, content in notes:
         memory.create_entry(NewEntry(type=kind, title=title, content=content), tenant=0)
     return {
         "first": first.id,
@@ -156,7 +157,7 @@ def shoot(out: Path, chromium: str) -> list[Path]:
                 browser = playwright.chromium.launch(
                     executable_path=chromium, headless=True, args=["--no-sandbox"]
                 )
-                page = browser.new_page(viewport=SIZE)
+                page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
                 for name, url in views.items():
                     page.goto(url)
                     target = out / f"inspector-{name}.png"
