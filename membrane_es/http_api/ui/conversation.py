@@ -46,6 +46,10 @@ class Conversation:
     clipped: bool  # the sitting reaches beyond what is shown
 
     @property
+    def ids(self) -> set[str]:
+        return {turn.record.id for turn in self.turns}
+
+    @property
     def speakers(self) -> list[str]:
         return list(dict.fromkeys(turn.speaker for turn in self.turns))
 

@@ -113,6 +113,7 @@ def _page_number(text: str | None) -> int:
     return int(text)
 
 
+_FILE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -156,6 +157,7 @@ def _wants_json(request: Request[Any, Any, Any]) -> bool:
 def _json(value: Any, name: str) -> Response[bytes]:
     """What a page shows, as JSON: the export of that page (a download named ``name``)."""
     body = json.dumps(value, indent=2, ensure_ascii=False, default=str).encode()
+    name = name if _FILE_NAME.fullmatch(name) else "export"  # a path's text, made safe
     return Response(
         body,
         media_type="application/json",
