@@ -40,7 +40,7 @@ from membrane_es.schema.rfc3339 import parse_moment
 
 SEARCH_PAGE = 20
 MAX_RESULTS = 10_000  # the most one ranked read returns (its ``limit``'s bound)
-COUNTED_UPTO = 500  # results are counted up to this many (a page beyond reads further)
+COUNTED_UPTO = 100  # results are counted up to this many (a page beyond reads further)
 MAX_SEARCH_PAGE = (MAX_RESULTS - 1) // SEARCH_PAGE
 TIMELINE_PAGE = 50
 MAX_HOPS = 3
