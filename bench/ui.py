@@ -7,9 +7,9 @@ Run: ``python -m bench.ui [--records 1000000] [--reads 200]``.
   it: ``retrieve(q, trust, limit=101, explain=True)`` called in process (and, for what the
   count costs, the first page alone: ``limit=21``).
 * **Records page**: ``GET /ui/records`` (every record, newest first, 50 a page). Behind it:
-  the id listings it filters (``record_ids`` with and without the retracted records, and
-  one level of trust up for the records shown redacted) and ``retrieve_by_id`` of the 50
-  shown, called in process.
+  the id listings it filters (``record_ids`` with and without the retracted records; below
+  ``hyper``, one level of trust up too, for the records shown redacted) and
+  ``retrieve_by_id`` of the 50 shown, called in process.
 * **Timeline page**: ``GET /ui/records/{id}`` for records with a few events (created,
   reinforced, penalised, pinned, contested): the record, its events and what each changed.
   Behind it: ``retrieve_by_id(id)``, ``history(id)`` and ``retrieve_by_id(id, as_of=…)`` at
@@ -142,8 +142,7 @@ def main() -> None:
 
             def records_call(_: str) -> object:
                 every = memory.record_ids(trust=TRUST, include_retracted=True)
-                memory.record_ids(trust=TRUST)
-                memory.record_ids(trust=TRUST)  # one level up: hyper is the top
+                memory.record_ids(trust=TRUST)  # (one level up is asked below hyper only)
                 return [memory.retrieve_by_id(i, trust=TRUST) for i in every[-50:]]
 
             def hop(_: str) -> object:  # a server without keys redirects the key form

@@ -108,9 +108,11 @@ def browse(
     trust = reading.trust
     full_all = _ids(memory, reading, trust, scope, types, retracted=True)
     full_active = set(_ids(memory, reading, trust, scope, types, retracted=False))
-    seen_active = _ids(memory, reading, _raised(trust), scope, types, retracted=False)
     full = set(full_all)
-    redacted = [record_id for record_id in seen_active if record_id not in full]
+    redacted: list[str] = []
+    if _raised(trust).max_sensitivity != trust.max_sensitivity:  # at the top: none redacted
+        seen_active = _ids(memory, reading, _raised(trust), scope, types, retracted=False)
+        redacted = [record_id for record_id in seen_active if record_id not in full]
     # the records out of the active listing: read to tell their state
     states: dict[str, str] = {}
     if state not in ("", "active"):
