@@ -247,3 +247,17 @@ def test_a_redacted_hit_shows_no_score_in_the_browser(browser: object, store: St
     assert "withheld" in text and "meaning" not in text and "relevance" not in text
     assert card.locator("svg").count() == 0
     reader.close()
+
+
+def test_a_long_query_does_not_widen_the_page(browser: object, store: Store) -> None:
+    tab = Tab(browser, store)
+    tab.enter_key(OWNER)
+    tab.page.goto(f"{store.base}/ui/?q={'x' * 10_000}")
+    width = tab.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= tab.page.viewport_size["width"]  # type: ignore[index]
+    # an error page too: the views and the time control stay
+    tab.page.goto(f"{store.base}/ui/records/{'y' * 5_000}")
+    assert tab.page.locator("nav >> text=Records").count() == 1
+    assert tab.page.locator("#as_of").count() == 1
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 1280
+    tab.close()
