@@ -108,10 +108,10 @@ def browse(
     trust = reading.trust
     full_all = _ids(memory, reading, trust, scope, types, retracted=True)
     full_active = set(_ids(memory, reading, trust, scope, types, retracted=False))
-    full = set(full_all)
     redacted: list[str] = []
     if _raised(trust).max_sensitivity != trust.max_sensitivity:  # at the top: none redacted
         seen_active = _ids(memory, reading, _raised(trust), scope, types, retracted=False)
+        full = set(full_all)
         redacted = [record_id for record_id in seen_active if record_id not in full]
     # the records out of the active listing: read to tell their state
     states: dict[str, str] = {}
@@ -119,14 +119,13 @@ def browse(
         for record_id in full_all:
             if record_id not in full_active:
                 states[record_id] = _state(memory, reading, record_id)
-    order = {record_id: place for place, record_id in enumerate(full_all)}
     if state == "active":
         chosen = [record_id for record_id in full_all if record_id in full_active]
         chosen += redacted
     elif state:
         chosen = [record_id for record_id in full_all if states.get(record_id) == state]
     else:
-        chosen = full_all + redacted
+        chosen = full_all + redacted if redacted else full_all
     if redacted and chosen:
         # creation order: the redacted ids' places among all the reader may see
         places = {
@@ -135,7 +134,7 @@ def browse(
                 memory.record_ids(trust=_raised(trust), as_of=reading.as_of, include_retracted=True)
             )
         }
-        chosen.sort(key=lambda record_id: places.get(record_id, order.get(record_id, 0)))
+        chosen.sort(key=lambda record_id: places.get(record_id, 0))
     if newest:
         chosen.reverse()
     start = (page - 1) * RECORDS_PAGE
