@@ -230,7 +230,7 @@ def explanations_table(explanations: Sequence[Explanation], title: str = "why") 
                 (
                     item.rank,
                     item.record_id,
-                    f"{item.score:.3f}",
+                    _figure(item.score),
                     _figure(item.vector_score) + _passage(item.passage),
                     _figure(item.lexical_score) + _turns(len(item.searched_with)),
                     _figure(item.time_score),

@@ -37,9 +37,11 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-    except OSError:
+    except OSError as error:
         sock.close()
-        raise
+        # "Address already in use" alone does not say which: name the address and port
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise OSError(error.errno, f"{error.strerror} ({where})") from error
     sock.set_inheritable(True)
     return sock
 

@@ -50,7 +50,9 @@ def record(item: MemoryRecord, score: float | None = None) -> Json:
     return out
 
 
-def records(items: Sequence[MemoryRecord], scores: Sequence[float] | None = None) -> list[Json]:
+def records(
+    items: Sequence[MemoryRecord], scores: Sequence[float | None] | None = None
+) -> list[Json]:
     if scores is None:
         return [record(item) for item in items]
     return [record(item, score) for item, score in zip(items, scores, strict=True)]
@@ -76,7 +78,7 @@ def graph(result: RetrieveGraphResult, explain: bool = False) -> Json:
     """A neighbourhood: nodes (each with its hop, 0 for a root, and a root's score when the
     read was explained) and edges as ``[source, predicate, target]``; with ``explain`` the
     roots' explanations."""
-    scores: dict[str, float] = {}
+    scores: dict[str, float | None] = {}
     if isinstance(result, ExplainedRetrieveGraphResult):
         scores = {e.record_id: e.score for e in result.explanations}
     nodes = []

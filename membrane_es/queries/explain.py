@@ -9,6 +9,11 @@ score counted beside its own, the relevance they combine to, the
 salience at the moment the read answered for, a graph root's boost, the score it was ordered
 by, and whether the caller's trust returned it in full or redacted. A read ``as_of`` T
 explains itself as of T: every figure is the one that read used.
+
+A record returned redacted is explained by its rank, its salience (metadata the redacted copy
+shows anyway) and ``trust: redacted`` alone: its score and every part of it are withheld
+(None), so a reader cannot probe what a record above its trust is about by asking questions
+and reading how well each one matched.
 """
 
 from __future__ import annotations
@@ -68,13 +73,15 @@ def explain_rows(
     lexical score counted."""
     out = []
     for rank, item in enumerate(placed, start=1):
-        boost = (boosts or {}).get(item.row, 0.0)
+        boost = 0.0 if item.redacted else (boosts or {}).get(item.row, 0.0)
         at = positions.get(item.row)
-        score = boost
+        score: float | None = boost
         similarity = vector = lexical = relevance = timing = None
         passage = speaker = None
-        if evidence is not None and at is not None:
-            score += float(evidence.score[at])
+        if item.redacted:
+            score = None  # withheld, and every part of it: see the module's docstring
+        elif evidence is not None and at is not None:
+            score = boost + float(evidence.score[at])
             similarity = _value(evidence.similarity, at)
             vector = _value(evidence.vector, at)
             lexical = _value(evidence.lexical, at)

@@ -82,11 +82,15 @@ class Explanation(_Result):
     salience); ``salience``: at ``moment``, the moment the read answered for (its ``as_of``,
     or now); ``boost``: a graph root's tie to what the descriptor names, added to its score;
     ``score``: what it was ordered by; ``trust``: ``full`` or ``redacted``.
+
+    A record returned ``redacted`` has its score and every part of it withheld (None, and
+    ``boost`` 0): how well a record above the caller's trust matched would tell what it is
+    about. Its rank and salience stay (the redacted copy shows its salience anyway).
     """
 
     record_id: str
     rank: int
-    score: float
+    score: float | None
     vector_similarity: float | None
     vector_score: float | None
     lexical_score: float | None

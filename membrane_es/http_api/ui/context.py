@@ -3,7 +3,9 @@ its key's ceiling, and the moment it reads the store as of.
 
 These three travel in every link and form as query parameters (``as_of``, ``level``,
 ``scopes``), so moving the time control, or narrowing the trust, holds on every page until
-changed. ``as_of`` takes RFC 3339 with its offset, or a moment without one (read as UTC).
+changed. ``as_of`` takes RFC 3339 with its offset, a moment without one (read as UTC), or
+epoch seconds (as the entries API takes it). A moment after now is a projection: the store
+as it stands, with salience decayed to then (the page says so).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from membrane_es.ceiling import Caller
+from membrane_es.engine import moment_of
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
@@ -31,6 +34,8 @@ def parse_as_of(text: str | None) -> datetime | None:
     text = (text or "").strip()
     if not text:
         return None
+    if text.isascii() and text.isdigit():  # epoch seconds, as the entries API takes them
+        return moment_of("as_of", int(text))
     if _WITHOUT_OFFSET.fullmatch(text):
         return datetime.fromisoformat(text.replace(" ", "T")).replace(tzinfo=UTC)
     return parse_moment(text, "as_of")
@@ -68,6 +73,26 @@ class Reading:
             scopes=parse_scopes(params.get("scopes")),
             as_of=parse_as_of(params.get("as_of")),
         )
+
+    @classmethod
+    def forgiving(cls, caller: Caller, params: Mapping[str, str]) -> Reading:
+        """The reader of a page that failed: each parameter as given if it reads, else its
+        default (the page that says what was wrong keeps everything that was right)."""
+        level, scopes, as_of = caller.max_sensitivity, parse_scopes(params.get("scopes")), None
+        try:
+            level = parse_level(params.get("level"), caller.max_sensitivity)
+        except ValidationError:
+            pass
+        try:
+            as_of = parse_as_of(params.get("as_of"))
+        except ValidationError:
+            pass
+        return cls(caller=caller, level=level, scopes=scopes, as_of=as_of)
+
+    @property
+    def projected(self) -> bool:
+        """Whether the moment is after now: a projection of decay, not a past state."""
+        return self.as_of is not None and self.as_of > datetime.now(UTC)
 
     @property
     def trust(self) -> TrustContext:

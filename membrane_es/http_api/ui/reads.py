@@ -9,12 +9,15 @@ A record is loaded at full trust only to decide that, as the engine's own list r
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from membrane_es.embedding.record_text import search_text
 from membrane_es.engine import (
@@ -28,13 +31,17 @@ from membrane_es.engine import (
 )
 from membrane_es.errors import MembraneError, NotFoundError
 from membrane_es.http_api.ui.context import Reading
-from membrane_es.http_api.ui.diff import Change, changes, record_fields
+from membrane_es.http_api.ui.diff import Change, across, changes, record_fields
+from membrane_es.schema.conversation import speaker_of_record
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import Explanation
 from membrane_es.schema.rfc3339 import parse_moment
 
 SEARCH_PAGE = 20
+MAX_RESULTS = 10_000  # the most one ranked read returns (its ``limit``'s bound)
+COUNTED_UPTO = 100  # results are counted up to this many (a page beyond reads further)
+MAX_SEARCH_PAGE = (MAX_RESULTS - 1) // SEARCH_PAGE
 TIMELINE_PAGE = 50
 MAX_HOPS = 3
 GRAPH_NODES = 40
@@ -86,16 +93,29 @@ class SearchPage:
     page: int
     has_next: bool
     moment: datetime | None
+    total: int  # the results (after the cut-off), counted up to ``counted_upto``
+    more: bool  # more than ``total`` exist (counting stopped)
+    pages: int  # pages of ``total``
+    cutoff: float | None
+    left_out: int = 0  # results below the cut-off (or redacted, whose relevance is withheld)
+
+    @property
+    def beyond(self) -> bool:
+        """Whether the page asked for is past the last one."""
+        return not self.hits and self.page > 1
 
 
 def shares(explanation: Explanation) -> list[Share]:
-    """The score split into what each kind of evidence and salience added.
+    """The score split into what each kind of evidence and salience added (none for a hit
+    returned redacted: its score and its parts are withheld).
 
     Relevance is the mean of the evidence present (equal shares), and the score is relevance
     × (0.7 + 0.3 × salience) (:mod:`membrane_es.queries.ranking`): so each signal adds
     relevance × 0.7 in proportion to its value, salience adds relevance × 0.3 × salience, and
     the parts sum to the score (a graph root's boost aside). Without evidence (no task, or
     one nothing matched) the order is by salience alone."""
+    if explanation.score is None:
+        return []
     signals = [
         ("meaning", explanation.vector_score),
         ("words", explanation.lexical_score),
@@ -118,23 +138,54 @@ def shares(explanation: Explanation) -> list[Share]:
 
 
 def search(
-    memory: Membrane, reading: Reading, task: str, types: list[str], page: int
+    memory: Membrane,
+    reading: Reading,
+    task: str,
+    types: list[str],
+    page: int,
+    cutoff: float | None = None,
 ) -> SearchPage:
-    """One page of a ranked read, as :meth:`Membrane.retrieve` answers it, explained."""
+    """One page of a ranked read, as :meth:`Membrane.retrieve` answers it, explained; the
+    results counted up to :data:`COUNTED_UPTO`. ``cutoff``: only results whose relevance
+    (the evidence combined, 0..1) reaches it; a redacted result has none to show, so a
+    cut-off leaves it out (whatever its relevance: keeping some would tell it)."""
+    wanted = min(max(page * SEARCH_PAGE, COUNTED_UPTO) + 1, MAX_RESULTS)
     result = memory.retrieve(
         task,
         trust=reading.trust,
         memory_types=types or None,
-        limit=page * SEARCH_PAGE + 1,
+        limit=wanted,
         as_of=reading.as_of,
         explain=True,
     )
     explanations: list[Explanation] = getattr(result, "explanations", [])
-    pairs, has_next = _page_of(
-        list(zip(result.records, explanations, strict=True)), page, SEARCH_PAGE
+    pairs = list(zip(result.records, explanations, strict=True))
+    more = len(pairs) >= wanted
+    if more:
+        pairs = pairs[: wanted - 1]
+    left_out = 0
+    if cutoff is not None and task.strip():
+        kept = [
+            (record, why)
+            for record, why in pairs
+            if why.relevance is not None and why.relevance >= cutoff
+        ]
+        left_out, pairs = len(pairs) - len(kept), kept
+    total = len(pairs)
+    shown, has_next = _page_of(pairs, page, SEARCH_PAGE)
+    hits = [Hit(record, why, label(record), shares(why)) for record, why in shown]
+    pages = max(1, -(-total // SEARCH_PAGE))
+    return SearchPage(
+        hits,
+        page,
+        has_next or (more and bool(shown)),
+        reading.as_of,
+        total,
+        more,
+        pages,
+        cutoff,
+        left_out,
     )
-    hits = [Hit(record, why, label(record), shares(why)) for record, why in pairs]
-    return SearchPage(hits, page, has_next, reading.as_of)
 
 
 # --- a record and its timeline -------------------------------------------------------------
@@ -142,10 +193,24 @@ def search(
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A record this one is tied to, and how."""
+    """A record this one is tied to, and how; ``record`` False: the reference names no
+    record the reader may open at its moment (a capture's reference to what it was made
+    from, or a record not there then or not the reader's to see), so it is not linked."""
 
     how: str
     record_id: str
+    record: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """One revision across two records: the one replaced, the one replacing it, and what
+    changed from one to the other."""
+
+    how: str  # "superseded by" / "supersedes"
+    old: str
+    new: str
+    changes: list[Change]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +234,38 @@ class RecordPage:
     has_next: bool = False
     erased: HistoryEntry | None = None
     links: list[Link] = field(default_factory=list)
+    revisions: list[Revision] = field(default_factory=list)
 
     @property
     def status(self) -> str:
-        """The record's state, plainly: erased, retracted, contested, or active."""
-        if self.erased is not None:
-            return "erased"
-        revision = getattr(self.record.payload, "revision", None)
-        return (getattr(revision, "status", "") or "active") if revision else "active"
+        """The record's state, plainly: erased, superseded, retracted, contested, or active."""
+        return state_of(self.record, erased=self.erased is not None)
+
+    @property
+    def speaker(self) -> str:
+        """Who said it, when it is a conversation turn ("" otherwise)."""
+        return speaker_of_record(self.record)
+
+    @property
+    def raw(self) -> str:
+        """The record as the reader may see it, as JSON (what the API returns for it)."""
+        return raw_json(self.record)
+
+
+def raw_json(record: MemoryRecord) -> str:
+    return json.dumps(msgspec.to_builtins(record), indent=2, ensure_ascii=False)
+
+
+def state_of(record: MemoryRecord, *, erased: bool) -> str:
+    """A record's state in one word: erased, superseded, retracted, contested or active."""
+    if erased:
+        return "erased"
+    revision = getattr(record.payload, "revision", None)
+    if revision is None:
+        return "active"
+    if revision.superseded_by:
+        return "superseded"
+    return getattr(revision, "status", "") or "active"
 
 
 def shown(memory: Membrane, reading: Reading, record_id: str) -> MemoryRecord:
@@ -189,8 +278,9 @@ def shown(memory: Membrane, reading: Reading, record_id: str) -> MemoryRecord:
     return seen
 
 
-def links_of(record: MemoryRecord) -> list[Link]:
-    """The records this one names: its relations, its revision and provenance."""
+def links_of(memory: Membrane, reading: Reading, record: MemoryRecord) -> list[Link]:
+    """The records this one names: its relations, its revision and provenance; a name the
+    reader cannot open is kept, unlinked."""
     found: dict[tuple[str, str], None] = {}
     revision = getattr(record.payload, "revision", None)
     if revision is not None:
@@ -201,9 +291,45 @@ def links_of(record: MemoryRecord) -> list[Link]:
     for relation in record.relations:
         found[(relation.predicate.replace("_", " "), relation.target_id)] = None
     for source in record.provenance.sources:
-        if _RECORD_ID.fullmatch(source.ref):
+        if source.ref:
             found[("provenance", source.ref)] = None
-    return [Link(how, record_id) for how, record_id in found]
+    return [Link(how, ref, _opens(memory, reading, ref)) for how, ref in found]
+
+
+def _opens(memory: Membrane, reading: Reading, ref: str) -> bool:
+    """Whether ``ref`` is a record the reader may open at its moment."""
+    if not _RECORD_ID.fullmatch(ref):
+        return False
+    try:
+        shown(memory, reading, ref)
+    except NotFoundError:
+        return False
+    return True
+
+
+def revisions_of(memory: Membrane, reading: Reading, record: MemoryRecord) -> list[Revision]:
+    """The supersedes around a record, each as one diff from the old record to the new (both
+    as the reader sees them at its moment; none where either is redacted, erased or not the
+    reader's to see)."""
+    revision = getattr(record.payload, "revision", None)
+    if revision is None:
+        return []
+    found = []
+    for how, other_id in (
+        ("superseded by", revision.superseded_by),
+        ("supersedes", revision.supersedes),
+    ):
+        if not other_id:
+            continue
+        try:
+            other = shown(memory, reading, other_id)
+        except NotFoundError:
+            continue
+        if other.payload is None or not allows(reading.trust, other):
+            continue
+        old, new = (record, other) if how == "superseded by" else (other, record)
+        found.append(Revision(how, old.id, new.id, across(old, new)))
+    return found
 
 
 def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -> RecordPage:
@@ -223,7 +349,7 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
     first = (page - 1) * TIMELINE_PAGE
     steps = []
     before: dict[str, str] = {}
-    if erased is None and first > 0:
+    if erased is None and 0 < first <= len(history):
         before = record_fields(
             memory.retrieve_by_id(
                 record_id, trust=reading.trust, as_of=history[first - 1].timestamp
@@ -248,7 +374,8 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
         page=page,
         has_next=has_next,
         erased=erased,
-        links=links_of(record),
+        links=links_of(memory, reading, record),
+        revisions=[] if erased is not None else revisions_of(memory, reading, record),
     )
 
 
@@ -353,9 +480,34 @@ def metrics(memory: Membrane, reading: Reading) -> Metrics:
     snapshot = memory.get_metrics(as_of=reading.as_of)
     moment = parse_moment(snapshot["collected_at"], "collected_at")
     assert moment is not None
-    census = memory.census(as_of=None if reading.as_of is None else moment, days=DAYS)
-    by_state, per_day = census.by_state, census.per_day
-    return Metrics(snapshot, moment, by_state, per_day)
+    at = None if reading.as_of is None else moment
+    census = memory.census(as_of=at, days=DAYS)
+    return Metrics(snapshot, moment, _split_retracted(memory, at, census.by_state), census.per_day)
+
+
+def _split_retracted(
+    memory: Membrane, at: datetime | None, by_state: dict[str, int]
+) -> dict[str, int]:
+    """The census's retracted records told apart: superseded (replaced by another record),
+    erased (forgotten: their content is gone) and retracted (withdrawn). The census counts
+    all three as retracted, as the views keep them; the records out of the active listing
+    are read to tell which (an erased record is erased at every moment: erasure reaches
+    back)."""
+    active = set(memory.record_ids(trust=FULL_TRUST, as_of=at))
+    superseded = erased = 0
+    for record_id in memory.record_ids(trust=FULL_TRUST, as_of=at, include_retracted=True):
+        if record_id in active:
+            continue
+        record = memory.retrieve_by_id(record_id, trust=FULL_TRUST, as_of=at)
+        state = state_of(record, erased=record.payload is None)
+        erased += state == "erased"
+        superseded += state == "superseded"
+    split = {k: v for k, v in by_state.items() if k != "retracted"}
+    retracted = by_state.get("retracted", 0)
+    split["superseded"] = superseded
+    split["retracted"] = max(retracted - superseded - erased, 0)
+    split["erased"] = erased
+    return split
 
 
 # --- integrity -------------------------------------------------------------------------------

@@ -8,12 +8,16 @@ leaving (they write nothing to the store).
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Controller, Request, Response, Router, get, post
 from litestar.di import Provide
@@ -30,8 +34,10 @@ from membrane_es.errors import (
     ValidationError,
     status_of,
 )
-from membrane_es.http_api.ui import charts, reads
+from membrane_es.http_api.ui import charts, listing, reads
+from membrane_es.http_api.ui import entries as entries_view
 from membrane_es.http_api.ui.context import Reading
+from membrane_es.http_api.ui.conversation import conversation
 from membrane_es.http_api.ui.sessions import COOKIE, Sessions, caller_of, check_key
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.timestamps import rfc3339
@@ -57,6 +63,7 @@ _templates = Environment(
     lstrip_blocks=True,
 )
 _templates.filters["moment"] = rfc3339
+_templates.filters["epoch"] = lambda seconds: rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 class KeyRequired(Exception):
@@ -85,7 +92,7 @@ def _page(
     return Response(
         html,
         status_code=status,
-        media_type="text/html; charset=utf-8",
+        media_type="text/html",  # Litestar adds "; charset=utf-8" itself
         headers={**SECURITY_HEADERS, **(headers or {})},
     )
 
@@ -101,9 +108,64 @@ def _reader(request: Request[Any, Any, Any], sessions: Sessions) -> tuple[Membra
 
 def _page_number(text: str | None) -> int:
     text = (text or "1").strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100_000:
-        raise ValidationError("page", f"{text!r} is not a page number (1 or more)")
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 1_000_000_000:
+        raise ValidationError("page", f"{_shown(text)!r} is not a page number (1 or more)")
     return int(text)
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _text(value: str | None) -> str:
+    """A text parameter with control characters (a NUL byte…) replaced by U+FFFD: never
+    echoed raw into a page, nor searched for."""
+    return _CONTROL.sub("\ufffd", value or "")
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` cut for a message (a parameter may be any length)."""
+    text = _text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cutoff(text: str | None) -> float | None:
+    """The relevance cut-off (0..1; empty: none)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:  # nan fails too
+        raise ValidationError("min", f"{_shown(text)!r}: a relevance from 0 to 1")
+    return value
+
+
+def _choice(name: str, text: str | None, allowed: Sequence[str]) -> str:
+    text = (text or "").strip()
+    if text and text not in allowed:
+        raise ValidationError(name, f"{_shown(text)!r}: one of {', '.join(allowed)}")
+    return text
+
+
+def _wants_json(request: Request[Any, Any, Any]) -> bool:
+    return _choice("format", request.query_params.get("format"), ("html", "json")) == "json"
+
+
+def _json(value: Any, name: str) -> Response[bytes]:
+    """What a page shows, as JSON: the export of that page (a download named ``name``)."""
+    body = json.dumps(value, indent=2, ensure_ascii=False, default=str).encode()
+    name = name if _FILE_NAME.fullmatch(name) else "export"  # a path's text, made safe
+    return Response(
+        body,
+        media_type="application/json",
+        headers={
+            **SECURITY_HEADERS,
+            "content-disposition": f'inline; filename="{name}.json"',
+        },
+    )
 
 
 def _types(values: list[str]) -> list[str]:
@@ -111,7 +173,7 @@ def _types(values: list[str]) -> list[str]:
     for value in values:
         if value and value not in known:
             raise ValidationError(
-                "type", f"{value!r} is not a memory type; one of {', '.join(known)}"
+                "type", f"{_shown(value)!r} is not a memory type; one of {', '.join(known)}"
             )
     return [value for value in values if value]
 
@@ -119,25 +181,77 @@ def _types(values: list[str]) -> list[str]:
 def _hops(text: str | None) -> int:
     text = (text or "2").strip()
     if not (text.isascii() and text.isdigit()) or int(text) > reads.MAX_HOPS:
-        raise ValidationError("hops", f"{text!r}: a number of hops from 0 to {reads.MAX_HOPS}")
+        raise ValidationError(
+            "hops", f"{_shown(text)!r}: a number of hops from 0 to {reads.MAX_HOPS}"
+        )
     return int(text)
 
 
 def search_page(
-    memory: Membrane, reading: Reading, task: str, types: list[str], page: int
+    memory: Membrane,
+    reading: Reading,
+    task: str,
+    types: list[str],
+    page: int,
+    cutoff: float | None = None,
 ) -> Response[str]:
     """The search page: a ranked read's page ``page``, each hit with its score's parts."""
-    found = reads.search(memory, reading, task, types, page)
+    keep = [("q", task), *(("type", t) for t in types)] if task or types else []
+    if cutoff is not None:
+        keep.append(("min", f"{cutoff:g}"))
+    last = (reads.MAX_RESULTS - 1) // reads.SEARCH_PAGE
+    if page > last:  # past what one ranked read returns: say so, and where the end is
+        return _page(
+            "search.html",
+            keep=keep,
+            reading=reading,
+            task=task,
+            chosen=types,
+            cutoff=cutoff,
+            found=None,
+            asked=page,
+            last=last,
+            size=reads.SEARCH_PAGE,
+            bars={},
+        )
+    found = reads.search(memory, reading, task, types, page, cutoff)
     bars = {
         hit.record.id: charts.share_svg(
             charts.share_bars([(s.name, s.part) for s in hit.shares]), f"why-{i}"
         )
         for i, hit in enumerate(found.hits)
+        if hit.shares
     }
-    keep = [("q", task), *(("type", t) for t in types)] if task or types else []
     return _page(
-        "search.html", keep=keep, reading=reading, task=task, chosen=types, found=found, bars=bars
+        "search.html",
+        keep=keep,
+        reading=reading,
+        task=task,
+        chosen=types,
+        cutoff=cutoff,
+        found=found,
+        asked=page,
+        last=last,
+        size=reads.SEARCH_PAGE,
+        bars=bars,
     )
+
+
+def _search_json(found: reads.SearchPage, task: str) -> dict[str, Any]:
+    return {
+        "task": task,
+        "page": found.page,
+        "total": found.total,
+        "more": found.more,
+        "cutoff": found.cutoff,
+        "results": [
+            {
+                "record": msgspec.to_builtins(hit.record),
+                "explanation": msgspec.to_builtins(hit.explanation),
+            }
+            for hit in found.hits
+        ],
+    }
 
 
 def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -> Response[str]:
@@ -147,6 +261,15 @@ def record_page(memory: Membrane, reading: Reading, record_id: str, page: int) -
 
 
 # --- pages -------------------------------------------------------------------------------------
+
+
+def _cursor(text: str | None) -> int | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise ValidationError("before", f"{_shown(text)!r}: an entry's updated_at (epoch seconds)")
+    return int(text)
 
 
 def _next_page(value: object) -> str:
@@ -159,22 +282,146 @@ class Inspector(Controller):
     """The pages (a controller: Litestar makes fresh handlers for each application)."""
 
     @get("/", sync_to_thread=True)
-    def search(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[str]:
+    def search(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[Any]:
         """Search (a task, or none: by salience), explained, under the reader's trust and moment."""
         memory, reading = _reader(request, sessions)
-        task = request.query_params.get("q", "")
+        task = _text(request.query_params.get("q", ""))
         types = _types(request.query_params.getall("type", []))
         page = _page_number(request.query_params.get("page"))
-        return search_page(memory, reading, task, types, page)
+        cutoff = _cutoff(request.query_params.get("min"))
+        if _wants_json(request):
+            last = (reads.MAX_RESULTS - 1) // reads.SEARCH_PAGE
+            if page > last:
+                raise ValidationError("page", f"search reads at most {last} pages")
+            found = reads.search(memory, reading, task, types, page, cutoff)
+            return _json(_search_json(found, task), "search")
+        return search_page(memory, reading, task, types, page, cutoff)
+
+    @get("/records", sync_to_thread=True)
+    def records(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[Any]:
+        """Every record the reader may see, filtered by scope, type and state, a page at a
+        time; ``id``: go to the record with that id (or the one id starting so)."""
+        memory, reading = _reader(request, sessions)
+        wanted = _text(request.query_params.get("id", "")).strip()
+        if wanted:
+            matches = listing.matching(memory, reading, wanted)
+            if len(matches) == 1:
+                return Redirect(reading.link(f"{PREFIX}/records/{matches[0]}"), status_code=303)
+            if not matches:
+                raise NotFoundError(_shown(wanted))
+        params = request.query_params
+        scope = _text(params.get("scope", "")).strip()
+        types = _types([_text(params.get("type", ""))])
+        state = _choice("state", params.get("state"), listing.STATES)
+        order = _choice("sort", params.get("sort"), ("oldest", "newest")) or "newest"
+        page = _page_number(params.get("page"))
+        table = listing.browse(
+            memory,
+            reading,
+            scope=scope,
+            types=types,
+            state=state,
+            newest=order == "newest",
+            page=page,
+        )
+        if _wants_json(request):
+            return _json(
+                {
+                    "page": table.page,
+                    "pages": table.pages,
+                    "total": table.total,
+                    "records": [
+                        {"state": row.state, "record": msgspec.to_builtins(row.record)}
+                        for row in table.rows
+                    ],
+                },
+                "records",
+            )
+        keep = [("scope", scope), ("type", types[0] if types else ""), ("state", state)]
+        keep = [(name, value) for name, value in [*keep, ("sort", order)] if value]
+        return _page(
+            "records.html",
+            here=f"{PREFIX}/records",
+            keep=keep,
+            reading=reading,
+            table=table,
+            scope=scope,
+            kind=types[0] if types else "",
+            state=state,
+            order=order,
+            states=listing.STATES,
+            size=listing.RECORDS_PAGE,
+            matches=[] if not wanted else listing.matching(memory, reading, wanted),
+            wanted=wanted,
+        )
 
     @get("/records/{record_id:str}", sync_to_thread=True)
     def record(
         self, request: Request[Any, Any, Any], sessions: Sessions, record_id: str
-    ) -> Response[str]:
-        """A record at the reader's moment and its timeline up to then."""
+    ) -> Response[Any]:
+        """A record at the reader's moment and its timeline up to then (``format=json``:
+        the record as the reader may see it)."""
         memory, reading = _reader(request, sessions)
         page = _page_number(request.query_params.get("page"))
+        if _wants_json(request):
+            return _json(msgspec.to_builtins(reads.shown(memory, reading, record_id)), record_id)
         return record_page(memory, reading, record_id, page)
+
+    @get("/records/{record_id:str}/conversation", sync_to_thread=True)
+    def conversation_page(
+        self, request: Request[Any, Any, Any], sessions: Sessions, record_id: str
+    ) -> Response[Any]:
+        """The conversation a turn belongs to: its sitting's turns in order."""
+        memory, reading = _reader(request, sessions)
+        talk = conversation(memory, reading, record_id)
+        if _wants_json(request):
+            return _json(
+                {
+                    "scope": talk.scope,
+                    "source": talk.source,
+                    "turns": [
+                        {
+                            "id": turn.record.id,
+                            "speaker": turn.speaker,
+                            "at": turn.record.created_at,
+                            "said_after": turn.said_after,
+                            "text": turn.text,
+                        }
+                        for turn in talk.turns
+                    ],
+                },
+                f"conversation-{record_id}",
+            )
+        return _page(
+            "conversation.html",
+            here=f"{PREFIX}/records/{record_id}/conversation",
+            reading=reading,
+            talk=talk,
+        )
+
+    @get("/entries", sync_to_thread=True)
+    def entries_page(self, request: Request[Any, Any, Any], sessions: Sessions) -> Response[Any]:
+        """The tenant's entries, newest first, as the entries API lists them."""
+        memory, reading = _reader(request, sessions)
+        params = request.query_params
+        kind = _choice("type", params.get("type"), entries_view.ENTRY_TYPES)
+        q = _text(params.get("q", "")).strip()
+        before = _cursor(params.get("before"))
+        found = entries_view.entries(memory, reading, kind=kind, q=q, before=before)
+        if _wants_json(request):
+            return _json(
+                {"tenant": found.tenant, "entries": msgspec.to_builtins(found.entries)},
+                "entries",
+            )
+        keep = [(name, value) for name, value in (("type", kind), ("q", q)) if value]
+        return _page(
+            "entries.html",
+            here=f"{PREFIX}/entries",
+            keep=keep,
+            reading=reading,
+            found=found,
+            entry_types=entries_view.ENTRY_TYPES,
+        )
 
     @get("/records/{record_id:str}/graph", sync_to_thread=True)
     def graph_page(
@@ -286,34 +533,37 @@ def _key_required(request: Request[Any, Any, Any], error: KeyRequired) -> Respon
     return _page("key.html", status=401, reading=None, next=_next_page(quote(target, safe="/?=&")))
 
 
-def _membrane_error(request: Request[Any, Any, Any], error: MembraneError) -> Response[str]:
-    status = status_of(error)[1]
+def _message(error: MembraneError) -> str:
     if isinstance(error, NotFoundError):
-        message = "No such record here at this moment (or none you may see)."
-    elif isinstance(error, AccessDeniedError):
-        message = "This needs a key without a ceiling: it covers every record of the store."
-    elif isinstance(error, ValidationError):
-        message = f"{error.field}: {error.message}"
-    else:
-        message = str(error)
-    if status >= 500:
-        log.error("inspector request failed: %s", error)
-    return _page("error.html", status=status, reading=None, status_code=status, message=message)
+        return "No such record here at this moment (or none you may see)."
+    if isinstance(error, AccessDeniedError):
+        return "This needs a key without a ceiling: it covers every record of the store."
+    if isinstance(error, ValidationError):
+        return f"{error.field}: {error.message}"
+    return str(error)
 
 
-def _http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[str]:
+def _failed(
+    request: Request[Any, Any, Any], sessions: Sessions, status: int, message: str
+) -> Response[str]:
+    """An error page that keeps the views and the time and trust control: the reader's
+    parameters that read are kept (one that does not is what the page names)."""
+    reading = None
+    try:
+        caller = caller_of(request, sessions)
+    except Exception:  # a malformed header: the page is shown without the reader
+        caller = None
+    if caller is not None:
+        params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
+        reading = Reading.forgiving(caller, params)
     return _page(
         "error.html",
-        status=error.status_code,
-        reading=None,
-        status_code=error.status_code,
-        message=error.detail,
+        status=status,
+        here=request.url.path if request.url.path.startswith(PREFIX + "/") else PREFIX + "/",
+        reading=reading,
+        status_code=status,
+        message=message,
     )
-
-
-def _internal_error(request: Request[Any, Any, Any], error: Exception) -> Response[str]:
-    log.exception("inspector request failed", exc_info=error)
-    return _page("error.html", status=500, reading=None, status_code=500, message="internal error")
 
 
 def inspector() -> Router:
@@ -324,15 +574,28 @@ def inspector() -> Router:
     def provide_sessions() -> Sessions:
         return sessions
 
+    def membrane_error(request: Request[Any, Any, Any], error: MembraneError) -> Response[str]:
+        status = status_of(error)[1]
+        if status >= 500:
+            log.error("inspector request failed: %s", error)
+        return _failed(request, sessions, status, _message(error))
+
+    def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[str]:
+        return _failed(request, sessions, error.status_code, _text(str(error.detail)))
+
+    def internal_error(request: Request[Any, Any, Any], error: Exception) -> Response[str]:
+        log.exception("inspector request failed", exc_info=error)
+        return _failed(request, sessions, 500, "internal error")
+
     return Router(
         path=PREFIX,
         route_handlers=[Inspector],
         dependencies={"sessions": Provide(provide_sessions, sync_to_thread=False)},
         exception_handlers={
             KeyRequired: _key_required,
-            MembraneError: _membrane_error,
-            HTTPException: _http_error,
-            Exception: _internal_error,
+            MembraneError: membrane_error,
+            HTTPException: http_error,
+            Exception: internal_error,
         },
         include_in_schema=False,
     )

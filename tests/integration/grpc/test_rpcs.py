@@ -502,3 +502,23 @@ def test_sdk_shaped_dicts_work_both_ways(stub: Stub) -> None:
         "weight": 1.0,
         "created_at": created["created_at"],
     }
+
+
+def test_a_redacted_root_explained_over_grpc_withholds_its_score(stub: Stub) -> None:
+    captured = capture(
+        stub, {"ref": "m-2", "text": "medium vault combination"}, sensitivity="medium"
+    )
+    request = pb.RetrieveGraphRequest(
+        trust=pb.TrustContext(max_sensitivity="low"),
+        memory_types=["episodic"],
+        root_limit=5,
+        max_hops=-1,
+    )
+    _, call = stub.RetrieveGraph.with_call(
+        request, metadata=(*AUTH, ("x-membrane-explain", "true"))
+    )
+    explained = json.loads(dict(call.trailing_metadata())["x-membrane-explanation"])
+    (item,) = [e for e in explained if e["record_id"] == captured.primary_record.id]
+    assert item["trust"] == "redacted"
+    for name in ("score", "vector_similarity", "vector_score", "lexical_score", "relevance"):
+        assert item[name] is None, name

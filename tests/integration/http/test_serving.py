@@ -13,14 +13,17 @@ from pathlib import Path
 import grpc
 import httpx
 import msgspec
+import pytest
 from google.protobuf import json_format, struct_pb2
 
+from membrane_es.access import KeyRing
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.config import DaemonConfig
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.http_api import HttpServer, create_app
+from membrane_es.tenants import Tenants
 
 KEY = "serving-secret"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -127,3 +130,13 @@ def _value(data: object) -> struct_pb2.Value:
     message = struct_pb2.Value()
     json_format.ParseDict(data, message)
     return message
+
+
+def test_an_address_in_use_is_named(tmp_path: Path) -> None:
+    tenants = Tenants(":memory:", lambda tenant, path: Membrane.in_memory())
+    try:
+        with HttpServer(create_app(tenants, KeyRing()), "127.0.0.1:0") as taken:
+            with pytest.raises(OSError, match=rf"in use \(127\.0\.0\.1:{taken.port}\)"):
+                HttpServer(create_app(tenants, KeyRing()), f"127.0.0.1:{taken.port}")
+    finally:
+        tenants.close()

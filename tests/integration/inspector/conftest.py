@@ -1,6 +1,7 @@
 """One served store per test module, written once: two tenants, keys with and without a
-ceiling, a record revised (superseded, forked, contested), a sensitive one, a secret one and
-a forgotten one; and the moment before the revision, for ``as_of``."""
+ceiling, a record revised (superseded, forked, contested, reinforced), a sensitive one, a
+secret one and a forgotten one, a conversation of three turns (and a later turn of another
+sitting), an entry; and the moment before the revision, for ``as_of``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from membrane_es.access import Caller, KeyRing
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.engine import Membrane
 from membrane_es.http_api import HttpServer, create_app
+from membrane_es.schema.entries import NewEntry
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.tenants import Tenants
 
@@ -28,6 +30,13 @@ FORGOTTEN_TEXT = "cobalt lighthouse manifest"  # the erased record's words
 SENSITIVE_TEXT = "vault combination ninety"  # medium: redacted for READER
 SECRET_TEXT = "obsidian launch codes"  # high: invisible to READER
 OTHER_TENANT_TEXT = "zebra migration ledger"
+TURNS = (
+    ("user", "Which ramen shop in Kyoto would you pick?", "2026-11-20T10:00:00Z"),
+    ("assistant", "Menya Inoichi, near Nishiki market.", "2026-11-20T10:01:00Z"),
+    ("user", "Is it open on Mondays?", "2026-11-20T10:02:00Z"),
+)
+LATER_TURN = ("user", "Book a table for two tonight.", "2026-11-20T14:00:00Z")
+ENTRY_TITLE = "Orchid runbook"
 
 
 def _digest(key: str) -> str:
@@ -75,6 +84,9 @@ class Store:
     forgotten: str
     before_move: datetime
     before_forget: datetime  # the forgotten record existed, its content not yet erased
+    turns: list[str]  # the conversation's turns, in the order said
+    later_turn: str  # a turn of a later sitting
+    entry: int  # the entry's number
 
     @property
     def memory(self) -> Membrane:
@@ -140,7 +152,21 @@ def _write(memory: Membrane) -> dict[str, object]:
     memory.add_relation(forgotten.id, "mentions", moved.id, actor="ops-agent")
     memory.add_relation(sensitive.id, "cites", moved.id, actor="ops-agent")
     memory.forget(forgotten.id, "dpo", "erasure request")
+    memory.reinforce(variant.id, "ops-agent", "it helped")
+    turns = [
+        memory.capture_memory(
+            {"speaker": who, "text": text}, scope="chat", source="chat-app", timestamp=at
+        ).primary_record.id
+        for who, text, at in (*TURNS, LATER_TURN)
+    ]
+    entry = memory.create_entry(
+        NewEntry(type="project", title=ENTRY_TITLE, content="deploys go through staging first"),
+        tenant="a",
+    )
     return {
+        "turns": turns[:-1],
+        "later_turn": turns[-1],
+        "entry": entry.id,
         "first": first.id,
         "moved": moved.id,
         "variant": variant.id,

@@ -180,3 +180,84 @@ def test_other_keys_see_what_their_keys_allow(browser: object, store: Store) -> 
     other.page.goto(f"{store.base}/ui/records/{store.moved}")
     assert other.page.inner_text("h1") == "404"
     other.close()
+
+
+def test_the_browsing_views_by_keyboard(browser: object, store: Store) -> None:
+    """The records table (filters, go to id), a record's supersede diff and raw JSON, a
+    conversation, the entries: reached from the navigation, each at the moment chosen."""
+    tab = Tab(browser, store)
+    page = tab.page
+    seen: list[str] = []
+    tab.enter_key(OWNER)
+
+    page.click("nav >> text=Records")
+    page.wait_for_selector("table.records")
+    assert page.locator("table.records tbody tr[data-record]").count() == min(
+        50, len(store.memory.record_ids(trust=FULL, include_retracted=True))
+    )
+    page.select_option("#state-filter", "superseded")
+    page.focus("#scope-filter")
+    tab.submit()
+    assert page.locator("table.records tbody tr[data-record]").count() == 1
+    assert page.locator(f"tr[data-record='{store.first}']").count() == 1
+    seen.append(page.content())
+
+    # go to a record by the first characters of its id
+    page.focus("#goto")
+    page.keyboard.type(store.moved[:8])
+    tab.submit()
+    assert page.url.startswith(f"{store.base}/ui/records/{store.moved}")
+    assert "staging" in page.inner_text("#revision-1") and "production" in page.inner_text(
+        "#revision-1"
+    )
+    page.click("#raw summary")
+    assert '"object": "production"' in page.inner_text("#raw pre")
+    seen.append(page.content())
+
+    # a conversation turn: its sitting, speakers in order, said-after links within the page
+    page.goto(f"{store.base}/ui/records/{store.turns[2]}")
+    page.click("#conversation")
+    page.wait_for_selector("ol.turns")
+    speakers = page.locator("li.turn strong.speaker").all_inner_texts()
+    assert speakers == ["user", "assistant", "user"]
+    page.click(f"li[data-record='{store.turns[2]}'] a.said-after >> nth=0")
+    assert page.url.endswith("#turn-" + store.turns[0]) or page.url.endswith(
+        "#turn-" + store.turns[1]
+    )
+    seen.append(page.content())
+
+    page.click("nav >> text=Entries")
+    page.wait_for_selector("table.entries")
+    assert page.inner_text("#tenant") == "a"
+    assert page.locator(f"tr[data-entry='{store.entry}']").count() == 1
+    seen.append(page.content())
+
+    for html in seen:
+        for word in FORGOTTEN_TEXT.split():
+            assert word not in html
+    tab.close()
+
+
+def test_a_redacted_hit_shows_no_score_in_the_browser(browser: object, store: Store) -> None:
+    reader = Tab(browser, store)
+    reader.enter_key(READER)
+    reader.search("Orchid vault combination")
+    card = reader.page.locator(f"li[data-record='{store.sensitive}']")
+    text = card.inner_text()
+    assert "withheld" in text and "meaning" not in text and "relevance" not in text
+    assert card.locator("svg").count() == 0
+    reader.close()
+
+
+def test_a_long_query_does_not_widen_the_page(browser: object, store: Store) -> None:
+    tab = Tab(browser, store)
+    tab.enter_key(OWNER)
+    tab.page.goto(f"{store.base}/ui/?q={'x' * 10_000}")
+    width = tab.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= tab.page.viewport_size["width"]  # type: ignore[index]
+    # an error page too: the views and the time control stay
+    tab.page.goto(f"{store.base}/ui/records/{'y' * 5_000}")
+    assert tab.page.locator("nav >> text=Records").count() == 1
+    assert tab.page.locator("#as_of").count() == 1
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 1280
+    tab.close()

@@ -77,7 +77,7 @@ def test_a_record_page_shows_its_timeline_diffs_and_links(store: Store) -> None:
     for linked in (store.first, store.variant):
         assert f"/ui/records/{linked}" in text
     first = _get(store, OWNER, f"/ui/records/{store.first}").text
-    assert "state: retracted" in first and "superseded by" in first
+    assert "state: superseded" in first and "superseded by" in first
 
 
 def test_the_graph_reaches_related_records_in_both_directions(store: Store) -> None:
