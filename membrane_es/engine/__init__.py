@@ -24,6 +24,7 @@ store as a whole), :mod:`.maintenance` (consolidation, now or on a schedule),
 from __future__ import annotations
 
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
+from membrane_es.engine.changes import ChangeFeed, Changes
 from membrane_es.engine.closing import refuse_after_close
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, DEFAULT_POSITION_WAIT_SECONDS, RequestTime
 from membrane_es.engine.entries import ENTRY_ACTOR, Entries, moment_of
@@ -40,7 +41,7 @@ from membrane_es.engine.store_check import verify_store
 
 # What the edges (CLI, servers, MCP) show and take besides the engine's methods: the shapes
 # of its answers, its defaults and limits, and the trust rule a page applies to a record.
-from membrane_es.queries import compact
+from membrane_es.queries import compact, field_diff
 from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.queries.context import (
     DEFAULT_BUDGET_TOKENS,
@@ -82,6 +83,7 @@ __all__ = [
     "MIN_BUDGET_TOKENS",
     "SALIENCE_WEIGHT",
     "Census",
+    "ChangeFeed",
     "EngineOptions",
     "EntryExplanation",
     "EntryQuery",
@@ -94,6 +96,7 @@ __all__ = [
     "RequestTime",
     "allows",
     "compact",
+    "field_diff",
     "holds_store",
     "moment_of",
     "verify_store",
@@ -108,6 +111,7 @@ class Membrane(
     Revisions,
     Ingestion,
     Reads,
+    Changes,
     Inspection,
     Maintenance,
     Forgetting,
