@@ -411,6 +411,15 @@ class MemoryApplication(Application):
         moment: datetime = event.timestamp
         return moment
 
+    def first_event_time(self) -> datetime | None:
+        """The time of the oldest event in the log (None: it holds none)."""
+        found = self.recorder.select_notifications(start=1, limit=1)
+        if not found:
+            return None
+        event: Any = self.mapper.to_domain_event(found[0])
+        moment: datetime = event.timestamp
+        return moment
+
     def position_at(self, moment: datetime) -> int:
         """The log position at ``moment``: the id of the newest notification whose event
         time is at or before it (0 before the first). Event times never go backwards along

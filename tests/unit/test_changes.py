@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,39 @@ def test_a_page_is_bounded(memory: Membrane) -> None:
     for limit in (0, 10_001):
         with pytest.raises(ValidationError, match="limit"):
             memory.changes_page(limit=limit, trust=FULL_TRUST)
+
+
+def test_every_read_answers_as_of_a_position(memory: Membrane) -> None:
+    ids = history(memory)
+    changes = list(memory.changes(trust=FULL_TRUST))
+    for change in changes:
+        n, at = change.position, change.log_time
+        assert memory.record_ids(trust=FULL_TRUST, as_of_position=n) == memory.record_ids(
+            trust=FULL_TRUST, as_of=at
+        )
+        assert memory.get_metrics(as_of_position=n) == memory.get_metrics(as_of=at)
+        by_position = memory.retrieve("port", trust=FULL_TRUST, as_of_position=n)
+        assert by_position == memory.retrieve("port", trust=FULL_TRUST, as_of=at)
+        graph = memory.retrieve_graph("port", trust=FULL_TRUST, as_of_position=n)
+        assert graph == memory.retrieve_graph("port", trust=FULL_TRUST, as_of=at)
+        context = memory.context("port", trust=FULL_TRUST, as_of_position=n)
+        assert context == memory.context("port", trust=FULL_TRUST, as_of=at)
+    assert memory.record_ids(trust=FULL_TRUST, as_of_position=0) == []
+    pinned = memory.retrieve_by_id(ids["low"], trust=FULL_TRUST, as_of_position=4)
+    assert pinned.lifecycle.pinned
+    assert not memory.retrieve_by_id(
+        ids["low"], trust=FULL_TRUST, as_of_position=3
+    ).lifecycle.pinned
+
+
+@pytest.mark.parametrize("position", [-1, "2", 1.5, True, 99])
+def test_a_bad_position_names_its_field(memory: Membrane, position: object) -> None:
+    history(memory)
+    with pytest.raises(ValidationError, match="as_of_position"):
+        memory.retrieve(trust=FULL_TRUST, as_of_position=position)  # type: ignore[arg-type]
+
+
+def test_as_of_and_a_position_are_not_both_given(memory: Membrane) -> None:
+    history(memory)
+    with pytest.raises(ValidationError, match="as_of_position"):
+        memory.get_metrics(as_of=datetime.now(UTC), as_of_position=1)
