@@ -24,6 +24,8 @@ store as a whole), :mod:`.maintenance` (consolidation, now or on a schedule),
 from __future__ import annotations
 
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
+from membrane_es.engine.changes import DEFAULT_PAGE as DEFAULT_CHANGE_PAGE
+from membrane_es.engine.changes import MAX_PAGE as MAX_CHANGE_PAGE
 from membrane_es.engine.changes import ChangeFeed, Changes
 from membrane_es.engine.closing import refuse_after_close
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, DEFAULT_POSITION_WAIT_SECONDS, RequestTime
@@ -66,6 +68,7 @@ from membrane_es.schema.validation import MAX_LIMIT as MAX_RESULTS  # the most o
 __all__ = [
     "CONFLICT_ATTEMPTS",
     "DEFAULT_BUDGET_TOKENS",
+    "DEFAULT_CHANGE_PAGE",
     "DEFAULT_EDGE_LIMIT",
     "DEFAULT_ENTRY_LIMIT",
     "DEFAULT_MAX_HOPS",
@@ -78,6 +81,7 @@ __all__ = [
     "FORGOTTEN_EVENT",
     "IN_MEMORY",
     "MAX_BUDGET_TOKENS",
+    "MAX_CHANGE_PAGE",
     "MAX_ENTRY_LIMIT",
     "MAX_RESULTS",
     "MIN_BUDGET_TOKENS",
