@@ -22,8 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.queries.field_diff import changes as field_changes
-from membrane_es.queries.field_diff import record_fields
+from membrane_es.queries.field_diff import changes_between, record_values
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import TrustContext
@@ -61,7 +60,7 @@ class _Folded:
         self,
         aggregate: RecordAggregate | None,
         visibility: Visibility,
-        fields: dict[str, str] | None,
+        fields: dict[str, Any] | None,
     ) -> None:
         self.aggregate = aggregate
         self.visibility = visibility
@@ -97,10 +96,10 @@ class ChangeFolder:
         redacted = folded.visibility is Visibility.REDACTED
         fields: list[FieldChange] = []
         if not redacted:
-            after = record_fields(record)
+            after = record_values(record)
             fields = [
                 FieldChange(path=c.path, kind=c.kind, before=c.before, after=c.after)
-                for c in field_changes(folded.fields or {}, after)
+                for c in changes_between(folded.fields or {}, after)
             ]
             folded.fields = after
         return Change(
@@ -132,13 +131,13 @@ class ChangeFolder:
         if isinstance(event, RecordAggregate.Created):
             record = event.record
             aggregate = None
-            fields: dict[str, str] | None = {}
+            fields: dict[str, Any] | None = {}
         else:
             aggregate = self._loader.load_version(key, event.originator_version - 1)
             if aggregate is None:
                 return None  # its earlier events are not in the store: nothing to show
             record = aggregate.view(aggregate.modified_on)
-            fields = record_fields(record)
+            fields = record_values(record)
         visibility = record_visibility(self._trust, record.sensitivity, record.scope)
         if visibility is Visibility.NONE:
             aggregate, fields = None, None

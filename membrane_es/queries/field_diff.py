@@ -40,19 +40,31 @@ class Change:
 
 def flatten(value: Any, path: str = "") -> dict[str, str]:
     """Every scalar under ``value`` by its path, as display text."""
-    if isinstance(value, dict):
-        out: dict[str, str] = {}
+    out: dict[str, str] = {}
+    flatten_into(value, path, out)
+    return out
+
+
+def flatten_into(value: Any, path: str, out: dict[str, str]) -> None:
+    """:func:`flatten` into ``out`` (one dict for the whole walk: the feed flattens every
+    record it creates)."""
+    kind = type(value)
+    if kind is dict:
         for key, item in value.items():
-            out.update(flatten(item, f"{path}.{key}" if path else str(key)))
-        return out
-    if isinstance(value, list):
-        out = {}
+            flatten_into(item, f"{path}.{key}" if path else str(key), out)
+    elif kind is list:
         for index, item in enumerate(value):
-            out.update(flatten(item, f"{path}[{index}]"))
-        return out
-    if isinstance(value, float):
-        return {path: f"{value:.{DIGITS}f}"}
-    return {path: "null" if value is None else str(value)}
+            flatten_into(item, f"{path}[{index}]", out)
+    elif kind is float:
+        out[path] = f"{value:.{DIGITS}f}"
+    elif kind is str:
+        out[path] = value
+    elif value is None:
+        out[path] = "null"
+    elif isinstance(value, dict | list | float):  # a subclass: as its base
+        flatten_into(kind.__mro__[-2](value), path, out)
+    else:
+        out[path] = str(value)
 
 
 def record_fields(record: MemoryRecord) -> dict[str, str]:
@@ -72,3 +84,59 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[Change]:
         if was != now:
             found.append(Change(path, was, now))
     return found
+
+
+def record_values(record: MemoryRecord) -> dict[str, Any]:
+    """The compared fields of a record as plain values, unflattened: what
+    :func:`changes_between` compares (the change feed keeps one of these per record)."""
+    values = msgspec.to_builtins(
+        (
+            record.payload,
+            record.tags,
+            record.relations,
+            record.provenance,
+            record.scope,
+            record.confidence,
+            record.salience,
+        )
+    )
+    found = {name: value for name, value in zip(COMPARED, values, strict=True)}
+    # As the record's own encoding omits them (its defaults), so do record_fields.
+    if found["payload"] is None:
+        del found["payload"]
+    if not found["scope"]:
+        del found["scope"]
+    found["pinned"] = record.lifecycle.pinned
+    return found
+
+
+def changes_between(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+    """:func:`changes` of two versions' :func:`record_values`: the same changes, with only the
+    fields whose values differ flattened (most events change one or two)."""
+    found: list[Change] = []
+    for name in before.keys() | after.keys():
+        was, now = before.get(name, _ABSENT), after.get(name, _ABSENT)
+        if was == now and type(was) is type(now):
+            continue
+        old: dict[str, str] = {}
+        new: dict[str, str] = {}
+        if was is not _ABSENT:
+            flatten_into(was, name, old)
+        if now is not _ABSENT:
+            flatten_into(now, name, new)
+        if not old:  # all of it added (a record's creation): nothing to compare
+            found += [Change(path, None, text) for path, text in new.items()]
+            continue
+        for path in old.keys() | new.keys():
+            was_text, now_text = old.get(path), new.get(path)
+            if was_text != now_text:
+                found.append(Change(path, was_text, now_text))
+    found.sort(key=_path)
+    return found
+
+
+_ABSENT = object()
+
+
+def _path(change: Change) -> str:
+    return change.path

@@ -1,5 +1,6 @@
 """The change feed against the store, for random histories (hypothesis).
 
+Each change's fields are the inspector's diff between the record before and after it.
 Folding the feed from position 0 — keeping, per record, the record its last change carried
 — gives at every position N exactly what ``retrieve_by_id(as_of_position=N)`` gives (decay
 aside: a change carries salience at its own time, the read at N's); a reader with a lower
@@ -27,6 +28,7 @@ from membrane_es import (
     NotFoundError,
     TrustContext,
 )
+from membrane_es.engine import field_diff
 from tests.unit.builders import FULL_TRUST, episodic, semantic
 
 SECRET = "secret-7c41"
@@ -123,6 +125,15 @@ def test_folding_the_feed_is_reading_as_of_each_position(history: list[Any]) -> 
             for position in range(head + 1):
                 if position:
                     change = changes[position - 1]
+                    previous = folded.get(change.record_id)
+                    # the inspector's diff between the two versions, exactly
+                    expected = field_diff.changes(
+                        {} if previous is None else field_diff.record_fields(previous),
+                        field_diff.record_fields(change.record),
+                    )
+                    assert [(f.path, f.kind, f.before, f.after) for f in change.fields] == [
+                        (c.path, c.kind, c.before, c.after) for c in expected
+                    ]
                     folded[change.record_id] = change.record
                 for record_id in every:
                     read = get(memory, record_id, FULL_TRUST, position)
