@@ -70,3 +70,18 @@ def test_follow_hands_over_another_process_writes_and_stops_on_ctrl_c(tmp_path: 
     assert follower.returncode == 0, err
     assert out == "" and "stopped after position 2" in err
     assert "Traceback" not in err
+
+
+def test_get_as_of_a_position(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with Membrane.open(store) as memory:
+        record_id = memory.create_record(semantic(obj="port 8080")).id
+        memory.pin(record_id, actor="ops", rationale="keep")
+    args = [sys.executable, "-m", "membrane_es", "get", str(store), record_id, "--json"]
+    before = subprocess.run([*args, "--as-of-position", "1"], capture_output=True, text=True)
+    after = subprocess.run([*args, "--as-of-position", "2"], capture_output=True, text=True)
+    assert before.returncode == after.returncode == 0, before.stderr
+    assert not json.loads(before.stdout)["lifecycle"].get("pinned", False)
+    assert json.loads(after.stdout)["lifecycle"]["pinned"] is True
+    beyond = subprocess.run([*args, "--as-of-position", "9"], capture_output=True, text=True)
+    assert beyond.returncode != 0 and "as_of_position" in beyond.stderr
