@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 from bench.core import BATCH, _record, write_section
-from membrane_es import Membrane, TrustContext
+from membrane_es import Membrane, Sensitivity, TrustContext
 
-OWNER = TrustContext(max_sensitivity="hyper", authenticated=True)
+OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
 DSN_ENV = "MEMBRANE_TEST_POSTGRES_DSN"
 ROOT = Path(__file__).resolve().parents[1]
 
