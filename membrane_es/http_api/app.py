@@ -565,9 +565,14 @@ class MemoryController(Controller):
             str | None, Parameter(description="csv of memory types (default: all)")
         ] = None,
         as_of: Moment = None,
+        as_of_position: Annotated[
+            str | None,
+            Parameter(description="as the store stood right after this log position"),
+        ] = None,
     ) -> ContextAnswer:
         """The memories a task needs, packed into a token budget as text a model reads
-        (``Membrane.context``), under the key's ceiling; ``as_of``: as the store stood then."""
+        (``Membrane.context``), under the key's ceiling; ``as_of``: as the store stood then
+        (``as_of_position``: right after that log event, instead)."""
         types = [t.strip() for t in (memory_types or "").split(",") if t.strip()]
         packed = access.store().context(
             q or "",
@@ -575,6 +580,11 @@ class MemoryController(Controller):
             budget_tokens=budget_tokens or DEFAULT_BUDGET_TOKENS,
             memory_types=types or None,
             as_of=_moment("as_of", as_of),
+            as_of_position=(
+                None
+                if as_of_position is None
+                else change_feed.position("as_of_position", as_of_position)
+            ),
         )
         return ContextAnswer(
             text=packed.text,

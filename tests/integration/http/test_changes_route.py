@@ -103,3 +103,21 @@ def test_the_stream_follows_writes_and_resumes(serve: Serve) -> None:
     with served.alpha.stream("GET", "/v1/memory/changes/stream", headers=headers) as response:
         (resumed,) = read_events(response, 1)
     assert int(str(resumed["position"])) > positions[-1]
+
+
+def test_context_as_of_a_position(served: Served) -> None:
+    new_entry(served.alpha, title="orchid deploys on fridays")
+    first = pages(served.alpha)[0]["position"]
+    new_entry(served.alpha, title="orchid deploys on mondays")
+    then = served.alpha.get(
+        "/v1/memory/context", params={"q": "orchid deploys", "as_of_position": first}
+    )
+    now = served.alpha.get("/v1/memory/context", params={"q": "orchid deploys"})
+    assert then.status_code == now.status_code == 200, then.text
+    assert len(then.json()["ids"]) == 1 and len(now.json()["ids"]) == 2
+    for bad in ("-1", "x", "999"):
+        response = served.alpha.get(
+            "/v1/memory/context", params={"q": "orchid", "as_of_position": bad}
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"].startswith("as_of_position:")
