@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.queries.field_diff import changes_between, record_values
+from membrane_es.queries.field_diff import differences, record_values
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import TrustContext
@@ -98,8 +98,13 @@ class ChangeFolder:
         if not redacted:
             after = record_values(record)
             fields = [
-                FieldChange(path=c.path, kind=c.kind, before=c.before, after=c.after)
-                for c in changes_between(folded.fields or {}, after)
+                FieldChange(
+                    path=path,
+                    kind="added" if was is None else "removed" if now is None else "changed",
+                    before=was,
+                    after=now,
+                )
+                for path, was, now in differences(folded.fields or {}, after)
             ]
             folded.fields = after
         return Change(

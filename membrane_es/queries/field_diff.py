@@ -21,6 +21,7 @@ from membrane_es.schema.records import MemoryRecord
 # What a version holds that an event can change (the rest is shown once, above the timeline).
 COMPARED = ("payload", "tags", "relations", "provenance", "scope", "confidence", "salience")
 DIGITS = 3
+_FLOAT = f"%.{DIGITS}f"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ def flatten_into(value: Any, path: str, out: dict[str, str]) -> None:
         for index, item in enumerate(value):
             flatten_into(item, f"{path}[{index}]", out)
     elif kind is float:
-        out[path] = f"{value:.{DIGITS}f}"
+        out[path] = _FLOAT % value
     elif kind is str:
         out[path] = value
     elif value is None:
@@ -113,7 +114,16 @@ def record_values(record: MemoryRecord) -> dict[str, Any]:
 def changes_between(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     """:func:`changes` of two versions' :func:`record_values`: the same changes, with only the
     fields whose values differ flattened (most events change one or two)."""
-    found: list[Change] = []
+    return [Change(path, was, now) for path, was, now in differences(before, after)]
+
+
+Difference = tuple[str, str | None, str | None]  # path, before, after
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[Difference]:
+    """:func:`changes_between` as plain tuples, in path order (what the change feed builds its
+    own structs from, once per event)."""
+    found: list[Difference] = []
     for name in before.keys() | after.keys():
         was, now = before.get(name, _ABSENT), after.get(name, _ABSENT)
         if was == now and type(was) is type(now):
@@ -125,18 +135,14 @@ def changes_between(before: dict[str, Any], after: dict[str, Any]) -> list[Chang
         if now is not _ABSENT:
             flatten_into(now, name, new)
         if not old:  # all of it added (a record's creation): nothing to compare
-            found += [Change(path, None, text) for path, text in new.items()]
+            found += [(path, None, text) for path, text in new.items()]
             continue
         for path in old.keys() | new.keys():
             was_text, now_text = old.get(path), new.get(path)
             if was_text != now_text:
-                found.append(Change(path, was_text, now_text))
-    found.sort(key=_path)
+                found.append((path, was_text, now_text))
+    found.sort()
     return found
 
 
 _ABSENT = object()
-
-
-def _path(change: Change) -> str:
-    return change.path
