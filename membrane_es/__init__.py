@@ -9,7 +9,7 @@ from importlib import metadata as _metadata
 from membrane_es import errors as _errors
 from membrane_es.commands.extractor import Extractor, Triple
 from membrane_es.commands.interpreter import Interpreter, Resolver
-from membrane_es.engine import MAX_RESULTS, EngineOptions, Membrane, StoreAddress
+from membrane_es.engine import MAX_RESULTS, ChangeFeed, EngineOptions, Membrane, StoreAddress
 from membrane_es.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -63,6 +63,7 @@ from membrane_es.schema import (
     TrustContext,
     WorkingPayload,
 )
+from membrane_es.schema.changes import Change, ChangePage, FieldChange
 
 __all__ = [
     "MAX_RESULTS",
@@ -72,6 +73,9 @@ __all__ = [
     "AuditAction",
     "AuditEntry",
     "CaptureMemoryResult",
+    "Change",
+    "ChangeFeed",
+    "ChangePage",
     "CompetencePayload",
     "ConflictError",
     "ConsolidationResult",
@@ -84,6 +88,7 @@ __all__ = [
     "ErasureUnsupportedError",
     "ForgottenError",
     "EpisodicPayload",
+    "FieldChange",
     "Extractor",
     "GraphEdge",
     "GraphNode",

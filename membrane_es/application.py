@@ -237,6 +237,77 @@ class MemoryApplication(Application):
             redact_state(aggregate.state)
         return aggregate
 
+    def load_version(self, key: UUID, version: int) -> RecordAggregate | None:
+        """The record's aggregate after its events up to ``version`` (None: it has none),
+        read from the store, as a log-order fold met it (a forgotten record's creation
+        reads redacted, its key being gone)."""
+        if version < 1:
+            return None
+        aggregate: Any = None
+        event: Any
+        for event in self.events.get(key, lte=version):
+            aggregate = event.mutate(aggregate)
+        return aggregate
+
+    def load_at_position(self, record_id: str, position: int) -> tuple[RecordAggregate, datetime]:
+        """The record as it stood right after log position ``position`` — its events there or
+        before, exactly, however many events share that one's time — and that moment;
+        redacted if it has been forgotten since (erasure reaches into the past)."""
+        moment, included = self.events_at(position)
+        aggregate: RecordAggregate | None = None
+        forgotten = False
+        event: Any
+        key = record_key(record_id)
+        for event in self.events.get(key):
+            if isinstance(event, RecordAggregate.Forgotten):
+                forgotten = True
+            if event.timestamp < moment or (
+                event.timestamp == moment and (key, event.originator_version) in included
+            ):
+                aggregate = event.mutate(aggregate)
+        if aggregate is None:
+            raise NotFoundError(record_id)
+        if forgotten and not aggregate.state.forgotten:
+            redact_state(aggregate.state)
+        return aggregate, moment
+
+    def events_at(self, position: int) -> tuple[datetime, set[tuple[UUID, int]]]:
+        """The log time of the last event at or before ``position`` and the events at that
+        position or before sharing that time (one write's events may; no two writes' do):
+        what a read as of the position includes at its last moment."""
+        found = self._notifications_back_from(position)
+        if not found:
+            raise NotFoundError(f"log position {position}")
+        last: Any = self.mapper.to_domain_event(found[-1])
+        moment: datetime = last.timestamp
+        included: set[tuple[UUID, int]] = set()
+        while found:
+            for notification in reversed(found):
+                event: Any = self.mapper.to_domain_event(notification)
+                if event.timestamp != moment:
+                    return moment, included
+                key = notification.originator_id
+                included.add(
+                    (key if isinstance(key, UUID) else UUID(key), event.originator_version)
+                )
+            first = found[0].id
+            found = self._notifications_back_from(first - 1) if first > 1 else []
+        return moment, included
+
+    def _notifications_back_from(self, position: int) -> list[Any]:
+        """A few notifications ending with the last one at or before ``position`` (ids may
+        have gaps on PostgreSQL), oldest first; empty when there is none."""
+        span = 16
+        while position >= 1:
+            start = max(1, position - span + 1)
+            found = self.recorder.select_notifications(start=start, limit=span, stop=position)
+            if found:
+                return list(found)
+            if start == 1:
+                return []
+            position, span = start - 1, span * 4
+        return []
+
     def import_unfinished(self) -> bool:
         """Whether an import into this store began and did not end: its log holds only part
         of a file (see :mod:`membrane_es.stores.transfer`). False where the log keeps no mark."""
@@ -337,6 +408,15 @@ class MemoryApplication(Application):
             return None
         (notification,) = self.recorder.select_notifications(start=last, limit=1)
         event: Any = self.mapper.to_domain_event(notification)
+        moment: datetime = event.timestamp
+        return moment
+
+    def first_event_time(self) -> datetime | None:
+        """The time of the oldest event in the log (None: it holds none)."""
+        found = self.recorder.select_notifications(start=1, limit=1)
+        if not found:
+            return None
+        event: Any = self.mapper.to_domain_event(found[0])
         moment: datetime = event.timestamp
         return moment
 

@@ -68,7 +68,10 @@ INSTRUCTIONS = (
 )
 DEFAULT_ACTOR = "mcp-client"
 log = logging.getLogger("membrane_es")
-TOOL_NAMES = {"browse": "list"}  # a tool whose method cannot bear its name
+TOOL_NAMES = {"browse": "list"}
+# A page of changes is read by a model: bounded well below what the HTTP page allows.
+MCP_CHANGES_DEFAULT = 20
+MCP_CHANGES_MAX = 200  # a tool whose method cannot bear its name
 
 Json = dict[str, Any]
 
@@ -124,6 +127,7 @@ def build_server(memory: Membrane, caller: Caller) -> MCPServer:
         tools.browse,
         tools.get,
         tools.history,
+        tools.changes,
         tools.supersede,
         tools.fork,
         tools.merge,
@@ -483,6 +487,41 @@ class _Tools:
             max_sensitivity,
             scopes,
             lambda trust: {"entries": self._memory.history(id, trust=trust)},
+        )
+
+    def changes(
+        self,
+        after: int = 0,
+        limit: int = MCP_CHANGES_DEFAULT,
+        max_sensitivity: str | None = None,
+        scopes: list[str] | None = None,
+        detail: bool = False,
+    ) -> Json:
+        """The store's changes after a log position, in log order (at most limit, 1 to
+        200): each one's position, time, operation, record, actor, rationale and
+        the fields it changed, with the record after it (its id, type, words and time; detail:
+        in full). Call again with after=next_after; next_after == head: caught up."""
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MCP_CHANGES_MAX
+        ):
+            raise ToolError(f"limit: must be from 1 to {MCP_CHANGES_MAX}")
+
+        def shape(page: Any) -> Any:
+            if detail:
+                return page
+            changes = [
+                {**msgspec.to_builtins(change), "record": compact.record(change.record)}
+                for change in page.changes
+            ]
+            return {"changes": changes, "next_after": page.next_after, "head": page.head}
+
+        return _answer(
+            lambda: self._memory.changes_page(
+                after=after, limit=limit, trust=self._trust(max_sensitivity, scopes)
+            ),
+            shape,
         )
 
     # --- the ceiling --------------------------------------------------------------------

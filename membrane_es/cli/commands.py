@@ -1,5 +1,5 @@
 """Every command module, imported for the commands they register on the application."""
 
-from membrane_es.cli import admin, demo, inspector, reads, servers, writes
+from membrane_es.cli import admin, changes, demo, inspector, reads, servers, writes
 
-__all__ = ["admin", "demo", "inspector", "reads", "servers", "writes"]
+__all__ = ["admin", "changes", "demo", "inspector", "reads", "servers", "writes"]

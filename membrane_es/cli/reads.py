@@ -302,20 +302,36 @@ def context(
     )
 
 
+AsOfPosition = Annotated[
+    int | None,
+    typer.Option(
+        "--as-of-position",
+        metavar="POSITION",
+        min=0,
+        help="answer as the store stood right after the event at this log position",
+        show_default=False,
+    ),
+]
+
+
 def _get(
     store: Store,
     record_id: RecordId,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
 ) -> None:
-    """One record in full, now or as it stood at a moment (a forgotten one says when it was
-    forgotten, by whom and why: its content is gone)."""
+    """One record in full, now or as it stood at a moment or right after a log position (a
+    forgotten one says when it was forgotten, by whom and why: its content is gone)."""
     moment = as_of_moment(as_of)
     reader = trust_context(trust, trust_scope)
     with existing_store(store) as memory:
-        record = memory.retrieve_by_id(record_id, trust=reader, as_of=moment)
+        record = memory.retrieve_by_id(
+            record_id, trust=reader, as_of=moment, as_of_position=as_of_position
+        )
+        # Erasure reaches into the past: a record read redacted at a position says why.
         erasures = [
             entry
             for entry in memory.history(record_id, trust=reader)

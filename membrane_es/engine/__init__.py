@@ -24,6 +24,9 @@ store as a whole), :mod:`.maintenance` (consolidation, now or on a schedule),
 from __future__ import annotations
 
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
+from membrane_es.engine.changes import DEFAULT_PAGE as DEFAULT_CHANGE_PAGE
+from membrane_es.engine.changes import MAX_PAGE as MAX_CHANGE_PAGE
+from membrane_es.engine.changes import ChangeFeed, Changes
 from membrane_es.engine.closing import refuse_after_close
 from membrane_es.engine.core import CONFLICT_ATTEMPTS, DEFAULT_POSITION_WAIT_SECONDS, RequestTime
 from membrane_es.engine.entries import ENTRY_ACTOR, Entries, moment_of
@@ -40,7 +43,7 @@ from membrane_es.engine.store_check import verify_store
 
 # What the edges (CLI, servers, MCP) show and take besides the engine's methods: the shapes
 # of its answers, its defaults and limits, and the trust rule a page applies to a record.
-from membrane_es.queries import compact
+from membrane_es.queries import compact, field_diff
 from membrane_es.queries.by_id import HistoryEntry
 from membrane_es.queries.context import (
     DEFAULT_BUDGET_TOKENS,
@@ -65,6 +68,7 @@ from membrane_es.schema.validation import MAX_LIMIT as MAX_RESULTS  # the most o
 __all__ = [
     "CONFLICT_ATTEMPTS",
     "DEFAULT_BUDGET_TOKENS",
+    "DEFAULT_CHANGE_PAGE",
     "DEFAULT_EDGE_LIMIT",
     "DEFAULT_ENTRY_LIMIT",
     "DEFAULT_MAX_HOPS",
@@ -77,11 +81,13 @@ __all__ = [
     "FORGOTTEN_EVENT",
     "IN_MEMORY",
     "MAX_BUDGET_TOKENS",
+    "MAX_CHANGE_PAGE",
     "MAX_ENTRY_LIMIT",
     "MAX_RESULTS",
     "MIN_BUDGET_TOKENS",
     "SALIENCE_WEIGHT",
     "Census",
+    "ChangeFeed",
     "EngineOptions",
     "EntryExplanation",
     "EntryQuery",
@@ -94,6 +100,7 @@ __all__ = [
     "RequestTime",
     "allows",
     "compact",
+    "field_diff",
     "holds_store",
     "moment_of",
     "verify_store",
@@ -108,6 +115,7 @@ class Membrane(
     Revisions,
     Ingestion,
     Reads,
+    Changes,
     Inspection,
     Maintenance,
     Forgetting,

@@ -4,15 +4,16 @@ to a token budget, metrics."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from membrane_es.embedding.tokens import counter_for
+from membrane_es.engine.changes import check_after
 from membrane_es.engine.core import (
     _LEAST_PRIVILEGE,
     EngineCore,
 )
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import by_id as record_queries
 from membrane_es.queries import context as context_queries
@@ -27,6 +28,8 @@ from membrane_es.schema.validation import (
     check_moment,
 )
 
+_MICROSECOND = timedelta(microseconds=1)
+
 
 class Reads(EngineCore):
     """Everything that answers without writing."""
@@ -39,6 +42,7 @@ class Reads(EngineCore):
         *,
         trust: TrustContext | None = _LEAST_PRIVILEGE,
         as_of: datetime | None = None,
+        as_of_position: int | None = None,
         min_position: int | None = None,
     ) -> MemoryRecord:
         """One record in full, now or as it stood at ``as_of`` (decay evaluated then).
@@ -47,9 +51,13 @@ class Reads(EngineCore):
         after ``as_of``) and :class:`~membrane_es.errors.AccessDeniedError` when the trust
         context may not read it in full. The default trust is least privilege (``low``, no
         scopes), as in the reference SDK; ``trust=None`` is an error. ``min_position``: as
-        for :meth:`retrieve`.
+        for :meth:`retrieve`. ``as_of_position``: the record as it stood right after the event
+        at that log position, exactly (a position before its creation: not found).
         """
         self.wait_for_position(min_position)
+        if as_of_position is not None:
+            self._as_of(as_of, as_of_position)  # checked: given alone, within the log
+            return record_queries.retrieve_at_position(self._app, record_id, trust, as_of_position)
         return record_queries.retrieve_by_id(
             self._app, record_id, trust, now=self._clock.now(), as_of=as_of
         )
@@ -63,6 +71,7 @@ class Reads(EngineCore):
         min_salience: float = 0.0,
         limit: int = 0,
         as_of: datetime | None = None,
+        as_of_position: int | None = None,
         valid_at: datetime | None = None,
         include_retracted: bool = False,
         query_embedding: VectorInput | None = None,
@@ -89,6 +98,9 @@ class Reads(EngineCore):
             the moment answered for).
         :param limit: at most this many records (0: all).
         :param as_of: answer as the store stood at that moment, exactly as a read then did.
+        :param as_of_position: answer as the store stood right after the event at this log
+            position (a :class:`~membrane_es.schema.changes.Change`'s ``position``, a
+            write's :attr:`last_position`), instead of ``as_of``: see :meth:`_as_of`.
         :param valid_at: keep only semantic facts whose validity window contains it.
         :param created_after: keep records whose event time (``created_at``: when it happened,
             as captured or given) is at or after it (``as_of`` is the other time axis: when
@@ -110,6 +122,7 @@ class Reads(EngineCore):
             a few seconds, then :class:`~membrane_es.errors.PositionNotReachedError`.
         """
         self.wait_for_position(min_position)
+        as_of = self._as_of(as_of, as_of_position)
         query = retrieve_queries.Retrieve(
             task_descriptor=task_descriptor,
             trust=trust,
@@ -139,6 +152,7 @@ class Reads(EngineCore):
         edge_limit: int = graph_queries.DEFAULT_EDGE_LIMIT,
         max_hops: int = graph_queries.DEFAULT_MAX_HOPS,
         as_of: datetime | None = None,
+        as_of_position: int | None = None,
         valid_at: datetime | None = None,
         query_embedding: VectorInput | None = None,
         exact: bool = False,
@@ -163,6 +177,7 @@ class Reads(EngineCore):
         added. ``created_after`` / ``created_before``: an event-time window on the roots.
         """
         self.wait_for_position(min_position)
+        as_of = self._as_of(as_of, as_of_position)
         query = graph_queries.RetrieveGraph(
             task_descriptor=task_descriptor,
             trust=trust,
@@ -188,6 +203,7 @@ class Reads(EngineCore):
         trust: TrustContext | None = _LEAST_PRIVILEGE,
         memory_types: Iterable[str] | None = None,
         as_of: datetime | None = None,
+        as_of_position: int | None = None,
         include_retracted: bool = False,
         min_position: int | None = None,
     ) -> list[str]:
@@ -201,6 +217,7 @@ class Reads(EngineCore):
         records in them, not of the store. ``min_position``: as for :meth:`retrieve`.
         """
         self.wait_for_position(min_position)
+        as_of = self._as_of(as_of, as_of_position)
         return listing.record_ids(
             self.views,
             self._clock.now(),
@@ -217,6 +234,7 @@ class Reads(EngineCore):
         trust: TrustContext | None = _LEAST_PRIVILEGE,
         budget_tokens: int = context_queries.DEFAULT_BUDGET_TOKENS,
         as_of: datetime | None = None,
+        as_of_position: int | None = None,
         memory_types: Iterable[str] | None = None,
         min_salience: float = 0.0,
         created_after: datetime | None = None,
@@ -235,6 +253,7 @@ class Reads(EngineCore):
         See :mod:`membrane_es.queries.context`.
         """
         self.wait_for_position(min_position)
+        as_of = self._as_of(as_of, as_of_position)
         query = context_queries.Context(
             task_descriptor=task_descriptor,
             trust=trust,
@@ -247,6 +266,30 @@ class Reads(EngineCore):
         )
         return context_queries.context(query, self._sources(), counter_for(self._embedder))
 
+    def _as_of(self, as_of: datetime | None, as_of_position: int | None) -> datetime | None:
+        """The moment a read answers for: ``as_of``, or the log time of the event at
+        ``as_of_position`` (given one or the other, not both).
+
+        A read by id as of a position is exact to the event. The other reads are answered
+        from the views as of that event's log time, which no later write shares (each write
+        is timed after every one before it); one write's several events may share it, and
+        such a read sees that write whole."""
+        if as_of_position is None:
+            return as_of
+        if as_of is not None:
+            raise ValidationError("as_of_position", "give as_of or as_of_position, not both")
+        position = check_after(as_of_position, "as_of_position")
+        head = self._app.recorder.max_notification_id() or 0
+        if position > head:
+            raise ValidationError(
+                "as_of_position", f"the log holds events up to position {head}, not {position}"
+            )
+        if position == 0:  # before the first event: nothing was there yet
+            first = self._app.first_event_time()
+            return self._clock.now() if first is None else first - _MICROSECOND
+        moment, _ = self._app.events_at(position)
+        return moment
+
     def _sources(self) -> retrieve_queries.Sources:
         return retrieve_queries.Sources(
             views=self.views,
@@ -257,7 +300,11 @@ class Reads(EngineCore):
         )
 
     def get_metrics(
-        self, *, as_of: datetime | None = None, min_position: int | None = None
+        self,
+        *,
+        as_of: datetime | None = None,
+        as_of_position: int | None = None,
+        min_position: int | None = None,
     ) -> dict[str, Any]:
         """The reference metrics snapshot (spec §6), now or as the store stood at ``as_of``.
 
@@ -277,6 +324,7 @@ class Reads(EngineCore):
         ``min_position``: as for :meth:`retrieve`.
         """
         self.wait_for_position(min_position)
+        as_of = self._as_of(as_of, as_of_position)
         views = self.views
         with views.lock:
             table = views.table

@@ -83,10 +83,14 @@ def generate(out_dir: Path) -> None:
 
 
 def _package_local(text: str, package: str) -> str:
-    """Points the generated imports at our package instead of a top-level one."""
-    return text.replace(f"from {package} import", f"from {WIRE_PACKAGE}.{package} import").replace(
-        f"import {package}.", f"import {WIRE_PACKAGE}.{package}."
-    )
+    """Points the generated imports at our package instead of a top-level one: the file's
+    own package's, and those of the protos it imports (``membrane_es.v1`` uses Membrane's
+    ``MemoryRecord``)."""
+    for name in dict.fromkeys([package, *PROTO_FILES.values()]):
+        text = text.replace(f"from {name} import", f"from {WIRE_PACKAGE}.{name} import").replace(
+            f"import {name}.", f"import {WIRE_PACKAGE}.{name}."
+        )
+    return text
 
 
 def main() -> int:

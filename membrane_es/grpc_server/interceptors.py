@@ -3,14 +3,15 @@
 Auth first, so refused calls spend no tokens; the request bytes are parsed only after the
 key is accepted, so an unauthenticated caller cannot make the server parse anything.
 Bytes that are not a valid request (malformed, or nested deeper than protobuf allows) are
-INVALID_ARGUMENT. Unary only, as the reference: the health
-service's streaming ``Watch`` is not guarded, its unary ``Check`` is. The authenticated
-caller is handed to the handler through :data:`~membrane_es.access.CURRENT_CALLER`.
+INVALID_ARGUMENT. Unary calls, and the server-streaming calls of our own service (the
+change feed), which are guarded once as they begin; the health service's streaming
+``Watch`` is not guarded, its unary ``Check`` is. The authenticated caller is handed to the
+handler through :data:`~membrane_es.access.CURRENT_CALLER`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -20,6 +21,9 @@ from membrane_es.access import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 
 UnaryBehaviour = Callable[[Any, grpc.ServicerContext], Any]
+StreamBehaviour = Callable[[Any, grpc.ServicerContext], Iterator[Any]]
+# The streaming RPCs guarded: our own service's (the health service's Watch stays open).
+GUARDED_STREAMS = ("/membrane_es.v1.",)
 
 
 class GuardInterceptor(grpc.ServerInterceptor):
@@ -35,6 +39,16 @@ class GuardInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
+        if (
+            handler is not None
+            and handler.unary_stream is not None
+            and handler_call_details.method.startswith(GUARDED_STREAMS)
+        ):
+            return grpc.unary_stream_rpc_method_handler(
+                self._guard_stream(handler.unary_stream, handler.request_deserializer),
+                request_deserializer=None,
+                response_serializer=handler.response_serializer,
+            )
         if handler is None or handler.unary_unary is None:
             return handler
         # The raw bytes reach the guard, which parses them once the caller is known.
@@ -60,6 +74,27 @@ class GuardInterceptor(grpc.ServerInterceptor):
             token = CURRENT_CALLER.set(caller)
             try:
                 return behaviour(request, context)
+            finally:
+                CURRENT_CALLER.reset(token)
+
+        return guarded
+
+    def _guard_stream(
+        self, behaviour: StreamBehaviour, parse: Callable[[bytes], Any] | None
+    ) -> StreamBehaviour:
+        keys, buckets = self._keys, self._buckets
+
+        def guarded(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            authorization = first_value(context.invocation_metadata(), "authorization")
+            caller = keys.caller_for(authorization)
+            if caller is None:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key")
+            if buckets.enabled and not buckets.allow(_identity(context, authorization)):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded")
+            request = raw if parse is None else _parse(parse, raw, context)
+            token = CURRENT_CALLER.set(caller)
+            try:
+                yield from behaviour(request, context)
             finally:
                 CURRENT_CALLER.reset(token)
 

@@ -28,9 +28,9 @@ only (the library's ``max_hops=0``). Zero limits ask for the configured defaults
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 import grpc
 import msgspec
@@ -120,19 +120,43 @@ def rpc(
             if writes:
                 _send_position(context, service.engine(CURRENT_CALLER.get()))
             return response
-        except WireError as error:
-            context.abort(error.code, error.message)
-        except ValidationError as error:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, _validation_text(error))
-        except NotFoundError:
-            context.abort(grpc.StatusCode.NOT_FOUND, "record not found")
-        except MembraneError as error:
-            code, _ = status_of(error)
-            context.abort(grpc.StatusCode[code], str(error))
-        except Exception as error:  # the reference answers INTERNAL with the error's text
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+        except Exception as error:
+            _abort(context, error)
 
     return handle
+
+
+def rpc_stream(
+    handler: Handler[ServiceT, RequestT, Iterator[ResponseT]],
+) -> Handler[ServiceT, RequestT, Iterator[ResponseT]]:
+    """:func:`rpc` for a server-streaming handler: an error before or between its messages
+    ends the call with its status."""
+
+    @functools.wraps(handler)
+    def handle(
+        service: ServiceT, request: RequestT, context: grpc.ServicerContext
+    ) -> Iterator[ResponseT]:
+        try:
+            yield from handler(service, request, context)
+        except Exception as error:
+            _abort(context, error)
+
+    return handle
+
+
+def _abort(context: grpc.ServicerContext, error: Exception) -> NoReturn:
+    """End the call with the status the error maps to (§8.6)."""
+    if isinstance(error, WireError):
+        context.abort(error.code, error.message)
+    if isinstance(error, ValidationError):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, _validation_text(error))
+    if isinstance(error, NotFoundError):
+        context.abort(grpc.StatusCode.NOT_FOUND, "record not found")
+    if isinstance(error, MembraneError):
+        code, _ = status_of(error)
+        context.abort(grpc.StatusCode[code], str(error))
+    # The reference answers INTERNAL with the error's text.
+    context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
 
 
 class MembraneService(pb_grpc.MembraneServiceServicer):
@@ -338,6 +362,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     def engine(self, caller: Caller) -> Membrane:
         """The caller's tenant's store (opened, and so made, if need be: for a write)."""
         return self._tenants.get(caller.tenant)
+
+    def reader(self, caller: Caller) -> Membrane:
+        """The caller's store for a read (see :meth:`_reader`)."""
+        return self._reader(caller)
 
     def _reader(self, caller: Caller) -> Membrane:
         """The caller's store for a read: a tenant without one reads as empty, and none is

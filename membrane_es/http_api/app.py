@@ -35,14 +35,17 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components, Example, SecurityScheme
 from litestar.params import Parameter
+from litestar.response import ServerSentEvent
 
-from membrane_es import __version__
+from membrane_es import ChangePage, __version__
 from membrane_es.access import Caller, KeyRing
 from membrane_es.engine import (
     DEFAULT_BUDGET_TOKENS,
+    DEFAULT_CHANGE_PAGE,
     DEFAULT_ENTRY_LIMIT,
     ENTRY_ACTOR,
     MAX_BUDGET_TOKENS,
+    MAX_CHANGE_PAGE,
     MAX_ENTRY_LIMIT,
     MIN_BUDGET_TOKENS,
     EntryExplanation,
@@ -60,6 +63,7 @@ from membrane_es.errors import (
     ValidationError,
     status_of,
 )
+from membrane_es.http_api import changes as change_feed
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
@@ -561,9 +565,14 @@ class MemoryController(Controller):
             str | None, Parameter(description="csv of memory types (default: all)")
         ] = None,
         as_of: Moment = None,
+        as_of_position: Annotated[
+            str | None,
+            Parameter(description="as the store stood right after this log position"),
+        ] = None,
     ) -> ContextAnswer:
         """The memories a task needs, packed into a token budget as text a model reads
-        (``Membrane.context``), under the key's ceiling; ``as_of``: as the store stood then."""
+        (``Membrane.context``), under the key's ceiling; ``as_of``: as the store stood then
+        (``as_of_position``: right after that log event, instead)."""
         types = [t.strip() for t in (memory_types or "").split(",") if t.strip()]
         packed = access.store().context(
             q or "",
@@ -571,6 +580,11 @@ class MemoryController(Controller):
             budget_tokens=budget_tokens or DEFAULT_BUDGET_TOKENS,
             memory_types=types or None,
             as_of=_moment("as_of", as_of),
+            as_of_position=(
+                None
+                if as_of_position is None
+                else change_feed.position("as_of_position", as_of_position)
+            ),
         )
         return ContextAnswer(
             text=packed.text,
@@ -579,6 +593,51 @@ class MemoryController(Controller):
             budget_tokens=packed.budget_tokens,
             counted_with=packed.counted_with,
         )
+
+    # --- the change feed ---------------------------------------------------------------------
+
+    @get("/v1/memory/changes", sync_to_thread=True, operation_id="changes", responses=ERRORS)
+    def changes(
+        self,
+        access: Access,
+        after: Annotated[
+            str | None,
+            Parameter(description="the last log position handled (default 0: from the start)"),
+        ] = None,
+        limit: Annotated[
+            str | None,
+            Parameter(
+                description=f"the most changes in the page (1 to {MAX_CHANGE_PAGE}, "
+                f"default {DEFAULT_CHANGE_PAGE})"
+            ),
+        ] = None,
+    ) -> ChangePage:
+        """The store's changes after a log position, in log order, under the key's ceiling
+        (``Membrane.changes``): each change's position, times, record, operation, actor,
+        rationale, field diff and the record after it. Ask again with ``after=next_after``;
+        ``next_after == head``: caught up."""
+        return access.store().changes_page(
+            after=change_feed.position("after", after),
+            limit=change_feed.page_limit(limit),
+            trust=access.trust or OWNER,
+        )
+
+    @get("/v1/memory/changes/stream", operation_id="changes_stream", responses=ERRORS)
+    async def changes_stream(
+        self,
+        request: Request[Any, Any, Any],
+        access: Access,
+        after: Annotated[
+            str | None,
+            Parameter(description="the last log position handled (or the Last-Event-ID header)"),
+        ] = None,
+    ) -> ServerSentEvent:
+        """The same changes as Server-Sent Events (``event: change``, ``id``: the position,
+        ``data``: the change as JSON), followed as writes commit; a comment every 15 s while
+        idle. A reconnecting client's ``Last-Event-ID`` resumes after that position."""
+        last = request.headers.get("last-event-id")
+        start = change_feed.position("after", after if after is not None else last)
+        return ServerSentEvent(change_feed.stream(access.engine, access.trust or OWNER, start))
 
 
 # --- errors -------------------------------------------------------------------------------

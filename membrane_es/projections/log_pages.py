@@ -75,6 +75,15 @@ class LogReader:
         count = len(notifications)
         return Page(map(self.decode, notifications), count, notifications[-1].id if count else 0)
 
+    def numbered(self, start: int, limit: int) -> tuple[list[int], Iterator[Any]]:
+        """Up to ``limit`` events from notification ``start`` on and their positions (the
+        change feed's read: the same events as :meth:`page`, each with its position)."""
+        if self._row_reader is not None:
+            rows = self._row_reader.read_log_rows(start, limit)
+            return list(rows.ids), self._row_events(rows)
+        notifications = self._recorder.select_notifications(start=start, limit=limit)
+        return [n.id for n in notifications], map(self.decode, notifications)
+
     def _row_events(self, rows: LogRows) -> Iterator[Any]:
         decoders = {topic: self._typed(topic) for topic in dict.fromkeys(rows.topics)}
         if None in decoders.values():

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import msgspec
 
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.errors import AccessDeniedError
+from membrane_es.errors import AccessDeniedError, NotFoundError
 from membrane_es.queries.trust import allows
 from membrane_es.schema.records import MemoryRecord, TrustContext, copy_record
 from membrane_es.schema.timestamps import Timestamp
@@ -29,6 +29,10 @@ class EventReader(Protocol):
     def load_as_of(self, record_id: str, moment: datetime) -> RecordAggregate: ...
 
     def record_events(self, record_id: str) -> list[Any]: ...
+
+    def load_at_position(
+        self, record_id: str, position: int
+    ) -> tuple[RecordAggregate, datetime]: ...
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
@@ -62,6 +66,22 @@ def retrieve_by_id(
     if not allows(trust, record):
         raise AccessDeniedError(record_id)
     # A private copy: the caller may mutate it without touching cached state.
+    return copy_record(record)
+
+
+def retrieve_at_position(
+    reader: EventReader, record_id: str, trust: TrustContext | None, position: int
+) -> MemoryRecord:
+    """The record in full as it stood right after log position ``position`` (decay evaluated
+    at that event's time); denied rather than redacted."""
+    trust = check_trust(trust)
+    check_id("id", record_id)
+    if position < 1:
+        raise NotFoundError(record_id)
+    aggregate, at = reader.load_at_position(record_id, position)
+    record = aggregate.view(at)
+    if not allows(trust, record):
+        raise AccessDeniedError(record_id)
     return copy_record(record)
 
 

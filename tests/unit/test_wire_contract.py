@@ -129,6 +129,8 @@ def test_our_own_rpcs_live_in_their_own_package() -> None:
     service = es_pb.DESCRIPTOR.services_by_name["MembraneEsService"]
     assert {m.name: (m.input_type.name, m.output_type.name) for m in service.methods} == {
         "Forget": ("ForgetRequest", "ForgetResponse"),
+        "Changes": ("ChangesRequest", "Change"),
     }
+    assert service.methods_by_name["Changes"].server_streaming
     assert [d.name for d in pb.DESCRIPTOR.dependencies] == ["google/protobuf/struct.proto"]
     assert any(name.startswith("membrane_es/v1/") for name in codegen.GENERATED)

@@ -61,6 +61,7 @@ def _arguments(tool: str, known: str) -> dict[str, Any]:
         "retrieve_graph": {"task": "a", "as_of": "2026-01-01T00:00:00Z", "max_sensitivity": "low"},
         "get": {"id": known, "as_of": "2030-01-01T00:00:00Z", "max_sensitivity": "low"},
         "history": {"id": known, "max_sensitivity": "low"},
+        "changes": {"after": 0, "limit": 5, "max_sensitivity": "low"},
         "context": {"task": "a note", "as_of": "2026-01-01T00:00:00Z", "max_sensitivity": "low"},
         "list": {"scope": "s", "tags": ["t"], "as_of": "2026-01-01T00:00:00Z"},
         "forget": {"id": known, "rationale": "r", "actor": "a"},

@@ -69,6 +69,7 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
             "list",
             "get",
             "history",
+            "changes",
             "supersede",
             "fork",
             "merge",
@@ -311,3 +312,22 @@ def test_an_answer_read_below_what_was_asked_says_so(memory: Membrane) -> None:
         assert "trust" not in await call(client, "list")
 
     session(memory, caller, body)
+
+
+def test_changes_come_in_bounded_pages_under_the_ceiling(memory: Membrane) -> None:
+    memory.create_record(fact("the secret cluster", sensitivity="hyper"))  # above the ceiling
+
+    async def body(client: Client) -> None:
+        for n in range(3):
+            await call(client, "create_record", record=fact(f"cluster-{n}"))
+        first = await call(client, "changes", limit=2)
+        assert [c["position"] for c in first["changes"]] == [2, 3]
+        assert first["changes"][0]["operation"] == "created"
+        assert "id" in first["changes"][0]["record"] and first["next_after"] == 3
+        rest = await call(client, "changes", after=first["next_after"], limit=200)
+        assert [c["position"] for c in rest["changes"]] == [4]
+        assert rest["next_after"] == rest["head"] == 4
+        assert "limit" in await error(client, "changes", limit=201)
+        assert "after" in await error(client, "changes", after=-1)
+
+    session(memory, Caller(max_sensitivity=Sensitivity.MEDIUM), body)

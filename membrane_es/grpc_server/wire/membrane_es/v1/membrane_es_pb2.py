@@ -23,19 +23,26 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as membrane_dot_v1_dot_membrane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n membrane_es/v1/membrane_es.proto\x12\x0emembrane_es.v1\"=\n\rForgetRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x11\n\trationale\x18\x03 \x01(\t\"\'\n\x0e\x46orgetResponse\x12\x15\n\rforgotten_ids\x18\x01 \x03(\t2\\\n\x11MembraneEsService\x12G\n\x06\x46orget\x12\x1d.membrane_es.v1.ForgetRequest\x1a\x1e.membrane_es.v1.ForgetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n membrane_es/v1/membrane_es.proto\x12\x0emembrane_es.v1\x1a\x1amembrane/v1/membrane.proto\"=\n\rForgetRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x11\n\trationale\x18\x03 \x01(\t\"\'\n\x0e\x46orgetResponse\x12\x15\n\rforgotten_ids\x18\x01 \x03(\t\"W\n\x0e\x43hangesRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\"g\n\x0b\x46ieldChange\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x13\n\x06\x62\x65\x66ore\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05\x61\x66ter\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\t\n\x07_beforeB\x08\n\x06_after\"\xd5\x02\n\x06\x43hange\x12\x10\n\x08position\x18\x01 \x01(\x03\x12\x10\n\x08log_time\x18\x02 \x01(\t\x12\x12\n\nevent_time\x18\x03 \x01(\t\x12\x11\n\trecord_id\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03\x12\x0c\n\x04type\x18\x06 \x01(\t\x12\r\n\x05scope\x18\x07 \x01(\t\x12\x13\n\x0bsensitivity\x18\x08 \x01(\t\x12\x11\n\toperation\x18\t \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\n \x01(\t\x12\r\n\x05\x61\x63tor\x18\x0b \x01(\t\x12\x11\n\trationale\x18\x0c \x01(\t\x12\x10\n\x08redacted\x18\r \x01(\x08\x12\x0e\n\x06\x65rased\x18\x0e \x01(\x08\x12+\n\x06\x66ields\x18\x0f \x03(\x0b\x32\x1b.membrane_es.v1.FieldChange\x12)\n\x06record\x18\x10 \x01(\x0b\x32\x19.membrane.v1.MemoryRecord2\xa1\x01\n\x11MembraneEsService\x12G\n\x06\x46orget\x12\x1d.membrane_es.v1.ForgetRequest\x1a\x1e.membrane_es.v1.ForgetResponse\x12\x43\n\x07\x43hanges\x12\x1e.membrane_es.v1.ChangesRequest\x1a\x16.membrane_es.v1.Change0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'membrane_es.v1.membrane_es_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FORGETREQUEST']._serialized_start=52
-  _globals['_FORGETREQUEST']._serialized_end=113
-  _globals['_FORGETRESPONSE']._serialized_start=115
-  _globals['_FORGETRESPONSE']._serialized_end=154
-  _globals['_MEMBRANEESSERVICE']._serialized_start=156
-  _globals['_MEMBRANEESSERVICE']._serialized_end=248
+  _globals['_FORGETREQUEST']._serialized_start=80
+  _globals['_FORGETREQUEST']._serialized_end=141
+  _globals['_FORGETRESPONSE']._serialized_start=143
+  _globals['_FORGETRESPONSE']._serialized_end=182
+  _globals['_CHANGESREQUEST']._serialized_start=184
+  _globals['_CHANGESREQUEST']._serialized_end=271
+  _globals['_FIELDCHANGE']._serialized_start=273
+  _globals['_FIELDCHANGE']._serialized_end=376
+  _globals['_CHANGE']._serialized_start=379
+  _globals['_CHANGE']._serialized_end=720
+  _globals['_MEMBRANEESSERVICE']._serialized_start=723
+  _globals['_MEMBRANEESSERVICE']._serialized_end=884
 # @@protoc_insertion_point(module_scope)

@@ -11,6 +11,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as _membrane_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -68,3 +69,144 @@ class ForgetResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ForgetResponse: _TypeAlias = ForgetResponse  # noqa: Y015
+
+@_typing.final
+class ChangesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    FOLLOW_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    after: _builtins.int
+    """The last position handled (0: from the start)."""
+    limit: _builtins.int
+    """At most this many changes (0: no limit)."""
+    follow: _builtins.bool
+    timeout_seconds: _builtins.float
+    def __init__(
+        self,
+        *,
+        after: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        follow: _builtins.bool = ...,
+        timeout_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "follow", b"follow", "limit", b"limit", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangesRequest: _TypeAlias = ChangesRequest  # noqa: Y015
+
+@_typing.final
+class FieldChange(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    kind: _builtins.str
+    """"added", "removed" or "changed"."""
+    before: _builtins.str
+    after: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        before: _builtins.str | None = ...,
+        after: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before", "kind", b"kind", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
+    _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__before: _TypeAlias = _typing.Literal["before"]  # noqa: Y015
+    _WhichOneofArgType__before: _TypeAlias = _typing.Literal["_before", b"_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before) -> _WhichOneofReturnType__before | None: ...
+
+Global___FieldChange: _TypeAlias = FieldChange  # noqa: Y015
+
+@_typing.final
+class Change(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSITION_FIELD_NUMBER: _builtins.int
+    LOG_TIME_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    RECORD_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SENSITIVITY_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    RATIONALE_FIELD_NUMBER: _builtins.int
+    REDACTED_FIELD_NUMBER: _builtins.int
+    ERASED_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    RECORD_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    """The event's log position: given once, never changed."""
+    log_time: _builtins.str
+    """When the store learned of it (RFC 3339), the as_of axis."""
+    event_time: _builtins.str
+    """When what the record tells of happened (its created_at)."""
+    record_id: _builtins.str
+    version: _builtins.int
+    type: _builtins.str
+    scope: _builtins.str
+    sensitivity: _builtins.str
+    operation: _builtins.str
+    """The event class in snake case: created, superseded, reinforced, forgotten, ..."""
+    action: _builtins.str
+    """The audit action it is filed under (empty for events outside the reference's)."""
+    actor: _builtins.str
+    rationale: _builtins.str
+    redacted: _builtins.bool
+    """One level above the ceiling: the record's structure only, no fields, actor or rationale."""
+    erased: _builtins.bool
+    """The record's content was erased: it appears in no change."""
+    @_builtins.property
+    def fields(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldChange]: ...
+    @_builtins.property
+    def record(self) -> _membrane_pb2.MemoryRecord:
+        """The record right after the change."""
+
+    def __init__(
+        self,
+        *,
+        position: _builtins.int = ...,
+        log_time: _builtins.str = ...,
+        event_time: _builtins.str = ...,
+        record_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        type: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        sensitivity: _builtins.str = ...,
+        operation: _builtins.str = ...,
+        action: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        rationale: _builtins.str = ...,
+        redacted: _builtins.bool = ...,
+        erased: _builtins.bool = ...,
+        fields: _abc.Iterable[Global___FieldChange] | None = ...,
+        record: _membrane_pb2.MemoryRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "erased", b"erased", "event_time", b"event_time", "fields", b"fields", "log_time", b"log_time", "operation", b"operation", "position", b"position", "rationale", b"rationale", "record", b"record", "record_id", b"record_id", "redacted", b"redacted", "scope", b"scope", "sensitivity", b"sensitivity", "type", b"type", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Change: _TypeAlias = Change  # noqa: Y015

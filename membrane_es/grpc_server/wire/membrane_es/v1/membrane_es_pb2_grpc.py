@@ -41,6 +41,11 @@ class MembraneEsServiceStub:
                 request_serializer=membrane__es_dot_v1_dot_membrane__es__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=membrane__es_dot_v1_dot_membrane__es__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.Changes = channel.unary_stream(
+                '/membrane_es.v1.MembraneEsService/Changes',
+                request_serializer=membrane__es_dot_v1_dot_membrane__es__pb2.ChangesRequest.SerializeToString,
+                response_deserializer=membrane__es_dot_v1_dot_membrane__es__pb2.Change.FromString,
+                _registered_method=True)
 
 
 class MembraneEsServiceServicer:
@@ -57,6 +62,18 @@ class MembraneEsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Changes(self, request, context):
+        """The store's changes after a log position, in log order, as the key's ceiling admits
+        them (one level above it: without content; higher, or outside its scopes: not at all);
+        with follow, then each new one as it commits, until the call is cancelled or
+        timeout_seconds pass with nothing new (0: no timeout). A consumer keeps the position of
+        the last change it handled and asks again after it: no gap, no repeat. INVALID_ARGUMENT
+        for a negative position, limit or timeout.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MembraneEsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -64,6 +81,11 @@ def add_MembraneEsServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=membrane__es_dot_v1_dot_membrane__es__pb2.ForgetRequest.FromString,
                     response_serializer=membrane__es_dot_v1_dot_membrane__es__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Changes': grpc.unary_stream_rpc_method_handler(
+                    servicer.Changes,
+                    request_deserializer=membrane__es_dot_v1_dot_membrane__es__pb2.ChangesRequest.FromString,
+                    response_serializer=membrane__es_dot_v1_dot_membrane__es__pb2.Change.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -94,6 +116,33 @@ class MembraneEsService:
             '/membrane_es.v1.MembraneEsService/Forget',
             membrane__es_dot_v1_dot_membrane__es__pb2.ForgetRequest.SerializeToString,
             membrane__es_dot_v1_dot_membrane__es__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Changes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/membrane_es.v1.MembraneEsService/Changes',
+            membrane__es_dot_v1_dot_membrane__es__pb2.ChangesRequest.SerializeToString,
+            membrane__es_dot_v1_dot_membrane__es__pb2.Change.FromString,
             options,
             channel_credentials,
             insecure,

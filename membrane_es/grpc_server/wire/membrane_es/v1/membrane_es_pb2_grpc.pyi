@@ -43,6 +43,14 @@ class MembraneEsServiceStub:
     moment. NOT_FOUND for an unknown id; FAILED_PRECONDITION for a record already forgotten
     or written before per-record keys; INVALID_ARGUMENT for a blank actor or rationale.
     """
+    Changes: _grpc.UnaryStreamMultiCallable[_membrane_es_pb2.ChangesRequest, _membrane_es_pb2.Change]
+    """The store's changes after a log position, in log order, as the key's ceiling admits
+    them (one level above it: without content; higher, or outside its scopes: not at all);
+    with follow, then each new one as it commits, until the call is cancelled or
+    timeout_seconds pass with nothing new (0: no timeout). A consumer keeps the position of
+    the last change it handled and asks again after it: no gap, no repeat. INVALID_ARGUMENT
+    for a negative position, limit or timeout.
+    """
 
 @_typing.type_check_only
 class MembraneEsServiceAsyncStub(MembraneEsServiceStub):
@@ -54,6 +62,14 @@ class MembraneEsServiceAsyncStub(MembraneEsServiceStub):
     that of the records derived from it alone. Every later read returns it redacted, at every
     moment. NOT_FOUND for an unknown id; FAILED_PRECONDITION for a record already forgotten
     or written before per-record keys; INVALID_ARGUMENT for a blank actor or rationale.
+    """
+    Changes: _aio.UnaryStreamMultiCallable[_membrane_es_pb2.ChangesRequest, _membrane_es_pb2.Change]  # type: ignore[assignment]
+    """The store's changes after a log position, in log order, as the key's ceiling admits
+    them (one level above it: without content; higher, or outside its scopes: not at all);
+    with follow, then each new one as it commits, until the call is cancelled or
+    timeout_seconds pass with nothing new (0: no timeout). A consumer keeps the position of
+    the last change it handled and asks again after it: no gap, no repeat. INVALID_ARGUMENT
+    for a negative position, limit or timeout.
     """
 
 class MembraneEsServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -69,6 +85,20 @@ class MembraneEsServiceServicer(metaclass=_abc_1.ABCMeta):
         that of the records derived from it alone. Every later read returns it redacted, at every
         moment. NOT_FOUND for an unknown id; FAILED_PRECONDITION for a record already forgotten
         or written before per-record keys; INVALID_ARGUMENT for a blank actor or rationale.
+        """
+
+    @_abc_1.abstractmethod
+    def Changes(
+        self,
+        request: _membrane_es_pb2.ChangesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_membrane_es_pb2.Change], _abc.AsyncIterator[_membrane_es_pb2.Change]]:
+        """The store's changes after a log position, in log order, as the key's ceiling admits
+        them (one level above it: without content; higher, or outside its scopes: not at all);
+        with follow, then each new one as it commits, until the call is cancelled or
+        timeout_seconds pass with nothing new (0: no timeout). A consumer keeps the position of
+        the last change it handled and asks again after it: no gap, no repeat. INVALID_ARGUMENT
+        for a negative position, limit or timeout.
         """
 
 def add_MembraneEsServiceServicer_to_server(servicer: MembraneEsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,152 @@
+"""The change feed: the log's events, in log order, as changes a reader may see.
+
+:class:`ChangeFolder` is handed each event with its log position and keeps, per record, the
+aggregate its events rebuild so far and the fields the last change left (what the next
+change is compared with: :mod:`membrane_es.queries.field_diff`, the inspector's diff). A
+record first met after its creation (a feed resumed past it) is rebuilt from its events up
+to the version before, read from the store.
+
+Trust is applied as reads apply it (:mod:`membrane_es.queries.trust`), per record — its
+sensitivity and scope are fixed at creation: a record the reader may read in full gives
+whole changes; one exactly one level above its ceiling gives changes without content (the
+record redacted; no fields, actor or rationale); any other, none. A record whose key is
+destroyed decodes without content at every position, so erased content never reaches a
+change: its ``Forgotten`` change says that, and when, it was erased.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Any, Protocol
+from uuid import UUID
+
+from membrane_es.aggregates.memory_record import RecordAggregate
+from membrane_es.queries.field_diff import differences, record_values
+from membrane_es.queries.trust import Visibility, record_visibility, redact
+from membrane_es.schema.changes import Change, FieldChange
+from membrane_es.schema.records import TrustContext
+
+# How many records' aggregates the fold keeps; one met again after it was let go is rebuilt
+# from the store (a few reads), so a feed over a large log stays within bounded memory.
+FOLD_RECORDS = 50_000
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_OPERATIONS: dict[type[Any], str] = {}
+
+
+def operation_of(event: Any) -> str:
+    """The event class's name in snake case (``Superseded`` → ``superseded``,
+    ``RelationAdded`` → ``relation_added``): every kind of event names itself."""
+    cls = type(event)
+    name = _OPERATIONS.get(cls)
+    if name is None:
+        name = _OPERATIONS[cls] = _CAMEL.sub("_", cls.__name__).lower()
+    return name
+
+
+class VersionLoader(Protocol):
+    def load_version(self, key: UUID, version: int) -> RecordAggregate | None:
+        """The record's aggregate after its events up to ``version`` (None: none)."""
+        ...
+
+
+class _Folded:
+    """What the fold keeps of one record."""
+
+    __slots__ = ("aggregate", "fields", "visibility")
+
+    def __init__(
+        self,
+        aggregate: RecordAggregate | None,
+        visibility: Visibility,
+        fields: dict[str, Any] | None,
+    ) -> None:
+        self.aggregate = aggregate
+        self.visibility = visibility
+        self.fields = fields
+
+
+class ChangeFolder:
+    """Turns events, handed in log order, into the changes ``trust`` may see."""
+
+    def __init__(self, loader: VersionLoader, trust: TrustContext) -> None:
+        self._loader = loader
+        self._trust = trust
+        self._records: OrderedDict[UUID, _Folded] = OrderedDict()
+
+    def change(self, position: int, event: Any) -> Change | None:
+        """The change event ``position`` makes, or None where the reader sees nothing of it
+        (or it is no record's event)."""
+        if not isinstance(event, RecordAggregate.Created | RecordAggregate.Event):
+            return None
+        key: UUID = event.originator_id
+        folded = self._folded(key, event)
+        if folded is None:
+            return None
+        if folded.visibility is Visibility.NONE:
+            return None  # nothing of it is shown: its aggregate is not even kept
+        mutated: Any = event.mutate(folded.aggregate)
+        aggregate: RecordAggregate = mutated
+        folded.aggregate = aggregate
+        state = aggregate.state
+        at = event.timestamp
+        record = aggregate.view(at)
+        erased = state.forgotten or record.payload is None
+        redacted = folded.visibility is Visibility.REDACTED
+        fields: list[FieldChange] = []
+        if not redacted:
+            after = record_values(record)
+            fields = [
+                FieldChange(
+                    path=path,
+                    kind="added" if was is None else "removed" if now is None else "changed",
+                    before=was,
+                    after=now,
+                )
+                for path, was, now in differences(folded.fields or {}, after)
+            ]
+            folded.fields = after
+        return Change(
+            position=position,
+            log_time=at,
+            event_time=record.created_at,
+            record_id=record.id,
+            version=event.originator_version,
+            type=str(record.type),
+            scope=record.scope,
+            sensitivity=str(record.sensitivity),
+            operation=operation_of(event),
+            action=event.action,
+            # Who and why are the audit, which a redacted read withholds.
+            actor="" if redacted else event.actor,
+            rationale="" if redacted else event.audit_rationale(),
+            redacted=redacted,
+            erased=erased,
+            fields=fields,
+            record=redact(record) if redacted else record,
+        )
+
+    def _folded(self, key: UUID, event: Any) -> _Folded | None:
+        records = self._records
+        folded = records.get(key)
+        if folded is not None:
+            records.move_to_end(key)
+            return folded
+        if isinstance(event, RecordAggregate.Created):
+            record = event.record
+            aggregate = None
+            fields: dict[str, Any] | None = {}
+        else:
+            aggregate = self._loader.load_version(key, event.originator_version - 1)
+            if aggregate is None:
+                return None  # its earlier events are not in the store: nothing to show
+            record = aggregate.view(aggregate.modified_on)
+            fields = record_values(record)
+        visibility = record_visibility(self._trust, record.sensitivity, record.scope)
+        if visibility is Visibility.NONE:
+            aggregate, fields = None, None
+        folded = records[key] = _Folded(aggregate, visibility, fields)
+        if len(records) > FOLD_RECORDS:
+            records.popitem(last=False)
+        return folded

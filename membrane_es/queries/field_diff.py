@@ -1,0 +1,158 @@
+"""What changed between two versions of a record, field by field (the change feed's diff, and
+the inspector's).
+
+Both versions are flattened to ``path → value`` (``payload.revision.status``,
+``tags[0]``); a path present in one only was added or removed, one present in both with
+another value changed. Only what an event can change is compared (:data:`COMPARED`,
+whether it is pinned and when it was last reinforced): the audit log and ``updated_at`` are
+the event itself. Floats are compared to three decimals, so salience that merely decayed
+between two events is not reported as a change of the record; a reinforcement of a record
+already at full salience still shows, as the moment it was reinforced.
+
+Values are written as JSON writes them (``true``, ``null``, ``""``), never in Python's
+spelling, so an empty text is seen as one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from membrane_es.schema.records import MemoryRecord
+
+# What a version holds that an event can change (the rest is shown once, above the timeline).
+COMPARED = ("payload", "tags", "relations", "provenance", "scope", "confidence", "salience")
+DIGITS = 3
+_FLOAT = f"%.{DIGITS}f"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    path: str
+    before: str | None  # None: the field was added
+    after: str | None  # None: the field was removed
+
+    @property
+    def kind(self) -> str:
+        if self.before is None:
+            return "added"
+        if self.after is None:
+            return "removed"
+        return "changed"
+
+
+def flatten(value: Any, path: str = "") -> dict[str, str]:
+    """Every scalar under ``value`` by its path, as display text."""
+    out: dict[str, str] = {}
+    flatten_into(value, path, out)
+    return out
+
+
+def flatten_into(value: Any, path: str, out: dict[str, str]) -> None:
+    """:func:`flatten` into ``out`` (one dict for the whole walk: the feed flattens every
+    record it creates)."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            flatten_into(item, f"{path}.{key}" if path else str(key), out)
+    elif kind is list:
+        for index, item in enumerate(value):
+            flatten_into(item, f"{path}[{index}]", out)
+    elif kind is float:
+        out[path] = _FLOAT % value
+    elif kind is str:
+        # "" (or blanks) seen as such, not as nothing
+        out[path] = value if value.strip() else json.dumps(value)
+    elif kind is bool:
+        out[path] = "true" if value else "false"
+    elif value is None:
+        out[path] = "null"
+    elif isinstance(value, dict | list | float):  # a subclass: as its base
+        flatten_into(kind.__mro__[-2](value), path, out)
+    else:
+        out[path] = str(value)
+
+
+def record_fields(record: MemoryRecord) -> dict[str, str]:
+    """The record's fields as the diff compares them."""
+    raw = msgspec.to_builtins(record)
+    fields = {name: raw[name] for name in COMPARED if name in raw}
+    fields["pinned"] = record.lifecycle.pinned
+    fields["last_reinforced_at"] = raw["lifecycle"].get("last_reinforced_at")
+    return flatten(fields)
+
+
+def changes(before: dict[str, str], after: dict[str, str]) -> list[Change]:
+    """The changes from one version's :func:`record_fields` to the next's (``before`` empty:
+    all added)."""
+    found = []
+    for path in sorted(before.keys() | after.keys()):
+        was, now = before.get(path), after.get(path)
+        if was != now:
+            found.append(Change(path, was, now))
+    return found
+
+
+def record_values(record: MemoryRecord) -> dict[str, Any]:
+    """The compared fields of a record as plain values, unflattened: what
+    :func:`changes_between` compares (the change feed keeps one of these per record)."""
+    values = msgspec.to_builtins(
+        (
+            record.payload,
+            record.tags,
+            record.relations,
+            record.provenance,
+            record.scope,
+            record.confidence,
+            record.salience,
+        )
+    )
+    found = {name: value for name, value in zip(COMPARED, values, strict=True)}
+    # As the record's own encoding omits them (its defaults), so do record_fields.
+    if found["payload"] is None:
+        del found["payload"]
+    if not found["scope"]:
+        del found["scope"]
+    found["pinned"] = record.lifecycle.pinned
+    found["last_reinforced_at"] = msgspec.to_builtins(record.lifecycle.last_reinforced_at)
+    return found
+
+
+def changes_between(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+    """:func:`changes` of two versions' :func:`record_values`: the same changes, with only the
+    fields whose values differ flattened (most events change one or two)."""
+    return [Change(path, was, now) for path, was, now in differences(before, after)]
+
+
+Difference = tuple[str, str | None, str | None]  # path, before, after
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[Difference]:
+    """:func:`changes_between` as plain tuples, in path order (what the change feed builds its
+    own structs from, once per event)."""
+    found: list[Difference] = []
+    for name in before.keys() | after.keys():
+        was, now = before.get(name, _ABSENT), after.get(name, _ABSENT)
+        if was == now and type(was) is type(now):
+            continue
+        old: dict[str, str] = {}
+        new: dict[str, str] = {}
+        if was is not _ABSENT:
+            flatten_into(was, name, old)
+        if now is not _ABSENT:
+            flatten_into(now, name, new)
+        if not old:  # all of it added (a record's creation): nothing to compare
+            found += [(path, None, text) for path, text in new.items()]
+            continue
+        for path in old.keys() | new.keys():
+            was_text, now_text = old.get(path), new.get(path)
+            if was_text != now_text:
+                found.append((path, was_text, now_text))
+    found.sort()
+    return found
+
+
+_ABSENT = object()
