@@ -517,10 +517,10 @@ class _Tools:
             ]
             return {"changes": changes, "next_after": page.next_after, "head": page.head}
 
-        return _answer(
-            lambda: self._memory.changes_page(
-                after=after, limit=limit, trust=self._trust(max_sensitivity, scopes)
-            ),
+        return self._read(
+            max_sensitivity,
+            scopes,
+            lambda trust: self._memory.changes_page(after=after, limit=limit, trust=trust),
             shape,
         )
 

@@ -46,7 +46,7 @@ def test_every_event_in_log_order_named_by_its_class(memory: Membrane) -> None:
     pinned = changes[3]
     assert (pinned.actor, pinned.rationale, pinned.action) == ("ops", "keep", "pin")
     assert [(f.path, f.kind, f.before, f.after) for f in pinned.fields] == [
-        ("pinned", "changed", "False", "True")
+        ("pinned", "changed", "false", "true")
     ]
     created = changes[0]
     assert ("payload.object", "added", "port 8080") in [

@@ -319,7 +319,7 @@ def test_changes_come_in_bounded_pages_under_the_ceiling(memory: Membrane) -> No
 
     async def body(client: Client) -> None:
         for n in range(3):
-            await call(client, "create_record", record=fact(f"cluster-{n}"))
+            await call(client, "create_record", record=fact(f"cluster-{n}"), resolve=False)
         first = await call(client, "changes", limit=2)
         assert [c["position"] for c in first["changes"]] == [2, 3]
         assert first["changes"][0]["operation"] == "created"
