@@ -5,12 +5,15 @@ key is accepted, so an unauthenticated caller cannot make the server parse anyth
 Bytes that are not a valid request (malformed, or nested deeper than protobuf allows) are
 INVALID_ARGUMENT. Unary only, as the reference: the health
 service's streaming ``Watch`` is not guarded, its unary ``Check`` is. The authenticated
-caller is handed to the handler through :data:`~membrane_es.access.CURRENT_CALLER`.
+caller is handed to the handler through :data:`~membrane_es.access.CURRENT_CALLER`. The
+handler runs inside ``serving()`` (:meth:`~membrane_es.tenants.Tenants.serving`), so no
+store it uses is closed before the call ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import grpc
@@ -25,9 +28,15 @@ UnaryBehaviour = Callable[[Any, grpc.ServicerContext], Any]
 class GuardInterceptor(grpc.ServerInterceptor):
     """Refuses unauthenticated calls (UNAUTHENTICATED) and over-quota ones (RESOURCE_EXHAUSTED)."""
 
-    def __init__(self, keys: KeyRing, buckets: TokenBuckets) -> None:
+    def __init__(
+        self,
+        keys: KeyRing,
+        buckets: TokenBuckets,
+        serving: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> None:
         self._keys = keys
         self._buckets = buckets
+        self._serving = serving
 
     def intercept_service(
         self,
@@ -47,7 +56,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
     def _guard(
         self, behaviour: UnaryBehaviour, parse: Callable[[bytes], Any] | None
     ) -> UnaryBehaviour:
-        keys, buckets = self._keys, self._buckets
+        keys, buckets, serving = self._keys, self._buckets, self._serving
 
         def guarded(raw: Any, context: grpc.ServicerContext) -> Any:
             authorization = first_value(context.invocation_metadata(), "authorization")
@@ -59,7 +68,8 @@ class GuardInterceptor(grpc.ServerInterceptor):
             request = raw if parse is None else _parse(parse, raw, context)
             token = CURRENT_CALLER.set(caller)
             try:
-                return behaviour(request, context)
+                with serving():
+                    return behaviour(request, context)
             finally:
                 CURRENT_CALLER.reset(token)
 

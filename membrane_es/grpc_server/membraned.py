@@ -84,6 +84,22 @@ def add_flags(parser: argparse.ArgumentParser, go_style: bool = True) -> None:
         metavar="PATH",
         help="file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
     )
+    parser.add_argument(
+        *flag("max-open-stores"),
+        dest="max_open_stores",
+        type=int,
+        metavar="N",
+        help="tenant stores kept open at once; idle ones beyond are closed (default 100, "
+        "0: no bound; env MEMBRANE_MAX_OPEN_STORES)",
+    )
+    parser.add_argument(
+        *flag("memory-budget-mb"),
+        dest="memory_budget_mb",
+        type=int,
+        metavar="MIB",
+        help="close idle tenant stores while the process's resident memory is over this "
+        "(default 0: no budget; env MEMBRANE_MEMORY_BUDGET_MB)",
+    )
 
 
 def double_dashed(args: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -108,6 +124,9 @@ def config_from_flags(
         postgres_dsn=args.postgres_dsn,
         addr=args.addr,
         environ=environ,
+        # namespaces built without these flags leave the bounds as configured
+        max_open_stores=getattr(args, "max_open_stores", None),
+        memory_budget_mb=getattr(args, "memory_budget_mb", None),
     )
     if args.keys:
         config = msgspec.structs.replace(config, api_keys_file=args.keys)

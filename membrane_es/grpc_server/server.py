@@ -31,7 +31,7 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.signals import wait_for_stop_signal
 from membrane_es.store_places import announced_if_new
-from membrane_es.tenants import Tenants
+from membrane_es.tenants import StoreBounds, Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
 EXTENSIONS_NAME = "membrane_es.v1.MembraneEsService"
@@ -52,7 +52,11 @@ class Daemon:
 
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="membrane-rpc"),
-            interceptors=[GuardInterceptor(keys, TokenBuckets(config.rate_limit_per_second))],
+            interceptors=[
+                GuardInterceptor(
+                    keys, TokenBuckets(config.rate_limit_per_second), self.tenants.serving
+                )
+            ],
             options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)],
         )
         defaults = GraphDefaults(
@@ -141,6 +145,7 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
         config.db_path,
         lambda tenant, _: _open_engine(config, tenant, options),
         lambda tenant, _: _open_engine(config, tenant, options, create=False),
+        StoreBounds(max_open=config.max_open_stores, memory_budget=config.memory_budget_mb * 2**20),
     )
     interval = config.consolidation_seconds()
     if interval > 0:
@@ -148,8 +153,13 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     # A store opened from its checkpoint reads its vectors back while the daemon serves.
     tenants.on_open(_read_vectors_back)
     try:
-        for tenant in sorted(keys.tenants - {DEFAULT_TENANT}):
-            tenants.open_existing(tenant)  # a tenant's store is made by its first write
+        # A tenant's store is made by its first write; those that exist are opened now (so
+        # a damaged one fails here), as many as the bound keeps open: the rest on demand.
+        others = sorted(keys.tenants - {DEFAULT_TENANT})
+        if config.max_open_stores > 0:
+            others = others[: max(config.max_open_stores - 1, 0)]
+        for tenant in others:
+            tenants.open_existing(tenant)
         with announced_if_new(config.store_address(), "db_path"):
             tenants.get(DEFAULT_TENANT)
     except BaseException:

@@ -63,6 +63,7 @@ from membrane_es.errors import (
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
+from membrane_es.http_api.holding import holding_stores
 from membrane_es.http_api.ui import inspector
 from membrane_es.schema.entries import (
     ENTRY_TYPES,
@@ -645,6 +646,7 @@ def create_app(
     app = Litestar(
         route_handlers=[MemoryController, *swagger_assets(), inspector()],
         dependencies={"access": Provide(provide_access)},
+        middleware=[holding_stores],
         exception_handlers={
             MembraneError: _membrane_error,
             HTTPException: _http_error,
