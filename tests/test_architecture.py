@@ -96,6 +96,7 @@ EDGE_MODULES = (
     "membrane_es.access",
     "membrane_es.tenants",
     "membrane_es.resident_memory",
+    "membrane_es.key_reload",
     "membrane_es.store_places",
     "membrane_es.listening",
 )

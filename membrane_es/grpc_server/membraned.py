@@ -29,11 +29,15 @@ from membrane_es.grpc_server.config import (
     apply_overrides,
     load_config,
 )
+from membrane_es.key_reload import KeysFileWatcher
 from membrane_es.listening import warn_if_open
 from membrane_es.signals import wait_for_stop_signal
 
 if TYPE_CHECKING:
+    from membrane_es.access import KeyRing
+    from membrane_es.grpc_server.server import Daemon
     from membrane_es.http_api import HttpServer
+    from membrane_es.tenants import Tenants
 
 PROGRAM = "membraned"
 
@@ -150,6 +154,7 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     if not grpc and not http:
         print(f"failed to run {PROGRAM}: -no-grpc needs -http", file=sys.stderr)
         return 1
+    daemon: Daemon | None = None
     try:
         if not grpc:
             tenants, keys = open_stores(config)
@@ -164,6 +169,28 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
     except (ConfigError, MembraneError, OSError, ValueError) as error:
         print(f"failed to run {PROGRAM}: initialize membrane: {error}", file=sys.stderr)
         return 1
+    # The keys file's changes (and SIGHUP) take effect without a restart.
+    watcher = None
+    if config.api_keys_file:
+        watcher = KeysFileWatcher(keys, config.api_key, config.api_keys_file).start()
+    try:
+        return _serve(config, tenants, keys, web, http, daemon, watcher)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+
+
+def _serve(
+    config: DaemonConfig,
+    tenants: Tenants,
+    keys: KeyRing,
+    web: HttpServer | None,
+    http: str | None,
+    daemon: Daemon | None,
+    watcher: KeysFileWatcher | None,
+) -> int:
+    grpc = daemon is not None
+    reload = None if watcher is None else watcher.reload
     if grpc:
         warn_if_open(PROGRAM, "gRPC", config.listen_addr, keys.enabled)
     if http is not None:
@@ -173,18 +200,19 @@ def run(config: DaemonConfig, http: str | None = None, grpc: bool = True) -> int
         try:
             web.start()
             _announce(web, http)
-            wait_for_stop_signal()
+            wait_for_stop_signal(reload)
         finally:
             web.stop()  # requests in flight finish, then the stores close
             tenants.close()
         return 0
+    assert daemon is not None
     daemon.start()
     if web is not None:
         daemon.also_stop(web.stop)  # HTTP finishes its requests before the stores close
         web.start()
         _announce(web, http)
     print(f"{PROGRAM} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
-    daemon.serve_until_signalled()
+    daemon.serve_until_signalled(reload)
     return 0
 
 

@@ -109,10 +109,11 @@ class Daemon:
             stop()
         self.tenants.close()
 
-    def serve_until_signalled(self) -> None:
-        """Blocks until SIGINT or SIGTERM, then stops (main thread only)."""
+    def serve_until_signalled(self, on_hangup: Callable[[], object] | None = None) -> None:
+        """Blocks until SIGINT or SIGTERM, then stops (main thread only); SIGHUP meanwhile
+        calls ``on_hangup`` (the keys file's reload)."""
         try:
-            wait_for_stop_signal()
+            wait_for_stop_signal(on_hangup)
         finally:
             self.stop()
 
