@@ -171,6 +171,11 @@ class Tenants:
                 if self._closed:
                     raise StoreClosedError("tenants")
                 slot = self._slots.get(tenant)
+                if slot is None and self._closes_pending():
+                    # At the bound with closes still running: wait for them, so the engines
+                    # open at once (closing ones included) stay within it.
+                    self._changed.wait()
+                    continue
                 if slot is None:
                     # This thread opens it; others asking meanwhile wait for it.
                     slot = self._slots[tenant] = _Slot()
@@ -215,6 +220,14 @@ class Tenants:
             return self._open(tenant, path)
         except StoreNotFoundError:
             return None
+
+    def _closes_pending(self) -> bool:
+        """(Under the lock.) Whether a new engine must wait for evicted ones to close: the
+        engines in this process, closing ones included, are at the bound."""
+        limit = self.bounds.max_open
+        if limit <= 0 or len(self._slots) < limit:
+            return False
+        return any(slot.state == _CLOSING for slot in self._slots.values())
 
     def _forget(self, tenant: str, slot: _Slot) -> None:
         with self._changed:

@@ -127,8 +127,9 @@ class Daemon:
 def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     """Every tenant's store as the configuration says, and the keys. The default tenant's
     store is opened now (made, and announced, if new; a path whose directory is missing
-    fails here), and so are the stores the keys' tenants already have; a tenant's store is
-    made by its first write, never by a read."""
+    fails here); every other tenant's is opened by its first request (so a daemon with
+    thousands of tenants starts at once, and one tenant's damaged store fails that tenant's
+    requests, not the daemon), and made by its first write, never by a read."""
     config.validate()
     keys = KeyRing.load(config.api_key, config.api_keys_file or None)
     options = EngineOptions(
@@ -154,13 +155,6 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     # A store opened from its checkpoint reads its vectors back while the daemon serves.
     tenants.on_open(_read_vectors_back)
     try:
-        # A tenant's store is made by its first write; those that exist are opened now (so
-        # a damaged one fails here), as many as the bound keeps open: the rest on demand.
-        others = sorted(keys.tenants - {DEFAULT_TENANT})
-        if config.max_open_stores > 0:
-            others = others[: max(config.max_open_stores - 1, 0)]
-        for tenant in others:
-            tenants.open_existing(tenant)
         with announced_if_new(config.store_address(), "db_path"):
             tenants.get(DEFAULT_TENANT)
     except BaseException:
