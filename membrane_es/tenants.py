@@ -171,10 +171,8 @@ class Tenants:
                 if self._closed:
                     raise StoreClosedError("tenants")
                 slot = self._slots.get(tenant)
-                if slot is None and self._closes_pending():
-                    # At the bound with closes still running: wait for them, so the engines
-                    # open at once (closing ones included) stay within it.
-                    self._changed.wait()
+                if slot is None and self._making_room():
+                    self._changed.wait()  # for an engine to close
                     continue
                 if slot is None:
                     # This thread opens it; others asking meanwhile wait for it.
@@ -221,13 +219,18 @@ class Tenants:
         except StoreNotFoundError:
             return None
 
-    def _closes_pending(self) -> bool:
-        """(Under the lock.) Whether a new engine must wait for evicted ones to close: the
-        engines in this process, closing ones included, are at the bound."""
+    def _making_room(self) -> bool:
+        """(Under the lock.) Whether a new engine must first wait for another to close: at
+        the bound, the least recently used idle engine is sent to be closed (unless one is
+        closing already), so the engines open at once, closing ones included, stay within
+        it. With every engine held by a request, nothing waits: the bound is exceeded until
+        requests end rather than holding a request up indefinitely."""
         limit = self.bounds.max_open
         if limit <= 0 or len(self._slots) < limit:
             return False
-        return any(slot.state == _CLOSING for slot in self._slots.values())
+        if any(slot.state == _CLOSING for slot in self._slots.values()):
+            return True
+        return self._retire(1) > 0
 
     def _forget(self, tenant: str, slot: _Slot) -> None:
         with self._changed:
@@ -268,25 +271,27 @@ class Tenants:
                 excess = 1
         if excess <= 0:
             return
-        idle = sorted(
-            (
-                (slot.used, tenant)
-                for tenant, slot in self._slots.items()
-                if slot.state == _OPEN and slot.users == 0 and tenant != DEFAULT_TENANT
-            ),
-        )
-        if not idle:
+        if not self._retire(excess):
             self._notice_over_budget(excess)
-            return
-        for _, tenant in idle[:excess]:
+
+    def _retire(self, count: int) -> int:
+        """(Under the lock.) Send up to ``count`` of the least recently used idle engines
+        to the closer; returns how many were sent."""
+        idle = sorted(
+            (slot.used, tenant)
+            for tenant, slot in self._slots.items()
+            if slot.state == _OPEN and slot.users == 0 and tenant != DEFAULT_TENANT
+        )
+        for _, tenant in idle[:count]:
             slot = self._slots[tenant]
             slot.state = _CLOSING
             self._to_close.put((tenant, slot))
-        if self._closer is None:
+        if idle and self._closer is None:
             self._closer = threading.Thread(
                 target=self._close_evicted, name="membrane-tenant-closer", daemon=True
             )
             self._closer.start()
+        return len(idle[:count])
 
     def _notice_over_budget(self, excess: int) -> None:
         now = time.monotonic()

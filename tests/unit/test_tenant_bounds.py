@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from membrane_es.tenants import StoreBounds, Tenants
 class Opener:
     """Opens LMDB stores and records how many engines each tenant has open at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, close_delay: float = 0.0) -> None:
+        self.close_delay = close_delay
         self.lock = threading.Lock()
+        self.most_at_once = 0
         self.live: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self.opens: Counter[str] = Counter()
@@ -32,10 +35,12 @@ class Opener:
             self.live[tenant] += 1
             self.opens[tenant] += 1
             self.most[tenant] = max(self.most[tenant], self.live[tenant])
+            self.most_at_once = max(self.most_at_once, sum(self.live.values()))
         close = engine.close
 
         def closed() -> None:
             already = engine._closed
+            time.sleep(self.close_delay)  # a slow checkpoint
             close()
             if not already:
                 with self.lock:
@@ -97,6 +102,19 @@ def test_a_held_store_stays_open_past_the_bound_and_closes_when_let_go(tmp_path:
         assert tenants.settle()
         assert tenants.open_tenants() == ["w"]  # now idle and least recent: closed
         assert _events(tenants, "held") == 1
+    finally:
+        tenants.close()
+
+
+def test_slow_closes_hold_back_new_opens_so_the_bound_holds(tmp_path: Path) -> None:
+    opener = Opener(close_delay=0.2)
+    tenants = _tenants(tmp_path, opener, max_open=2)
+    try:
+        for name in ("a", "b", "c", "d", "e", "f"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        assert opener.most_at_once <= 2  # closing engines count until they are closed
+        assert [_events(tenants, name) for name in ("a", "f")] == [1, 1]
     finally:
         tenants.close()
 
