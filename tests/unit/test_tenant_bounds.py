@@ -200,3 +200,20 @@ def test_concurrent_requests_and_evictions_lose_nothing_and_never_double_open(
     finally:
         tenants.close()
     assert sum(opener.live.values()) == 0
+
+
+def test_the_bounds_come_from_the_file_the_environment_and_flags() -> None:
+    from membrane_es.grpc_server.config import ConfigError, DaemonConfig, apply_overrides
+
+    assert DaemonConfig().max_open_stores == 100
+    assert DaemonConfig().memory_budget_mb == 0
+    filed = DaemonConfig(max_open_stores=30)
+    assert apply_overrides(filed, environ={}).max_open_stores == 30
+    environ = {"MEMBRANE_MAX_OPEN_STORES": "7", "MEMBRANE_MEMORY_BUDGET_MB": "512"}
+    from_env = apply_overrides(filed, environ=environ)
+    assert (from_env.max_open_stores, from_env.memory_budget_mb) == (7, 512)
+    assert apply_overrides(filed, environ=environ, max_open_stores=3).max_open_stores == 3
+    with pytest.raises(ConfigError, match="MEMBRANE_MAX_OPEN_STORES"):
+        apply_overrides(filed, environ={"MEMBRANE_MAX_OPEN_STORES": "lots"})
+    with pytest.raises(ConfigError, match="max_open_stores"):
+        DaemonConfig(max_open_stores=-1).validate()
