@@ -6,7 +6,8 @@ can reach another tenant's records, and each tenant's metrics count only its own
 Engines open on first use. With :class:`StoreBounds` a process keeps at most so many open
 (and, with a memory budget, closes more while its resident set is over it): the least
 recently used *idle* ones are closed — checkpointed, so their next open is fast — and opened
-again on demand. An engine is idle when no request holds it: a server runs each request in
+again on demand. Closing runs one ahead of the bound (idle engines are kept to one fewer), so
+a new tenant's request finds a place free rather than waiting for a close. An engine is idle when no request holds it: a server runs each request in
 :meth:`Tenants.serving`, and every engine the request takes inside it is held until it ends,
 so a request in flight is never cut and a write is never lost (a write commits before the
 request that made it ends). A tenant has at most one engine in a process at any moment: a
@@ -264,7 +265,10 @@ class Tenants:
         if self._closed or not bounds.bounded:
             return
         live = [s for s in self._slots.values() if s.state != _CLOSING]
-        excess = len(live) - bounds.max_open if bounds.max_open > 0 else 0
+        # Closing runs one ahead: a place is kept free, so the next new tenant's request
+        # opens its store at once instead of waiting for another to close first.
+        keep = max(bounds.max_open - 1, 1)
+        excess = len(live) - keep if bounds.max_open > 0 else 0
         if bounds.memory_budget > 0 and excess <= 0:
             resident = resident_bytes()
             if resident is not None and resident > bounds.memory_budget:
