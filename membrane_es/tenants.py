@@ -7,7 +7,9 @@ Engines open on first use. With :class:`StoreBounds` a process keeps at most so 
 (and, with a memory budget, closes more while its resident set is over it): the least
 recently used *idle* ones are closed — checkpointed, so their next open is fast — and opened
 again on demand. Closing runs one ahead of the bound (idle engines are kept to one fewer), so
-a new tenant's request finds a place free rather than waiting for a close. An engine is idle when no request holds it: a server runs each request in
+a new tenant's request finds a place free rather than waiting for a close.
+
+An engine is idle when no request holds it: a server runs each request in
 :meth:`Tenants.serving`, and every engine the request takes inside it is held until it ends,
 so a request in flight is never cut and a write is never lost (a write commits before the
 request that made it ends). A tenant has at most one engine in a process at any moment: a
