@@ -77,6 +77,14 @@ class KeyRing:
             digest = bytes.fromhex(digest_hex)
             self._callers.append((digest, _named(caller, digest)))
 
+    def replace(self, other: KeyRing) -> None:
+        """Take ``other``'s keys in place of these, at once: a call sees either the old keys
+        or the new, never a mix (one reference is swapped; readers take it once)."""
+        self._callers = other._callers
+
+    def __len__(self) -> int:
+        return len(self._callers)
+
     @property
     def enabled(self) -> bool:
         """Authentication is on when any key is configured."""
@@ -93,13 +101,14 @@ class KeyRing:
         with an empty ``api_key``). Every configured key is compared, so the time taken does
         not reveal which one, or how much of one, matched.
         """
-        if not self._callers:
+        callers = self._callers  # once: a reload swaps the list, never changes it
+        if not callers:
             return DEFAULT_CALLER
         if authorization is None or not authorization.startswith(BEARER):
             return None
         offered = _digest(authorization[len(BEARER) :])
         found: Caller | None = None
-        for digest, caller in self._callers:
+        for digest, caller in callers:
             if hmac.compare_digest(digest, offered) and found is None:
                 found = caller
         return found

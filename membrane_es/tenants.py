@@ -1,19 +1,90 @@
 """One engine per tenant: the default tenant's store at the daemon's path, every other
 tenant's in ``<path>/tenants/<name>`` (on PostgreSQL: its own schema, with its read views in
 that directory). Separate stores make isolation structural: no query, however it is phrased,
-can reach another tenant's records, and each tenant's metrics count only its own. Engines
-open on first use and close with the daemon.
+can reach another tenant's records, and each tenant's metrics count only its own.
+
+Engines open on first use. With :class:`StoreBounds` a process keeps at most so many open
+(and, with a memory budget, closes more while its resident set is over it): the least
+recently used *idle* ones are closed — checkpointed, so their next open is fast — and opened
+again on demand. Closing runs one ahead of the bound (idle engines are kept to one fewer), so
+a new tenant's request finds a place free rather than waiting for a close.
+
+An engine is idle when no request holds it: a server runs each request in
+:meth:`Tenants.serving`, and every engine the request takes inside it is held until it ends,
+so a request in flight is never cut and a write is never lost (a write commits before the
+request that made it ends). A tenant has at most one engine in a process at any moment: a
+request for a tenant whose engine is being opened or closed waits for that to finish.
+The default tenant's store is never closed before the daemon stops.
 """
 
 from __future__ import annotations
 
+import contextvars
+import itertools
+import logging
+import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from membrane_es.access import DEFAULT_TENANT
 from membrane_es.engine import IN_MEMORY, Membrane, holds_store
-from membrane_es.errors import StoreNotFoundError
+from membrane_es.errors import StoreClosedError, StoreNotFoundError
+from membrane_es.resident_memory import give_back_freed_memory, resident_bytes
+
+log = logging.getLogger("membrane_es.tenants")
+
+# Stores a daemon keeps open by default: about 2 MiB and 6 descriptors each when small, so
+# 100 stay well inside the usual 1,024 descriptors and a few hundred MiB.
+DEFAULT_MAX_OPEN = 100
+# A memory budget that cannot be met (every open store busy) is said at most this often.
+_OVER_BUDGET_NOTICE_SECONDS = 60.0
+
+_OPENING, _OPEN, _CLOSING = "opening", "open", "closing"
+
+
+@dataclass(frozen=True)
+class StoreBounds:
+    """How many tenant stores a process keeps open: ``max_open`` (0: no bound) and
+    ``memory_budget`` in bytes of the process's resident set (0: none)."""
+
+    max_open: int = 0
+    memory_budget: int = 0
+
+    @property
+    def bounded(self) -> bool:
+        return self.max_open > 0 or self.memory_budget > 0
+
+
+class _Slot:
+    """A tenant's engine and who holds it; changed only under :attr:`Tenants._changed`."""
+
+    __slots__ = ("engine", "state", "used", "users")
+
+    def __init__(self) -> None:
+        self.engine: Membrane | None = None
+        self.state = _OPENING
+        self.users = 0  # requests holding the engine now
+        self.used = 0  # when it was last taken or let go (a counter: least is oldest)
+
+
+class _Leases:
+    """The engines one request holds, let go when it ends."""
+
+    __slots__ = ("owner", "slots")
+
+    def __init__(self, owner: Tenants) -> None:
+        self.owner = owner
+        self.slots: list[_Slot] = []
+
+
+# The request being served on this thread (or task): set by :meth:`Tenants.serving`.
+_REQUEST: contextvars.ContextVar[_Leases | None] = contextvars.ContextVar(
+    "membrane_tenant_leases", default=None
+)
 
 
 class Tenants:
@@ -23,21 +94,31 @@ class Tenants:
     one: :meth:`reader` answers for a tenant that has no store yet from an empty store kept
     in memory. ``open_existing(tenant, path)`` opens a tenant's store only if it exists,
     raising :class:`~membrane_es.errors.StoreNotFoundError` otherwise; without it, a store is
-    an LMDB directory holding its data file."""
+    an LMDB directory holding its data file. With ``bounds``, idle engines are closed (see
+    the module's docstring): take engines inside :meth:`serving` so none is closed in use."""
 
     def __init__(
         self,
         root: str,
         open_engine: Callable[[str, Path | None], Membrane],
         open_existing: Callable[[str, Path | None], Membrane] | None = None,
+        bounds: StoreBounds | None = None,
     ) -> None:
         self._root = root
         self._open = open_engine
         self._open_existing = open_existing
-        self._engines: dict[str, Membrane] = {}
-        self._lock = threading.Lock()
+        self.bounds = bounds or StoreBounds()
+        self._slots: dict[str, _Slot] = {}
+        self._changed = threading.Condition()
+        self._clock = itertools.count(1)
         self._on_open: list[Callable[[Membrane], None]] = []
         self._empty: Membrane | None = None
+        self._closed = False
+        self._closer: threading.Thread | None = None
+        self._to_close: queue.SimpleQueue[tuple[str, _Slot] | None] = queue.SimpleQueue()
+        self._noticed_over_budget = 0.0
+        self.opened = 0  # engines opened, ever
+        self.evicted = 0  # engines closed to stay within the bounds
 
     def path_of(self, tenant: str) -> Path | None:
         if self._root == IN_MEMORY:
@@ -45,76 +126,272 @@ class Tenants:
         root = Path(self._root)
         return root if tenant == DEFAULT_TENANT else root / "tenants" / tenant
 
+    # --- taking engines ---------------------------------------------------------------------
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around one request: every engine :meth:`get` or :meth:`reader` gives inside it
+        (on this thread, or in tasks and threads started from it) stays open until it ends."""
+        leases = _Leases(self)
+        token = _REQUEST.set(leases)
+        try:
+            yield
+        finally:
+            _REQUEST.reset(token)
+            self._let_go(leases)
+
+    @contextmanager
+    def lease(self, tenant: str, *, write: bool = True) -> Iterator[Membrane]:
+        """``tenant``'s engine, held open for the ``with`` block (a read: :meth:`reader`)."""
+        with self.serving():
+            yield self.get(tenant) if write else self.reader(tenant)
+
     def get(self, tenant: str) -> Membrane:
-        engine = self._engines.get(tenant)
-        if engine is not None:
-            return engine
-        with self._lock:
-            engine = self._engines.get(tenant)
-            if engine is None:
-                path = self.path_of(tenant)
-                if tenant != DEFAULT_TENANT and path is not None:
-                    # the tenants' directory is this registry's layout, made with the first
-                    # tenant's store (a store is made only inside a directory that exists)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                engine = self._open(tenant, path)
-                for hook in self._on_open:
-                    hook(engine)
-                self._engines[tenant] = engine
-            return engine
+        """``tenant``'s engine, its store opened (and made, if new) if need be."""
+        engine = self._take(tenant, create=True)
+        assert engine is not None
+        return engine
 
     def reader(self, tenant: str) -> Membrane:
         """The engine a read of ``tenant`` uses: its store, if it has one (opened now if need
         be), else an empty store in memory; nothing is created on disk for a read."""
-        engine = self._engines.get(tenant)
-        if engine is not None:
-            return engine
         path = self.path_of(tenant)
         if tenant == DEFAULT_TENANT or path is None:
             return self.get(tenant)  # the default store is opened at startup
-        with self._lock:
-            engine = self._engines.get(tenant)
-            if engine is not None:
-                return engine
-            try:
-                engine = self._existing(tenant, path)
-            except StoreNotFoundError:
-                return self._empty_store()
-            for hook in self._on_open:
-                hook(engine)
-            self._engines[tenant] = engine
-            return engine
+        engine = self._take(tenant, create=False)
+        return self._empty_store() if engine is None else engine
 
     def open_existing(self, tenant: str) -> None:
         """Open ``tenant``'s store if it has one (so a damaged one fails now); create none."""
         self.reader(tenant)
 
-    def _existing(self, tenant: str, path: Path) -> Membrane:
-        if self._open_existing is not None:
-            return self._open_existing(tenant, path)
-        if not holds_store(path):
-            raise StoreNotFoundError(str(path))
-        return self._open(tenant, path)
+    def _take(self, tenant: str, *, create: bool) -> Membrane | None:
+        """The tenant's engine, held by the current request if there is one; ``None`` when
+        it has no store and ``create`` is False."""
+        leases = _REQUEST.get()
+        with self._changed:
+            while True:
+                if self._closed:
+                    raise StoreClosedError("tenants")
+                slot = self._slots.get(tenant)
+                if slot is None and self._making_room():
+                    self._changed.wait()  # for an engine to close
+                    continue
+                if slot is None:
+                    # This thread opens it; others asking meanwhile wait for it.
+                    slot = self._slots[tenant] = _Slot()
+                    break
+                if slot.state == _OPEN:
+                    self._hold(slot, leases)
+                    return slot.engine
+                self._changed.wait()  # being opened or closed: one engine at a time
+            hooks = list(self._on_open)
+        try:
+            engine = self._opened(tenant, create)
+        except BaseException:
+            self._forget(tenant, slot)
+            raise
+        if engine is None:
+            self._forget(tenant, slot)
+            return None
+        try:
+            for hook in hooks:
+                hook(engine)
+        except BaseException:
+            engine.close()
+            self._forget(tenant, slot)
+            raise
+        with self._changed:
+            slot.engine, slot.state = engine, _OPEN
+            self.opened += 1
+            self._hold(slot, leases)
+            self._changed.notify_all()
+            self._evict_if_over()
+        return engine
+
+    def _opened(self, tenant: str, create: bool) -> Membrane | None:
+        path = self.path_of(tenant)
+        if create and tenant != DEFAULT_TENANT and path is not None:
+            # the tenants' directory is this registry's layout, made with the first tenant's
+            # store (a store is made only inside a directory that exists)
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if create or path is None:
+            return self._open(tenant, path)
+        try:
+            if self._open_existing is not None:
+                return self._open_existing(tenant, path)
+            if not holds_store(path):
+                return None
+            return self._open(tenant, path)
+        except StoreNotFoundError:
+            return None
+
+    def _making_room(self) -> bool:
+        """(Under the lock.) Whether a new engine must first wait for another to close: at
+        the bound, the least recently used idle engine is sent to be closed (unless one is
+        closing already), so the engines open at once, closing ones included, stay within
+        it. With every engine held by a request, nothing waits: the bound is exceeded until
+        requests end rather than holding a request up indefinitely."""
+        limit = self.bounds.max_open
+        if limit <= 0 or len(self._slots) < limit:
+            return False
+        if any(slot.state == _CLOSING for slot in self._slots.values()):
+            return True
+        return self._retire(1) > 0
+
+    def _forget(self, tenant: str, slot: _Slot) -> None:
+        with self._changed:
+            if self._slots.get(tenant) is slot:
+                del self._slots[tenant]
+            self._changed.notify_all()
+
+    def _hold(self, slot: _Slot, leases: _Leases | None) -> None:
+        """(Under the lock.) Mark the slot used now; held until the request ends."""
+        slot.used = next(self._clock)
+        if leases is not None and leases.owner is self:
+            slot.users += 1
+            leases.slots.append(slot)
+
+    def _let_go(self, leases: _Leases) -> None:
+        if not leases.slots:
+            return
+        with self._changed:
+            for slot in leases.slots:
+                slot.users -= 1
+                slot.used = next(self._clock)
+            self._evict_if_over()
+
+    # --- staying within the bounds ----------------------------------------------------------
+
+    def _evict_if_over(self) -> None:
+        """(Under the lock.) Send the least recently used idle engines to be closed while
+        more are open than the bound allows, or one while the process is over its memory
+        budget (the closer looks again after each close)."""
+        bounds = self.bounds
+        if self._closed or not bounds.bounded:
+            return
+        live = [s for s in self._slots.values() if s.state != _CLOSING]
+        # Closing runs one ahead: a place is kept free, so the next new tenant's request
+        # opens its store at once instead of waiting for another to close first.
+        keep = max(bounds.max_open - 1, 1)
+        excess = len(live) - keep if bounds.max_open > 0 else 0
+        if bounds.memory_budget > 0 and excess <= 0:
+            resident = resident_bytes()
+            if resident is not None and resident > bounds.memory_budget:
+                excess = 1
+        if excess <= 0:
+            return
+        if not self._retire(excess):
+            self._notice_over_budget(excess)
+
+    def _retire(self, count: int) -> int:
+        """(Under the lock.) Send up to ``count`` of the least recently used idle engines
+        to the closer; returns how many were sent."""
+        idle = sorted(
+            (slot.used, tenant)
+            for tenant, slot in self._slots.items()
+            if slot.state == _OPEN and slot.users == 0 and tenant != DEFAULT_TENANT
+        )
+        for _, tenant in idle[:count]:
+            slot = self._slots[tenant]
+            slot.state = _CLOSING
+            self._to_close.put((tenant, slot))
+        if idle and self._closer is None:
+            self._closer = threading.Thread(
+                target=self._close_evicted, name="membrane-tenant-closer", daemon=True
+            )
+            self._closer.start()
+        return len(idle[:count])
+
+    def _notice_over_budget(self, excess: int) -> None:
+        now = time.monotonic()
+        if now - self._noticed_over_budget >= _OVER_BUDGET_NOTICE_SECONDS:
+            self._noticed_over_budget = now
+            log.warning(
+                "%d open tenant stores, all in use: over the bound by %d (max_open_stores %d, "
+                "memory_budget %d bytes) until requests end",
+                sum(1 for s in self._slots.values() if s.state == _OPEN),
+                excess,
+                self.bounds.max_open,
+                self.bounds.memory_budget,
+            )
+
+    def _close_evicted(self) -> None:
+        """The closer thread: closes (and so checkpoints) evicted engines one by one, off
+        the requests' threads; a request for a tenant being closed waits for its close."""
+        while True:
+            item = self._to_close.get()
+            if item is None:
+                return
+            tenant, slot = item
+            assert slot.engine is not None
+            try:
+                slot.engine.close()
+            except Exception:  # the next open catches up from the last good checkpoint
+                log.exception("closing the store of tenant %s failed", tenant)
+            give_back_freed_memory()
+            with self._changed:
+                if self._slots.get(tenant) is slot:
+                    del self._slots[tenant]
+                self.evicted += 1
+                self._changed.notify_all()
+                self._evict_if_over()
+
+    # --- the rest ---------------------------------------------------------------------------
+
+    def open_tenants(self) -> list[str]:
+        """The tenants whose engines are open now, least recently used first."""
+        with self._changed:
+            return [
+                tenant
+                for _, tenant in sorted(
+                    (slot.used, tenant)
+                    for tenant, slot in self._slots.items()
+                    if slot.state == _OPEN
+                )
+            ]
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until no engine is being opened or closed (for tests and benchmarks)."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: all(s.state == _OPEN for s in self._slots.values()), timeout
+            )
 
     def _empty_store(self) -> Membrane:
-        """One empty in-memory store answers every read of a tenant without a store (held
-        under the lock)."""
-        if self._empty is None:
-            self._empty = Membrane.in_memory(embedder=None)
-        return self._empty
+        """One empty in-memory store answers every read of a tenant without a store."""
+        with self._changed:
+            if self._empty is None:
+                self._empty = Membrane.in_memory(embedder=None)
+            return self._empty
 
     def on_open(self, hook: Callable[[Membrane], None]) -> None:
         """Runs ``hook`` on every engine opened from now on (and on those already open)."""
-        with self._lock:
+        with self._changed:
             self._on_open.append(hook)
-            for engine in self._engines.values():
-                hook(engine)
+            engines = [s.engine for s in self._slots.values() if s.state == _OPEN]
+        for engine in engines:
+            assert engine is not None
+            hook(engine)
 
     def close(self) -> None:
-        with self._lock:
-            engines, self._engines = list(self._engines.values()), {}
+        """Close every engine (after the servers have stopped: requests have ended); the
+        evicted ones being closed finish first."""
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+            closer = self._closer
+        if closer is not None:
+            self._to_close.put(None)
+            closer.join()
+        with self._changed:
+            self._changed.wait_for(lambda: all(s.state != _OPENING for s in self._slots.values()))
+            engines = [s.engine for s in self._slots.values() if s.engine is not None]
+            self._slots = {}
             if self._empty is not None:
                 engines.append(self._empty)
                 self._empty = None
+            self._changed.notify_all()
         for engine in engines:
             engine.close()

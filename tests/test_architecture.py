@@ -95,6 +95,8 @@ EDGE_MODULES = (
     "membrane_es.mcp_keys",
     "membrane_es.access",
     "membrane_es.tenants",
+    "membrane_es.resident_memory",
+    "membrane_es.key_reload",
     "membrane_es.store_places",
     "membrane_es.listening",
 )

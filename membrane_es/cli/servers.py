@@ -184,4 +184,15 @@ def mcp(
             serve_stdio(memory, ceiling)
         else:
             warn_if_open("membrane-es mcp", "MCP", http, keys.enabled)
-            serve_http(memory, ceiling, host, int(port), keys)
+            # The keys file's changes take effect without a restart.
+            watcher = None
+            if keys_file:
+                from membrane_es.key_reload import KeysFileWatcher
+
+                watcher = KeysFileWatcher(keys, os.environ.get("MEMBRANE_API_KEY", ""), keys_file)
+                watcher.start()
+            try:
+                serve_http(memory, ceiling, host, int(port), keys)
+            finally:
+                if watcher is not None:
+                    watcher.stop()

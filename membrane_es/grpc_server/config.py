@@ -14,6 +14,12 @@ Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
 ``embeddings`` extra, when that is installed and ranks by salience and text only when it is
 not; ``all-MiniLM-L6-v2`` asks for that model (an error without the extra); ``none`` for no
 embedder; ``hashing`` for the test embedder; else a local sentence-transformers model.
+
+``max_open_stores`` (default 100; 0: no bound) and ``memory_budget_mb`` (default 0: none)
+bound the tenant stores a process keeps open: the least recently used idle ones are closed,
+checkpointed, and opened again on demand (:mod:`membrane_es.tenants`). The environment's
+``MEMBRANE_MAX_OPEN_STORES`` and ``MEMBRANE_MEMORY_BUDGET_MB`` override the file; flags
+override both.
 """
 
 from __future__ import annotations
@@ -38,7 +44,12 @@ from membrane_es.engine import (
     StoreAddress,
 )
 from membrane_es.schema.enums import Sensitivity
+from membrane_es.tenants import DEFAULT_MAX_OPEN
 
+_BOUND_ENV = {
+    "max_open_stores": "MEMBRANE_MAX_OPEN_STORES",
+    "memory_budget_mb": "MEMBRANE_MEMORY_BUDGET_MB",
+}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {
     "ns": 1e-9,
@@ -102,6 +113,9 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     resolve_writes: bool = False
     single_valued_predicates: list[str] = msgspec.field(default_factory=list)
     many_valued_predicates: list[str] = msgspec.field(default_factory=list)
+    # tenant stores kept open at once (0: no bound), and a resident-memory budget (0: none)
+    max_open_stores: int = DEFAULT_MAX_OPEN
+    memory_budget_mb: int = 0
 
     def consolidation_seconds(self) -> float:
         return parse_duration("consolidation_interval", self.consolidation_interval)
@@ -160,6 +174,10 @@ class DaemonConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for key in ("root", "node", "edge"):
             if getattr(self, f"graph_default_{key}_limit") < 1:
                 raise ConfigError(f"graph_default_{key}_limit must be >= 1")
+        if self.max_open_stores < 0:
+            raise ConfigError("max_open_stores must be >= 0 (0: no bound)")
+        if self.memory_budget_mb < 0:
+            raise ConfigError("memory_budget_mb must be >= 0 (0: no budget)")
         if self.graph_default_max_hops < 0:
             raise ConfigError("graph_default_max_hops must be >= 0")
         # gRPC's own parser wraps a port past 65535 around (99999 listens on 34463).
@@ -195,10 +213,23 @@ def apply_overrides(
     postgres_dsn: str | None = None,
     addr: str | None = None,
     environ: Mapping[str, str] | None = None,
+    max_open_stores: int | None = None,
+    memory_budget_mb: int | None = None,
 ) -> DaemonConfig:
-    """Flags over the file, then the environment's fallbacks (spec §7.2)."""
+    """Flags over the file, then the environment's fallbacks (spec §7.2); the bounds on open
+    stores: flags over the environment over the file."""
     environ = os.environ if environ is None else environ
     changes: dict[str, Any] = {}
+    for field, variable in _BOUND_ENV.items():
+        text = environ.get(variable, "").strip()
+        if text:
+            if not (text.isascii() and text.isdigit()):
+                raise ConfigError(f"{variable}: {text!r} is not a whole number >= 0")
+            changes[field] = int(text)
+    if max_open_stores is not None:
+        changes["max_open_stores"] = max_open_stores
+    if memory_budget_mb is not None:
+        changes["memory_budget_mb"] = memory_budget_mb
     if db:
         changes["db_path"] = db
     if postgres_dsn:

@@ -6,12 +6,15 @@ Bytes that are not a valid request (malformed, or nested deeper than protobuf al
 INVALID_ARGUMENT. Unary calls, and the server-streaming calls of our own service (the
 change feed), which are guarded once as they begin; the health service's streaming
 ``Watch`` is not guarded, its unary ``Check`` is. The authenticated caller is handed to the
-handler through :data:`~membrane_es.access.CURRENT_CALLER`.
+handler through :data:`~membrane_es.access.CURRENT_CALLER`. The
+handler runs inside ``serving()`` (:meth:`~membrane_es.tenants.Tenants.serving`), so no
+store it uses is closed before the call ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import grpc
@@ -29,9 +32,15 @@ GUARDED_STREAMS = ("/membrane_es.v1.",)
 class GuardInterceptor(grpc.ServerInterceptor):
     """Refuses unauthenticated calls (UNAUTHENTICATED) and over-quota ones (RESOURCE_EXHAUSTED)."""
 
-    def __init__(self, keys: KeyRing, buckets: TokenBuckets) -> None:
+    def __init__(
+        self,
+        keys: KeyRing,
+        buckets: TokenBuckets,
+        serving: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> None:
         self._keys = keys
         self._buckets = buckets
+        self._serving = serving
 
     def intercept_service(
         self,
@@ -61,7 +70,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
     def _guard(
         self, behaviour: UnaryBehaviour, parse: Callable[[bytes], Any] | None
     ) -> UnaryBehaviour:
-        keys, buckets = self._keys, self._buckets
+        keys, buckets, serving = self._keys, self._buckets, self._serving
 
         def guarded(raw: Any, context: grpc.ServicerContext) -> Any:
             authorization = first_value(context.invocation_metadata(), "authorization")
@@ -73,7 +82,8 @@ class GuardInterceptor(grpc.ServerInterceptor):
             request = raw if parse is None else _parse(parse, raw, context)
             token = CURRENT_CALLER.set(caller)
             try:
-                return behaviour(request, context)
+                with serving():
+                    return behaviour(request, context)
             finally:
                 CURRENT_CALLER.reset(token)
 
@@ -82,7 +92,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
     def _guard_stream(
         self, behaviour: StreamBehaviour, parse: Callable[[bytes], Any] | None
     ) -> StreamBehaviour:
-        keys, buckets = self._keys, self._buckets
+        keys, buckets, serving = self._keys, self._buckets, self._serving
 
         def guarded(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             authorization = first_value(context.invocation_metadata(), "authorization")
@@ -94,7 +104,9 @@ class GuardInterceptor(grpc.ServerInterceptor):
             request = raw if parse is None else _parse(parse, raw, context)
             token = CURRENT_CALLER.set(caller)
             try:
-                yield from behaviour(request, context)
+                # a followed feed holds its store open for as long as it streams
+                with serving():
+                    yield from behaviour(request, context)
             finally:
                 CURRENT_CALLER.reset(token)
 

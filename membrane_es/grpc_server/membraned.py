@@ -29,11 +29,15 @@ from membrane_es.grpc_server.config import (
     apply_overrides,
     load_config,
 )
+from membrane_es.key_reload import KeysFileWatcher
 from membrane_es.listening import warn_if_open
 from membrane_es.signals import wait_for_stop_signal
 
 if TYPE_CHECKING:
+    from membrane_es.access import KeyRing
+    from membrane_es.grpc_server.server import Daemon
     from membrane_es.http_api import HttpServer
+    from membrane_es.tenants import Tenants
 
 PROGRAM = "membraned"
 
@@ -84,6 +88,22 @@ def add_flags(parser: argparse.ArgumentParser, go_style: bool = True) -> None:
         metavar="PATH",
         help="file holding the log's hash-chain key (a keyed chain; keep it outside the store)",
     )
+    parser.add_argument(
+        *flag("max-open-stores"),
+        dest="max_open_stores",
+        type=int,
+        metavar="N",
+        help="tenant stores kept open at once; idle ones beyond are closed (default 100, "
+        "0: no bound; env MEMBRANE_MAX_OPEN_STORES)",
+    )
+    parser.add_argument(
+        *flag("memory-budget-mb"),
+        dest="memory_budget_mb",
+        type=int,
+        metavar="MIB",
+        help="close idle tenant stores while the process's resident memory is over this "
+        "(default 0: no budget; env MEMBRANE_MEMORY_BUDGET_MB)",
+    )
 
 
 def double_dashed(args: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -108,6 +128,9 @@ def config_from_flags(
         postgres_dsn=args.postgres_dsn,
         addr=args.addr,
         environ=environ,
+        # namespaces built without these flags leave the bounds as configured
+        max_open_stores=getattr(args, "max_open_stores", None),
+        memory_budget_mb=getattr(args, "memory_budget_mb", None),
     )
     if args.keys:
         config = msgspec.structs.replace(config, api_keys_file=args.keys)
@@ -135,6 +158,7 @@ def run(
         dash = "-" if program == PROGRAM else "--"  # as the flags are spelled there
         print(f"failed to run {program}: {dash}no-grpc needs {dash}http", file=sys.stderr)
         return 1
+    daemon: Daemon | None = None
     try:
         if not grpc:
             tenants, keys = open_stores(config)
@@ -149,6 +173,29 @@ def run(
     except (ConfigError, MembraneError, OSError, ValueError) as error:
         print(f"failed to run {program}: initialize membrane: {error}", file=sys.stderr)
         return 1
+    # The keys file's changes (and SIGHUP) take effect without a restart.
+    watcher = None
+    if config.api_keys_file:
+        watcher = KeysFileWatcher(keys, config.api_key, config.api_keys_file).start()
+    try:
+        return _serve(config, tenants, keys, web, http, daemon, watcher, program)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+
+
+def _serve(
+    config: DaemonConfig,
+    tenants: Tenants,
+    keys: KeyRing,
+    web: HttpServer | None,
+    http: str | None,
+    daemon: Daemon | None,
+    watcher: KeysFileWatcher | None,
+    program: str,
+) -> int:
+    grpc = daemon is not None
+    reload = None if watcher is None else watcher.reload
     if grpc:
         warn_if_open(program, "gRPC", config.listen_addr, keys.enabled)
     if http is not None:
@@ -158,18 +205,19 @@ def run(
         try:
             web.start()
             _announce(web, http, program)
-            wait_for_stop_signal()
+            wait_for_stop_signal(reload)
         finally:
             web.stop()  # requests in flight finish, then the stores close
             tenants.close()
         return 0
+    assert daemon is not None
     daemon.start()
     if web is not None:
         daemon.also_stop(web.stop)  # HTTP finishes its requests before the stores close
         web.start()
         _announce(web, http, program)
     print(f"{program} listening on {config.listen_addr} (port {daemon.port})", file=sys.stderr)
-    daemon.serve_until_signalled()
+    daemon.serve_until_signalled(reload)
     return 0
 
 

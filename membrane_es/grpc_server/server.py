@@ -31,7 +31,7 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grp
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
 from membrane_es.signals import wait_for_stop_signal
 from membrane_es.store_places import announced_if_new
-from membrane_es.tenants import Tenants
+from membrane_es.tenants import StoreBounds, Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
 EXTENSIONS_NAME = "membrane_es.v1.MembraneEsService"
@@ -52,7 +52,11 @@ class Daemon:
 
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="membrane-rpc"),
-            interceptors=[GuardInterceptor(keys, TokenBuckets(config.rate_limit_per_second))],
+            interceptors=[
+                GuardInterceptor(
+                    keys, TokenBuckets(config.rate_limit_per_second), self.tenants.serving
+                )
+            ],
             options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)],
         )
         defaults = GraphDefaults(
@@ -105,10 +109,11 @@ class Daemon:
             stop()
         self.tenants.close()
 
-    def serve_until_signalled(self) -> None:
-        """Blocks until SIGINT or SIGTERM, then stops (main thread only)."""
+    def serve_until_signalled(self, on_hangup: Callable[[], object] | None = None) -> None:
+        """Blocks until SIGINT or SIGTERM, then stops (main thread only); SIGHUP meanwhile
+        calls ``on_hangup`` (the keys file's reload)."""
         try:
-            wait_for_stop_signal()
+            wait_for_stop_signal(on_hangup)
         finally:
             self.stop()
 
@@ -122,8 +127,9 @@ class Daemon:
 def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     """Every tenant's store as the configuration says, and the keys. The default tenant's
     store is opened now (made, and announced, if new; a path whose directory is missing
-    fails here), and so are the stores the keys' tenants already have; a tenant's store is
-    made by its first write, never by a read."""
+    fails here); every other tenant's is opened by its first request (so a daemon with
+    thousands of tenants starts at once, and one tenant's damaged store fails that tenant's
+    requests, not the daemon), and made by its first write, never by a read."""
     config.validate()
     keys = KeyRing.load(config.api_key, config.api_keys_file or None)
     options = EngineOptions(
@@ -144,6 +150,7 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
         config.db_path,
         lambda tenant, _: _open_engine(config, tenant, options),
         lambda tenant, _: _open_engine(config, tenant, options, create=False),
+        StoreBounds(max_open=config.max_open_stores, memory_budget=config.memory_budget_mb * 2**20),
     )
     interval = config.consolidation_seconds()
     if interval > 0:
@@ -151,8 +158,6 @@ def open_stores(config: DaemonConfig) -> tuple[Tenants, KeyRing]:
     # A store opened from its checkpoint reads its vectors back while the daemon serves.
     tenants.on_open(_read_vectors_back)
     try:
-        for tenant in sorted(keys.tenants - {DEFAULT_TENANT}):
-            tenants.open_existing(tenant)  # a tenant's store is made by its first write
         with announced_if_new(config.store_address(), "db_path"):
             tenants.get(DEFAULT_TENANT)
     except BaseException:

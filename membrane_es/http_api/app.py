@@ -67,6 +67,7 @@ from membrane_es.http_api import changes as change_feed
 from membrane_es.http_api.bodies import StrictBody, require
 from membrane_es.http_api.docs import swagger_assets, swagger_ui
 from membrane_es.http_api.guide import DESCRIPTION, ERROR_EXAMPLES
+from membrane_es.http_api.holding import holding_stores
 from membrane_es.http_api.ui import inspector
 from membrane_es.schema.entries import (
     ENTRY_TYPES,
@@ -219,7 +220,7 @@ def tenant_id(tenant: str) -> int | str:
     return int(tenant) if tenant.isascii() and tenant.isdigit() else tenant
 
 
-async def provide_access(request: Request[Any, Any, Any]) -> Access:
+def provide_access(request: Request[Any, Any, Any]) -> Access:
     keys: KeyRing = request.app.state.key_ring
     tenants: Tenants = request.app.state.tenant_stores
     caller = keys.caller_for(request.headers.get("authorization"))
@@ -703,7 +704,10 @@ def create_app(
     )
     app = Litestar(
         route_handlers=[MemoryController, *swagger_assets(), inspector()],
-        dependencies={"access": Provide(provide_access)},
+        # On a worker thread: taking a tenant's store may open it, or wait for another to
+        # close (bounded open stores), and must not hold up the requests of open ones.
+        dependencies={"access": Provide(provide_access, sync_to_thread=True)},
+        middleware=[holding_stores],
         exception_handlers={
             MembraneError: _membrane_error,
             HTTPException: _http_error,

@@ -7,6 +7,7 @@ from litestar import Litestar, get
 from litestar.response import Redirect
 
 from membrane_es.access import KeyRing
+from membrane_es.http_api.holding import holding_stores
 from membrane_es.http_api.ui.routes import PREFIX, inspector
 from membrane_es.tenants import Tenants
 
@@ -22,6 +23,7 @@ def inspector_app(tenants: Tenants, keys: KeyRing | None = None) -> Litestar:
     app = Litestar(
         route_handlers=[_home, inspector()],
         openapi_config=None,
+        middleware=[holding_stores],
         logging_config=None,  # the process's logging stays as its owner set it up
     )
     app.state.tenant_stores = tenants

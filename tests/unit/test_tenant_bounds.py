@@ -1,0 +1,220 @@
+"""Bounded open stores: idle tenants' engines are closed (least recently used first) and
+opened again on demand; a held engine is never closed; no write is lost; a tenant never has
+two engines open at once, however requests for it and evictions interleave."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from membrane_es import Membrane
+from membrane_es.access import DEFAULT_TENANT
+from membrane_es.tenants import StoreBounds, Tenants
+
+
+class Opener:
+    """Opens LMDB stores and records how many engines each tenant has open at once."""
+
+    def __init__(self, close_delay: float = 0.0) -> None:
+        self.close_delay = close_delay
+        self.lock = threading.Lock()
+        self.most_at_once = 0
+        self.live: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self.opens: Counter[str] = Counter()
+
+    def __call__(self, tenant: str, path: Path | None) -> Membrane:
+        assert path is not None
+        engine = Membrane.open(path, embedder=None, sync=False)
+        with self.lock:
+            self.live[tenant] += 1
+            self.opens[tenant] += 1
+            self.most[tenant] = max(self.most[tenant], self.live[tenant])
+            self.most_at_once = max(self.most_at_once, sum(self.live.values()))
+        close = engine.close
+
+        def closed() -> None:
+            already = engine._closed
+            time.sleep(self.close_delay)  # a slow checkpoint
+            close()
+            if not already:
+                with self.lock:
+                    self.live[tenant] -= 1
+
+        engine.close = closed  # type: ignore[method-assign]
+        return engine
+
+
+def _tenants(tmp_path: Path, opener: Opener, **bounds: int) -> Tenants:
+    (tmp_path / "tenants").mkdir(exist_ok=True)
+    return Tenants(str(tmp_path), opener, bounds=StoreBounds(**bounds))
+
+
+def _write(tenants: Tenants, tenant: str, ref: str) -> None:
+    with tenants.lease(tenant) as engine:
+        engine.ingest_event("note", ref, summary=f"{tenant} {ref}")
+
+
+def _events(tenants: Tenants, tenant: str) -> int:
+    with tenants.lease(tenant, write=False) as engine:
+        return engine.event_count()
+
+
+def test_idle_stores_beyond_the_bound_are_closed_least_recently_used_first(
+    tmp_path: Path,
+) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=3)
+    try:
+        for name in ("a", "b", "c", "d", "e"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        # one place kept free for the next new tenant: the two most recent stay
+        assert tenants.open_tenants() == ["d", "e"]
+        assert tenants.evicted == 3
+        _write(tenants, "a", "r2")  # reopened; the least recent of the rest goes
+        assert tenants.settle()
+        assert tenants.open_tenants() == ["e", "a"]
+        assert opener.opens["a"] == 2
+        assert _events(tenants, "a") == 2  # the write before the eviction is still there
+    finally:
+        tenants.close()
+    assert sum(opener.live.values()) == 0
+
+
+def test_a_held_store_stays_open_past_the_bound_and_closes_when_let_go(tmp_path: Path) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    try:
+        with tenants.lease("held") as engine:
+            for name in ("x", "y", "z"):
+                _write(tenants, name, "r1")
+            engine.ingest_event("note", "still-open", summary="written while others came")
+            assert tenants.settle()
+            assert "held" in tenants.open_tenants()
+        assert tenants.settle()
+        assert tenants.open_tenants() == ["held"]  # the others, idle, made way for it
+        _write(tenants, "w", "r1")
+        assert tenants.settle()
+        assert tenants.open_tenants() == ["w"]  # now idle and least recent: closed
+        assert _events(tenants, "held") == 1
+    finally:
+        tenants.close()
+
+
+def test_slow_closes_hold_back_new_opens_so_the_bound_holds(tmp_path: Path) -> None:
+    opener = Opener(close_delay=0.2)
+    tenants = _tenants(tmp_path, opener, max_open=2)
+    try:
+        for name in ("a", "b", "c", "d", "e", "f"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        assert opener.most_at_once <= 2  # closing engines count until they are closed
+        assert [_events(tenants, name) for name in ("a", "f")] == [1, 1]
+    finally:
+        tenants.close()
+
+
+def test_the_default_tenant_is_never_closed(tmp_path: Path) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    try:
+        _write(tenants, DEFAULT_TENANT, "r1")
+        for name in ("p", "q"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        assert DEFAULT_TENANT in tenants.open_tenants()
+        assert opener.opens[DEFAULT_TENANT] == 1
+    finally:
+        tenants.close()
+
+
+def test_a_memory_budget_closes_idle_stores_while_over_it(tmp_path: Path) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, memory_budget=1)  # one byte: always over
+    try:
+        for name in ("m", "n", "o"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        assert tenants.open_tenants() == []
+        assert [_events(tenants, name) for name in ("m", "n", "o")] == [1, 1, 1]
+    finally:
+        tenants.close()
+
+
+def test_a_read_of_a_tenant_without_a_store_creates_none_and_holds_nothing(
+    tmp_path: Path,
+) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    try:
+        assert _events(tenants, "nobody") == 0
+        assert not (tmp_path / "tenants" / "nobody").exists()
+        assert tenants.open_tenants() == []
+    finally:
+        tenants.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_concurrent_requests_and_evictions_lose_nothing_and_never_double_open(
+    tmp_path: Path, seed: int
+) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=2)
+    names = [f"t{i}" for i in range(6)]
+    written: Counter[str] = Counter()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def client(worker: int) -> None:
+        chooser = random.Random(seed * 100 + worker)
+        try:
+            for step in range(12):
+                name = chooser.choice(names)
+                if chooser.random() < 0.6:
+                    _write(tenants, name, f"w{worker}-{step}")
+                    with lock:
+                        written[name] += 1
+                else:
+                    _events(tenants, name)
+        except BaseException as error:  # reported below, on the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors, errors
+        assert tenants.settle()
+        assert len(tenants.open_tenants()) <= 2
+        assert max(opener.most.values()) == 1  # never two engines for one tenant
+        assert tenants.evicted > 0
+        for name in names:
+            assert _events(tenants, name) == written[name]
+    finally:
+        tenants.close()
+    assert sum(opener.live.values()) == 0
+
+
+def test_the_bounds_come_from_the_file_the_environment_and_flags() -> None:
+    from membrane_es.grpc_server.config import ConfigError, DaemonConfig, apply_overrides
+
+    assert DaemonConfig().max_open_stores == 100
+    assert DaemonConfig().memory_budget_mb == 0
+    filed = DaemonConfig(max_open_stores=30)
+    assert apply_overrides(filed, environ={}).max_open_stores == 30
+    environ = {"MEMBRANE_MAX_OPEN_STORES": "7", "MEMBRANE_MEMORY_BUDGET_MB": "512"}
+    from_env = apply_overrides(filed, environ=environ)
+    assert (from_env.max_open_stores, from_env.memory_budget_mb) == (7, 512)
+    assert apply_overrides(filed, environ=environ, max_open_stores=3).max_open_stores == 3
+    with pytest.raises(ConfigError, match="MEMBRANE_MAX_OPEN_STORES"):
+        apply_overrides(filed, environ={"MEMBRANE_MAX_OPEN_STORES": "lots"})
+    with pytest.raises(ConfigError, match="max_open_stores"):
+        DaemonConfig(max_open_stores=-1).validate()
