@@ -29,6 +29,7 @@ from membrane_es.errors import (
     ValidationError,
 )
 from membrane_es.queries.by_id import HistoryEntry
+from membrane_es.queries.touched import RecordChange, RecordChanges
 from membrane_es.schema import (
     AuditAction,
     AuditEntry,
@@ -93,6 +94,8 @@ __all__ = [
     "GraphEdge",
     "GraphNode",
     "HistoryEntry",
+    "RecordChange",
+    "RecordChanges",
     "IntegrityError",
     "Interpreter",
     "KeyStoreError",

@@ -230,9 +230,10 @@ class _Tools:
         resolve: bool | None = None,
     ) -> Json:
         """Store one record in Membrane's JSON shape (type, payload, scope…); answers it
-        under ``record``, compactly (detail: in full). A semantic, entity or competence record matching an
-        active one of its scope reinforces it instead (``resolution.outcome`` says
-        ``reinforced``; resolve: false stores it as given; absent: the store's choice)."""
+        under ``record``, compactly (detail: in full). A semantic, entity or competence
+        record matching an active one of its scope reinforces it instead
+        (``resolution.outcome`` says ``reinforced``; resolve: false stores it as given;
+        absent: the store's choice)."""
 
         def run() -> Any:
             self._check_write(*_level_and_scope(record))

@@ -167,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 # The order ``--help`` lists commands in: first steps, writes, reads, upkeep, servers.
 LISTED = (
     "demo capture create supersede fork merge retract contest reinforce penalize forget "
-    "consolidate list retrieve search context graph get show history changes metrics stats verify rebuild "
+    "consolidate list retrieve search context graph get show history changes metrics stats verify "
+    "rebuild "
     "export import serve mcp ui"
 ).split()
 

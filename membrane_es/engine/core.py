@@ -7,7 +7,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +57,7 @@ OVERTAKEN_ATTEMPTS = 64
 # store without a follower (LMDB shared by processes), how often it looks at the log again.
 DEFAULT_POSITION_WAIT_SECONDS = 5.0
 POSITION_RECHECK_SECONDS = 0.01
+RECENT_EVENTS = 4096  # this engine's latest events kept for record_changes
 _LEAST_PRIVILEGE = TrustContext()
 # When a request says it happened: an aware datetime, RFC 3339 text, or None for now.
 RequestTime = datetime | str | None
@@ -116,6 +118,10 @@ class EngineCore:
         self._checkpoint_task: PeriodicTask | None = None
         self._advanced = threading.Condition()  # notified whenever the views' position moves
         self._positions = threading.local()  # per thread: the log position of its last write
+        # The aggregate ids of this engine's latest events, by log position: what
+        # ``record_changes`` answers from without reading the log back.
+        self._recent: deque[tuple[int, Any]] = deque(maxlen=RECENT_EVENTS)
+        self._recent_lock = threading.Lock()
         chained = app.abilities.chained
         self._checkpoints: Checkpoints | None = None
         if views_dir is not None:
@@ -237,6 +243,26 @@ class EngineCore:
             self._views.catch_up(self._app)
         return self._views
 
+    def _recent_keys(self, after: int, position: int) -> Sequence[Any] | None:
+        """The aggregate ids of the events after ``after`` up to ``position``, in log order,
+        if this engine wrote every one of them and still remembers them (else None)."""
+        keys: list[Any] = []
+        with self._recent_lock:
+            expected = position
+            for at, key in reversed(self._recent):
+                if at > position:
+                    continue
+                if at <= after:
+                    break
+                if at != expected:
+                    return None  # another process wrote in between
+                keys.append(key)
+                expected -= 1
+        if expected != after:
+            return None
+        keys.reverse()
+        return keys
+
     def _close_parts(self) -> None:
         """Release what a part of the facade holds of its own (the store closes after)."""
 
@@ -296,6 +322,11 @@ class EngineCore:
         """Apply a unit of work's writes to the views; note its position for this thread."""
         self._views.follow(uow.recordings, self._app)
         recordings = uow.recordings
+        with self._recent_lock:
+            self._recent.extend(
+                (recording.notification.id, recording.notification.originator_id)
+                for recording in recordings
+            )
         self._positions.last = (
             recordings[-1].notification.id if recordings else self._views.position
         )

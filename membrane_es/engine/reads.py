@@ -20,11 +20,14 @@ from membrane_es.queries import context as context_queries
 from membrane_es.queries import record_ids as listing
 from membrane_es.queries import retrieve as retrieve_queries
 from membrane_es.queries import retrieve_graph as graph_queries
+from membrane_es.queries import touched as touched_queries
 from membrane_es.queries.by_id import HistoryEntry
+from membrane_es.queries.touched import RecordChanges
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import ContextResult, RetrieveGraphResult, RetrieveResult
 from membrane_es.schema.validation import (
     VectorInput,
+    check_limit,
     check_moment,
 )
 
@@ -226,6 +229,34 @@ class Reads(EngineCore):
             as_of=as_of,
             include_retracted=include_retracted,
         )
+
+    def record_changes(self, after: int, *, limit: int = 10_000) -> RecordChanges | None:
+        """The records the log's events after position ``after`` touched, up to the position
+        the views reflect now (every write acknowledged before the call, by any process):
+        each once, in the order of its last event, with whether an active read finds it.
+
+        For callers that keep their own index of records (a framework adapter) and follow
+        the log by applying only what is new. None when more than ``limit`` events came
+        after ``after`` (read afresh instead), or when ``after`` is past the views."""
+        check_limit("after", after, low=0, high=2**63 - 1)
+        check_limit("limit", limit, low=1, high=1_000_000)
+        views = self._views
+        with views.lock:
+            # Caught up even when a follower applies the log as it is notified: a write
+            # another process acknowledged before this call may not have reached it yet.
+            views.catch_up(self._app)
+            position = views.position
+            if after > position or position - after > limit:
+                return None
+            keys = [] if after == position else self._recent_keys(after, position)
+            if keys is None:  # written (partly) by another process: read from the log
+                keys = [
+                    notification.originator_id
+                    for notification in self._app.recorder.select_notifications(
+                        start=after + 1, limit=position - after, stop=position
+                    )
+                ]
+            return touched_queries.record_changes(views, after, keys, micros(self._clock.now()))
 
     def context(
         self,

@@ -3,15 +3,28 @@
 A document is a semantic record: its id as the subject, :data:`DOCUMENT` as the predicate, and
 ``{"page_content", "metadata"}`` as the object, with the vector the caller's LangChain
 ``Embeddings`` made of its page content. Adding a document under an id it already holds is a
-revision (the old record retracted, the new one related to it by ``supersedes``, in one
-write); deleting retracts. Nothing is overwritten, so :meth:`MembraneVectorStore.history`
-lists every revision and :meth:`MembraneVectorStore.as_of` reads the store as it was.
+revision (the old record superseded by the new one, in one write); deleting retracts.
 
-Search covers every record the trust context admits, not only documents written here: a
-captured turn, a fact or a skill comes back as a document too (its text as page content,
+Many stores may share one engine, from many threads and processes. Each applies what the
+log gained since it last looked before a read or a write (only the records the new events
+touched, :mod:`membrane_es.integrations._following`), so it sees every write acknowledged
+before the call; a write names the record it replaces and gives the new one an id made from
+it, so two writers of one id collide in the engine and the loser writes again on top of the
+winner: an id never holds two live documents. Nothing is overwritten, so
+:meth:`MembraneVectorStore.history` lists every revision and
+:meth:`MembraneVectorStore.as_of` reads the store as it was.
+
+Search covers the store's own scope, as a collection of another vector store is its own
+world; ``all_scopes=True`` (or a filter naming scopes) widens it to every scope the trust
+context admits. Every record there is found, not only documents written here: a captured
+turn, a fact or a skill comes back as a document too (its text as page content,
 ``record_id``, ``type``, ``scope``, ``tags`` and ``sensitivity`` as metadata). A ``filter``
 is a callable over documents, or a dict mapping ``scope``, ``type`` and ``tags`` onto the
-engine's scopes, memory types and tags, and any other key onto metadata equality.
+engine's scopes, memory types and tags, and any other key onto the metadata, with Chroma's
+operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``,
+``$and``, ``$or``: :mod:`membrane_es.integrations._filters`). Results are ranked by cosine
+similarity, best first, whatever its sign; :meth:`MembraneVectorStore.max_marginal_relevance_search`
+re-ranks them for diversity.
 
 Only :mod:`membrane_es`'s public API is used. Needs the ``langchain`` extra.
 """
@@ -31,14 +44,18 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from membrane_es import (
     MAX_RESULTS,
+    AlreadyExistsError,
     CompetencePayload,
     EntityPayload,
     EpisodicPayload,
+    ExplainedRetrieveResult,
     HistoryEntry,
     Membrane,
+    MembraneError,
     MemoryRecord,
     MemoryType,
     PlanGraphPayload,
@@ -47,6 +64,13 @@ from membrane_es import (
     TrustContext,
     ValidationError,
     WorkingPayload,
+)
+from membrane_es.integrations._filters import check_condition, holds
+from membrane_es.integrations._following import (
+    changes_since,
+    first_id,
+    retrying,
+    successor_id,
 )
 from membrane_es.integrations._reach import checked_scope, checked_sensitivity, checked_trust
 
@@ -129,6 +153,7 @@ class MembraneVectorStore(VectorStore):
     :param sensitivity: the sensitivity documents are written with (at most the ceiling).
     :param tags: tags every document written gets.
     :param pinned: documents do not decay (a vector store's ranking is similarity alone).
+    :param all_scopes: search every scope the trust context admits, not only ``scope``.
     """
 
     def __init__(
@@ -141,6 +166,7 @@ class MembraneVectorStore(VectorStore):
         sensitivity: str = "low",
         tags: Sequence[str] = (),
         pinned: bool = True,
+        all_scopes: bool = False,
         as_of: datetime | None = None,
     ) -> None:
         if not isinstance(memory, Membrane):
@@ -161,11 +187,15 @@ class MembraneVectorStore(VectorStore):
             raise ValidationError("tags", "must be a list of strings")
         self._tags = list(dict.fromkeys(tags))
         self._pinned = bool(pinned)
+        self._all_scopes = bool(all_scopes)
         self._as_of = as_of
         self._owned = False
         self._lock = threading.RLock()
         self._held: dict[str, _Held] | None = None
-        self._seen = -1  # the log position the held ids were read at
+        self._doc_of: dict[str, str] = {}  # the document id of each held record
+        self._last: dict[str, str] = {}  # a deleted id's last record (what follows it)
+        self._seen: int | None = None  # the log position the held ids reflect
+        self._pending: list[str] = []  # the ids the write under way writes
 
     @classmethod
     def open(cls, path: str | Path, embedding: Embeddings, **options: Any) -> MembraneVectorStore:
@@ -219,6 +249,7 @@ class MembraneVectorStore(VectorStore):
             sensitivity=self._sensitivity,
             tags=self._tags,
             pinned=self._pinned,
+            all_scopes=self._all_scopes,
             as_of=moment,
         )
 
@@ -252,8 +283,8 @@ class MembraneVectorStore(VectorStore):
             raise ValidationError("ids", f"{len(ids)} ids for {len(texts)} texts")
         if metadatas is not None and len(metadatas) != len(texts):
             raise ValidationError("metadatas", f"{len(metadatas)} metadatas for {len(texts)} texts")
-        if kwargs:
-            raise ValidationError(next(iter(kwargs)), "not an option of add_texts")
+        # Options LangChain passes on (``batch_size`` from ``index``, ...) mean nothing here:
+        # every call is one atomic write.
         documents = [
             _checked_document(
                 i,
@@ -267,41 +298,83 @@ class MembraneVectorStore(VectorStore):
         latest = {doc_id: (text, body) for doc_id, text, body in documents}  # last one wins
         with self._lock:
             held = self._sync()
-            changed = [
+            wanted = [
                 (doc_id, text, body)
                 for doc_id, (text, body) in latest.items()
                 if doc_id not in held or held[doc_id].body != body
             ]
-            if not changed:
-                return [doc_id for doc_id, _, _ in documents]
-            vectors = self._embedding.embed_documents([text for _, text, _ in changed])
-            written: dict[str, _Held] = {}
-            with self._memory.batch():
-                for (doc_id, _, body), vector in zip(changed, vectors, strict=True):
-                    record = self._memory.create_record(
-                        self._record(doc_id, body),
+            if wanted:
+                # Embedded once, outside any retry: a race lost changes what is replaced,
+                # never what is written.
+                vectors = dict(
+                    zip(
+                        [doc_id for doc_id, _, _ in wanted],
+                        self._embedding.embed_documents([text for _, text, _ in wanted]),
+                        strict=True,
+                    )
+                )
+                retrying(lambda: self._add(latest, vectors), self._lost_race)
+        return [doc_id for doc_id, _, _ in documents]
+
+    def _add(self, latest: dict[str, tuple[str, bytes]], vectors: dict[str, list[float]]) -> None:
+        held = self._sync()
+        changed = [
+            (doc_id, body)
+            for doc_id, (_, body) in latest.items()
+            if doc_id not in held or held[doc_id].body != body
+        ]
+        if not changed:
+            return  # what a concurrent writer left is already this
+        self._pending = [doc_id for doc_id, _ in changed]
+        with self._memory.batch():
+            for doc_id, body in changed:
+                vector = vectors.get(doc_id)
+                if vector is None:  # written meanwhile with this body, then changed again
+                    vector = self._embedding.embed_documents([_text_of(body)])[0]
+                old = held.get(doc_id)
+                if old is None:
+                    last = self._last.get(doc_id)
+                    record_id = (
+                        first_id("langchain", self._scope, doc_id)
+                        if last is None
+                        else successor_id(last)
+                    )
+                    self._memory.create_record(
+                        self._record(record_id, doc_id, body),
                         actor=ACTOR,
                         rationale="document added",
                         embedding=vector,
                         resolve=False,  # a document is its own record, whatever it says
                     )
-                    old = held.get(doc_id)
-                    if old is not None:
-                        self._memory.retract(
-                            old.record_id, ACTOR, f"document revised: superseded by {record.id}"
-                        )
-                        self._memory.add_relation(
-                            record.id, "supersedes", old.record_id, actor=ACTOR
-                        )
-                    written[doc_id] = _Held(record.id, body)
-            self._wrote(held, written, ())
-        return [doc_id for doc_id, _, _ in documents]
+                else:
+                    self._memory.supersede(
+                        old.record_id,
+                        self._record(successor_id(old.record_id), doc_id, body),
+                        ACTOR,
+                        "document revised",
+                        embedding=vector,
+                    )
+        self._sync()
+
+    def _lost_race(self, error: Exception) -> None:
+        """Another writer got there first: follow the log to what it wrote; a record id
+        already taken for an id this store thought deleted sends it to the id's history."""
+        held = self._sync()
+        if isinstance(error, AlreadyExistsError):
+            for doc_id in self._pending:
+                if doc_id not in held:
+                    self._last.pop(doc_id, None)
+                    revisions = [
+                        r
+                        for r in self._documents(include_retracted=True)
+                        if _document_id(r) == doc_id
+                    ]
+                    if revisions:
+                        self._last[doc_id] = revisions[-1].id
 
     def delete(self, ids: Sequence[str] | None = None, **kwargs: Any) -> bool | None:
         """Retract the documents with these ids (every document of this scope for None);
         ids not held are ignored. Their records stay in history and ``as_of`` reads."""
-        if kwargs:
-            raise ValidationError(next(iter(kwargs)), "not an option of delete")
         if ids is not None and (
             isinstance(ids, str) or not all(isinstance(doc_id, str) for doc_id in ids)
         ):
@@ -315,7 +388,7 @@ class MembraneVectorStore(VectorStore):
                 with self._memory.batch():
                     for doc_id in gone:
                         self._memory.retract(held[doc_id].record_id, ACTOR, "document deleted")
-            self._wrote(held, {}, gone)
+                self._sync()
         return True
 
     # --- reads ----------------------------------------------------------------------------
@@ -348,14 +421,72 @@ class MembraneVectorStore(VectorStore):
         filter: SearchFilter | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        return [doc for doc, _ in self._search(embedding, k, filter, kwargs, explain=False)]
+        return [doc for doc, _ in self._search(embedding, k, filter, kwargs)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: SearchFilter | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """As :meth:`similarity_search`, with each record's cosine similarity to the query."""
         vector = self._embedding.embed_query(query)
-        return self._search(vector, k, filter, kwargs, explain=True)
+        return self._search(vector, k, filter, kwargs)
+
+    def similarity_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: SearchFilter | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """As :meth:`similarity_search_with_score`, for a query's vector."""
+        return self._search(embedding, k, filter, kwargs)
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: SearchFilter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """The ``k`` documents, of the ``fetch_k`` most similar to ``query``, that are both
+        relevant and unlike each other (maximal marginal relevance; ``lambda_mult`` 1: only
+        relevance, 0: only diversity)."""
+        return self.max_marginal_relevance_search_by_vector(
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=filter, **kwargs
+        )
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: SearchFilter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """As :meth:`max_marginal_relevance_search`, for a query's vector. The candidates'
+        page contents are embedded again to compare them with each other (the engine keeps
+        its vectors at half precision, for ranking)."""
+        if isinstance(fetch_k, bool) or not isinstance(fetch_k, int) or fetch_k < 0:
+            raise ValidationError("fetch_k", f"must be a whole number >= 0, not {fetch_k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValidationError("k", f"must be a whole number >= 0, not {k!r}")
+        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, int | float):
+            raise ValidationError("lambda_mult", f"must be a number, not {lambda_mult!r}")
+        if not 0.0 <= lambda_mult <= 1.0:
+            raise ValidationError("lambda_mult", f"must be between 0 and 1, not {lambda_mult!r}")
+        hits = self._search(embedding, max(fetch_k, k), filter, kwargs)
+        if not hits or k == 0:
+            return []
+        vectors = self._embedding.embed_documents([document.page_content for document, _ in hits])
+        chosen = maximal_marginal_relevance(
+            np.asarray(embedding, dtype=np.float32),
+            [list(vector) for vector in vectors],
+            lambda_mult=float(lambda_mult),
+            k=min(k, len(hits)),
+        )
+        return [hits[i][0] for i in chosen]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # [-1, 1] onto LangChain's [0, 1]; float32 cosines of equal vectors reach 1.00002.
@@ -394,8 +525,6 @@ class MembraneVectorStore(VectorStore):
         k: int,
         filter: SearchFilter | None,
         options: Mapping[str, Any],
-        *,
-        explain: bool,
     ) -> list[tuple[Document, float]]:
         if options:
             raise ValidationError(next(iter(options)), "not a search option")
@@ -404,29 +533,39 @@ class MembraneVectorStore(VectorStore):
         trust, types, keep = self._plan(filter)
         if k == 0 or trust is None:
             return []
-        wanted = _asked(k if keep is None else k * _FETCH_GROWTH)
+        asked = _asked(k if keep is None else k * _FETCH_GROWTH)
         while True:
             result = self._memory.retrieve(
                 trust=trust,
                 memory_types=types,
-                limit=wanted,
+                limit=asked,
                 query_embedding=list(vector),
                 as_of=self._as_of,
-                explain=explain,
+                explain=True,
             )
-            similarities = [
-                why.vector_similarity for why in getattr(result, "explanations", [])
-            ] or [None] * len(result.records)
-            hits: list[tuple[Document, float]] = []
-            for record, similarity in zip(result.records, similarities, strict=True):
+            assert isinstance(result, ExplainedRetrieveResult)
+            similarity = {why.record_id: why.vector_similarity for why in result.explanations}
+            hits: list[tuple[Document, float | None]] = []
+            for record in result.records:
                 if record.payload is None:  # a redacted copy: nothing to show
                     continue
                 document = _to_document(record)
                 if keep is None or keep(record, document):
-                    hits.append((document, 0.0 if similarity is None else float(similarity)))
-            if len(hits) >= k or wanted == 0 or len(result.records) < wanted:
-                return hits[:k]
-            wanted = _asked(wanted * _FETCH_GROWTH)
+                    hits.append((document, similarity.get(record.id)))
+            if asked == 0 or len(result.records) < asked:
+                break  # every candidate
+            if len(hits) >= k:
+                # The engine ranks positive similarities exactly, the rest by salience and
+                # age: below zero, only every candidate says which are closest.
+                last = hits[k - 1][1]
+                if last is not None and last > 0:
+                    break
+                asked = 0
+            else:
+                asked = _asked(asked * _FETCH_GROWTH)
+        # Stable: the engine's order stands among equal similarities; no vector goes last.
+        hits.sort(key=lambda hit: -hit[1] if hit[1] is not None else float("inf"))
+        return [(document, 0.0 if score is None else float(score)) for document, score in hits[:k]]
 
     def _plan(
         self, filter: SearchFilter | None
@@ -438,15 +577,19 @@ class MembraneVectorStore(VectorStore):
         """The trust and memory types a filtered search asks the engine for, and the test
         each record it returns must pass (None: every one does). Trust None: nothing can
         match (the filter names only scopes the caller may not read)."""
-        if filter is None:
+        if filter is None and self._all_scopes:
             return self._trust, None, None
+        if filter is None:
+            filter = {}
         if callable(filter):
             test = filter
-            return self._trust, None, lambda _, document: bool(test(document))
+            return self._within(lambda _, document: bool(test(document)))
         if not isinstance(filter, Mapping):
             raise ValidationError("filter", "must be a dict or a callable over documents")
         trust: TrustContext | None = self._trust
         scopes = _names("filter.scope", filter.get("scope"))
+        if scopes is None and not self._all_scopes:
+            scopes = [self._scope]  # the store's own scope unless widened
         types = _names("filter.type", filter.get("type"))
         tags = _names("filter.tags", filter.get("tags"))
         if types is not None:
@@ -463,18 +606,28 @@ class MembraneVectorStore(VectorStore):
                 else msgspec.structs.replace(self._trust, scopes=admitted or self._trust.scopes)
             )
         metadata = {key: value for key, value in filter.items() if key not in _FILTER_KEYS}
+        check_condition(metadata)
 
         def keep(record: MemoryRecord, document: Document) -> bool:
             return (
                 (scopes is None or record.scope in scopes)
                 and (tags is None or all(tag in record.tags for tag in tags))
-                and all(
-                    key in document.metadata and document.metadata[key] == value
-                    for key, value in metadata.items()
-                )
+                and holds(document.metadata, metadata)
             )
 
         return trust, types, keep
+
+    def _within(
+        self, test: Callable[[MemoryRecord, Document], bool]
+    ) -> tuple[TrustContext | None, list[str] | None, Callable[[MemoryRecord, Document], bool]]:
+        """The plan of a callable filter: the store's scope (unless widened), then ``test``."""
+        trust, types, keep = self._plan({})
+        assert keep is not None
+        return (
+            trust,
+            types,
+            lambda record, document: keep(record, document) and test(record, document),
+        )
 
     def _documents(self, *, include_retracted: bool = False) -> list[MemoryRecord]:
         """The records holding documents of this scope the trust context may read."""
@@ -495,41 +648,60 @@ class MembraneVectorStore(VectorStore):
         return sorted(records, key=_creation)
 
     def _sync(self) -> dict[str, _Held]:
-        """The document ids held now (and their records): read again from the store when
-        anything was written since they were last read, except by this store itself.
-
-        Only writes and ``get_by_ids`` need them (a search reads the engine directly), so a
-        store that other code writes to meanwhile pays one read of its documents at its next
-        write, not at every search."""
-        # Waiting for position 0 returns at once, once the views have caught up with the
-        # log: writes other processes made to the same store count as well.
-        self._memory.wait_for_position(0)
-        position = self._memory.position
-        if self._held is None or position != self._seen:
+        """The document ids held now (and their records), after applying what the log
+        gained since they were last read (every write acknowledged before now, by anyone):
+        only the records its new events touched are read."""
+        if self._as_of is not None and self._held is not None:
+            return self._held  # the past does not move
+        changes = None if self._held is None else changes_since(self._memory, self._seen)
+        if changes is None or self._held is None:
+            self._seen = self._memory.position
             held: dict[str, _Held] = {}
             for record in self._documents():  # oldest first: a later revision wins
                 assert isinstance(record.payload, SemanticPayload)
                 held[str(record.payload.subject)] = _Held(
                     record.id, _body_of(record.payload.object)
                 )
-            self._held, self._seen = held, self._memory.position
-        return self._held
-
-    def _wrote(
-        self, held: dict[str, _Held], written: dict[str, _Held], gone: Iterable[str]
-    ) -> None:
-        """Bring the held ids up to date with this store's own write."""
-        for doc_id in gone:
-            held.pop(doc_id, None)
-        held.update(written)
-        self._seen = self._memory.position
+            self._held = held
+            self._doc_of = {kept.record_id: doc_id for doc_id, kept in held.items()}
+            self._last = {}
+            if self._as_of is not None:
+                return held
+            return self._sync()  # and what came while they were read
+        held = self._held
+        for change in changes.records:
+            doc_id = self._doc_of.get(change.record_id)
+            if not change.active:
+                if doc_id is not None:
+                    del held[doc_id], self._doc_of[change.record_id]
+                    self._last[doc_id] = change.record_id
+                continue
+            if doc_id is not None:
+                continue  # held already
+            try:
+                record = self._memory.retrieve_by_id(change.record_id, trust=self._trust)
+            except MembraneError:  # not this reader's to read, or forgotten meanwhile
+                continue
+            doc_id = _document_id(record)
+            if doc_id is None or record.scope != self._scope:
+                continue
+            assert isinstance(record.payload, SemanticPayload)
+            previous = held.get(doc_id)
+            if previous is not None:
+                del self._doc_of[previous.record_id]
+            held[doc_id] = _Held(record.id, _body_of(record.payload.object))
+            self._doc_of[record.id] = doc_id
+            self._last.pop(doc_id, None)
+        self._seen = changes.position
+        return held
 
     def _check_writable(self) -> None:
         if self._as_of is not None:
             raise ReadOnlyError("a store read as of a past moment cannot be written")
 
-    def _record(self, doc_id: str, body: bytes) -> dict[str, Any]:
+    def _record(self, record_id: str, doc_id: str, body: bytes) -> dict[str, Any]:
         return {
+            "id": record_id,
             "type": MemoryType.SEMANTIC.value,
             "scope": self._scope,
             "sensitivity": self._sensitivity,
@@ -573,6 +745,11 @@ def _creation(record: MemoryRecord) -> tuple[datetime, str]:
 
 def _body_of(value: Any) -> bytes:
     return msgspec.json.encode(value)
+
+
+def _text_of(body: bytes) -> str:
+    text: str = msgspec.json.decode(body)["page_content"]
+    return text
 
 
 def _document_id(record: MemoryRecord) -> str | None:

@@ -11,6 +11,18 @@ The content names no ``speaker``: capture would then note, for each turn, the tu
 said after, by reading every turn of the sitting, which makes each write slower as a session
 grows (a thousand items: fifty times slower). The role is in the item, and in its words.
 
+Any number of sessions may share one engine, from many threads and processes: each applies
+what the log gained since it last looked before it answers (only the records the new
+events touched, :mod:`membrane_es.integrations._following`), so it sees every write
+acknowledged before the call. ``pop_item`` claims the turn it takes out with a record whose
+id is made from the turn's: of two sessions that would pop the same turn, one has the claim
+and the other catches up and pops the turn before it — an item comes back from exactly one
+``pop_item``.
+
+An item is kept as the SDK's ``SQLiteSession`` keeps it, as JSON: a tuple comes back a list;
+an item holding a NaN or an infinity (which the engine's content refuses) is captured as its
+JSON text and comes back equal.
+
 A turn cannot be rewritten (episodic memory is immutable): ``pop_item`` and
 ``clear_session`` penalise the turns they remove to nothing, which takes them out of the
 session and out of every active read while their history keeps them, so
@@ -23,22 +35,27 @@ Only :mod:`membrane_es`'s public API is used. Needs the ``openai-agents`` extra.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import json
+import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from membrane_es import (
     EpisodicPayload,
     Membrane,
+    MembraneError,
     MemoryRecord,
     MemoryType,
     ReadOnlyError,
     TrustContext,
     ValidationError,
 )
+from membrane_es.integrations._following import changes_since, claim_id, retrying
 from membrane_es.integrations._reach import checked_scope, checked_sensitivity, checked_trust
 
 if TYPE_CHECKING:  # the SDK is only needed to run an agent: this module works without it
@@ -48,14 +65,17 @@ if TYPE_CHECKING:  # the SDK is only needed to run an agent: this module works w
 SOURCE = "openai-agents"
 ACTOR = "openai-agents"
 SCOPE_PREFIX = "session:"
+_ITEM_JSON = "item_json"  # the content key of an item kept as its JSON text
 _Result = TypeVar("_Result")
 
 
-class _Turn(msgspec.Struct, frozen=True):
-    """One item of the session: the record it was captured as, and the item as JSON."""
+class _Turn(msgspec.Struct, frozen=True, order=True):
+    """One item of the session: when it was captured, the record it was captured as, and
+    the item as JSON."""
 
+    created: datetime
     record_id: str
-    item: bytes
+    item: str
 
 
 class MembraneSession:
@@ -68,8 +88,8 @@ class MembraneSession:
     :param scope: the scope turns are captured in (default ``session:<session_id>``).
     :param sensitivity: the sensitivity turns are captured with (at most the ceiling).
     :param tags: tags every captured turn gets.
-    :param session_settings: the SDK's settings (``limit``: how many items ``get_items``
-        returns by default; None: every item).
+    :param session_settings: the SDK's settings, a ``SessionSettings`` or a dict (``limit``:
+        how many items ``get_items`` returns by default; None: every item).
     """
 
     def __init__(
@@ -81,7 +101,7 @@ class MembraneSession:
         scope: str | None = None,
         sensitivity: str = "low",
         tags: Sequence[str] = (),
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
         as_of: datetime | None = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip():
@@ -89,7 +109,7 @@ class MembraneSession:
         if not isinstance(memory, Membrane):
             raise ValidationError("memory", f"must be a Membrane, not {type(memory).__name__}")
         self.session_id = session_id
-        self.session_settings: SessionSettings | None = session_settings
+        self.session_settings: SessionSettings | None = _settings(session_settings)
         self._memory = memory
         self._trust = checked_trust(TrustContext() if trust is None else trust)
         self._scope = checked_scope(
@@ -104,7 +124,8 @@ class MembraneSession:
         self._as_of = as_of
         self._lock = threading.RLock()
         self._turns: list[_Turn] | None = None
-        self._seen = -1  # the log position the turns were read at
+        self._held: dict[str, _Turn] = {}  # the turns by record id
+        self._seen: int | None = None  # the log position the turns reflect
 
     @property
     def memory(self) -> Membrane:
@@ -148,8 +169,8 @@ class MembraneSession:
         limit, as the SDK's SQLite session; none for 0)."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValidationError("limit", f"must be a whole number or None, not {limit!r}")
-        if limit is None and self.session_settings is not None:
-            limit = self.session_settings.limit
+        if limit is None:
+            limit = _settings_limit(self.session_settings)
         return await _in_thread(lambda: self._items(limit))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -169,6 +190,12 @@ class MembraneSession:
         self._check_writable()
         await _in_thread(self._clear)
 
+    def close(self) -> None:
+        """Let go of what this session holds in memory (the engine is not this session's
+        to close; the items stay in it). The session reads them again if used after."""
+        with self._lock:
+            self._turns, self._seen = None, None
+
     # --- the work, in a worker thread -----------------------------------------------------
 
     def _items(self, limit: int | None) -> list[TResponseInputItem]:
@@ -177,16 +204,14 @@ class MembraneSession:
             if limit is not None and limit >= 0:
                 turns = turns[max(len(turns) - limit, 0) :] if limit else []
             chosen = list(turns)
-        return [msgspec.json.decode(turn.item) for turn in chosen]
+        return [json.loads(turn.item) for turn in chosen]
 
-    def _add(self, encoded: list[bytes]) -> None:
+    def _add(self, encoded: list[str]) -> None:
         with self._lock:
-            turns = self._sync()
-            added: list[_Turn] = []
             with self._memory.batch():
                 for item in encoded:
-                    captured = self._memory.capture_memory(
-                        {"item": msgspec.json.decode(item)},
+                    self._memory.capture_memory(
+                        _content(item),
                         source_kind="agent_turn",
                         context={"session_id": self.session_id},
                         sensitivity=self._sensitivity,
@@ -194,21 +219,44 @@ class MembraneSession:
                         tags=self._tags,
                         scope=self._scope,
                     )
-                    added.append(_Turn(captured.primary_record.id, item))
-            turns.extend(added)
-            self._seen = self._memory.position
+            self._sync()  # its own turns, and whatever else came before them
 
     def _pop(self) -> TResponseInputItem | None:
         with self._lock:
-            turns = self._sync()
-            if not turns:
-                return None
-            last = turns[-1]
+            taken = retrying(self._take_last, lambda _: self._catch_up())
+        return None if taken is None else json.loads(taken.item)
+
+    def _take_last(self) -> _Turn | None:
+        """Claim the session's latest turn and take it out, in one write (a claim already
+        made by another session raises, and the caller catches up and tries again)."""
+        turns = self._sync()
+        if not turns:
+            return None
+        last = turns[-1]
+        with self._memory.batch():
+            claim = self._memory.create_record(
+                {
+                    "id": claim_id("openai-agents-pop", last.record_id),
+                    "type": MemoryType.SEMANTIC.value,
+                    "scope": self._scope,
+                    "sensitivity": self._sensitivity,
+                    "payload": {
+                        "kind": MemoryType.SEMANTIC.value,
+                        "subject": last.record_id,
+                        "predicate": "taken out of the session",
+                        "object": self.session_id,
+                    },
+                    "provenance": {"sources": [{"kind": "event", "ref": last.record_id}]},
+                },
+                actor=ACTOR,
+                rationale="pop_item",
+                embed=False,
+            )
+            # The claim only has to exist: retracted at once, no read ever finds it.
+            self._memory.retract(claim.id, ACTOR, "claim of a pop_item")
             self._memory.penalize(last.record_id, 1.0, ACTOR, "taken out of the session")
-            turns.pop()
-            self._seen = self._memory.position
-        item: TResponseInputItem = msgspec.json.decode(last.item)
-        return item
+        self._sync()
+        return last
 
     def _clear(self) -> None:
         with self._lock:
@@ -217,8 +265,7 @@ class MembraneSession:
                 with self._memory.batch():
                     for turn in turns:
                         self._memory.penalize(turn.record_id, 1.0, ACTOR, "session cleared")
-            turns.clear()
-            self._seen = self._memory.position
+            self._sync()
 
     def _search(self, query: str, limit: int) -> list[TResponseInputItem]:
         trust = msgspec.structs.replace(self._trust, scopes=[self._scope])
@@ -230,32 +277,60 @@ class MembraneSession:
             as_of=self._as_of,
         )
         found = (self._item_of(record) for record in result.records)
-        return [msgspec.json.decode(item) for item in found if item is not None]
+        return [json.loads(item) for item in found if item is not None]
 
     def _sync(self) -> list[_Turn]:
-        """The session's turns, oldest first: read again from the store when anything was
-        written since they were last read, except by this session itself."""
-        # Waiting for position 0 returns at once, once the views have caught up with the
-        # log: writes other processes made to the same store count as well.
-        self._memory.wait_for_position(0)
-        position = self._memory.position
-        if self._turns is None or position != self._seen:
-            self._turns = self._read_turns()
+        """The session's turns, oldest first, after applying what the log gained since they
+        were last read (every write acknowledged before now, by anyone): only the records
+        its new events touched are read."""
+        if self._as_of is not None and self._turns is not None:
+            return self._turns
+        changes = None if self._as_of is not None else changes_since(self._memory, self._seen)
+        if changes is None or self._turns is None:
             self._seen = self._memory.position
-        return self._turns
+            self._turns = self._read_turns()
+            self._held = {turn.record_id: turn for turn in self._turns}
+            if self._as_of is None:
+                return self._sync()  # and what came while they were read
+            return self._turns
+        turns, held = self._turns, self._held
+        for change in changes.records:
+            turn = held.get(change.record_id)
+            if not change.active:
+                if turn is not None:
+                    del turns[bisect.bisect_left(turns, turn)]
+                    del held[change.record_id]
+                continue
+            if turn is not None:
+                continue  # held already (this session's own write)
+            try:
+                record = self._memory.retrieve_by_id(change.record_id, trust=self._trust)
+            except MembraneError:  # not this reader's to read, or forgotten meanwhile
+                continue
+            item = self._item_of(record)
+            if item is not None:
+                turn = _Turn(*_creation(record), item)
+                bisect.insort(turns, turn)
+                held[record.id] = turn
+        self._seen = changes.position
+        return turns
+
+    def _catch_up(self) -> None:
+        self._sync()
 
     def _read_turns(self) -> list[_Turn]:
         trust = msgspec.structs.replace(self._trust, scopes=[self._scope])
         result = self._memory.retrieve(
             trust=trust, memory_types=[MemoryType.EPISODIC.value], as_of=self._as_of
         )
-        turns = sorted(
-            (record for record in result.records if self._item_of(record) is not None),
-            key=_creation,
-        )
-        return [_Turn(record.id, self._item_of(record) or b"") for record in turns]
+        turns = []
+        for record in result.records:
+            item = self._item_of(record)
+            if item is not None:
+                turns.append(_Turn(*_creation(record), item))
+        return sorted(turns)
 
-    def _item_of(self, record: MemoryRecord) -> bytes | None:
+    def _item_of(self, record: MemoryRecord) -> str | None:
         """The item a record of this session holds, as JSON (None: not one of its turns)."""
         payload = record.payload
         if (
@@ -266,11 +341,14 @@ class MembraneSession:
             return None
         context = payload.environment.context
         content = context.get("capture_content")
-        if context.get("capture_context") != {"session_id": self.session_id} or not (
-            isinstance(content, dict) and "item" in content
+        if context.get("capture_context") != {"session_id": self.session_id} or not isinstance(
+            content, dict
         ):
             return None
-        return msgspec.json.encode(content["item"])
+        if "item" in content:
+            return json.dumps(content["item"])
+        text = content.get(_ITEM_JSON)
+        return text if isinstance(text, str) else None
 
     def _check_writable(self) -> None:
         if self._as_of is not None:
@@ -286,8 +364,9 @@ def _creation(record: MemoryRecord) -> tuple[datetime, str]:
     return (record.created_at or datetime.min.replace(tzinfo=UTC), record.id)
 
 
-def _checked_items(items: object) -> list[bytes]:
-    """Each item as JSON; anything else names the item at fault."""
+def _checked_items(items: object) -> list[str]:
+    """Each item as JSON text (as ``SQLiteSession`` stores it: tuples become lists, NaN and
+    infinities are kept); anything else names the item at fault."""
     if not isinstance(items, list):
         raise ValidationError("items", f"must be a list of items, not {type(items).__name__}")
     checked = []
@@ -295,10 +374,52 @@ def _checked_items(items: object) -> list[bytes]:
         if not isinstance(item, dict):
             raise ValidationError(f"items[{i}]", f"must be a dict, not {type(item).__name__}")
         try:
-            encoded = msgspec.json.encode(item)
-        except (TypeError, msgspec.EncodeError) as error:
+            checked.append(json.dumps(item))
+        except (TypeError, ValueError) as error:
             raise ValidationError(f"items[{i}]", f"must be JSON values: {error}") from None
-        if msgspec.json.decode(encoded) != item:  # a tuple, a datetime: would read back changed
-            raise ValidationError(f"items[{i}]", "must be JSON values (it would read back changed)")
-        checked.append(encoded)
     return checked
+
+
+def _content(item: str) -> dict[str, Any]:
+    """What a turn captures: the item itself, or its JSON text when it holds a number JSON
+    has no literal for (the engine's content refuses those)."""
+    decoded = json.loads(item)
+    return {"item": decoded} if _finite(decoded) else {_ITEM_JSON: item}
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(inner) for inner in value.values())
+    if isinstance(value, list):
+        return all(_finite(inner) for inner in value)
+    return True
+
+
+def _settings(given: object) -> SessionSettings | None:
+    """The SDK's ``SessionSettings``, given as such or as a dict (as ``SQLiteSession`` takes
+    them); a bad ``limit`` is refused now, not at the first read."""
+    _settings_limit(given)
+    if not isinstance(given, Mapping):
+        return given  # type: ignore[return-value]
+    from agents.memory import SessionSettings  # a dict of the SDK's settings: the SDK is here
+
+    try:
+        return SessionSettings(**given)
+    except TypeError as error:
+        raise ValidationError("session_settings", str(error)) from None
+
+
+def _settings_limit(settings: object) -> int | None:
+    """The ``limit`` of the SDK's session settings, given as ``SessionSettings`` or a dict."""
+    if settings is None:
+        return None
+    limit = (
+        settings.get("limit") if isinstance(settings, Mapping) else getattr(settings, "limit", None)
+    )
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        raise ValidationError(
+            "session_settings.limit", f"must be a whole number or None, not {limit!r}"
+        )
+    return limit

@@ -247,6 +247,18 @@ class RecordTable:
         out = np.where(pinned, base, out)
         return np.where(base <= 0, 0.0, out)
 
+    def out_of_use(self, row: int, at: int) -> bool:
+        """Whether an active read leaves one row out now: retracted, or :meth:`hidden` (the
+        same rule, on plain values: for the few rows a follower of the log looks at)."""
+        content, state = self.content, self.state
+        if state["retracted"][row]:
+            return True
+        if not content["auto_prune"][row] or state["pinned"][row]:
+            return False
+        max_age = float(content["max_age"][row])
+        expired = max_age > 0 and (at - int(content["created_at"][row])) / 1e6 >= max_age
+        return bool(state["base"][row] <= 0) or expired
+
     def hidden(self, rows: Array | slice, at: int, state: State) -> Array:
         """Rows active retrieval leaves out although they are not retracted: those an
         explicit act or policy took out of use, never those that merely faded.

@@ -80,7 +80,7 @@ def test_filters_map_onto_scopes_tags_types_and_metadata(memory: Membrane) -> No
     )
     store(memory, scope="team:b").add_texts(["rotate the keys"], [{"step": 1}], ids=["b1"])
     memory.capture_memory({"text": "the queue stalled at noon"}, scope="team:a")
-    reader = store(memory)
+    reader = store(memory, all_scopes=True)
 
     def ids(**search: object) -> list[str | None]:
         return sorted(d.id or "" for d in reader.similarity_search("queue", k=10, **search))
@@ -97,7 +97,11 @@ def test_filters_map_onto_scopes_tags_types_and_metadata(memory: Membrane) -> No
         sorted(d.id or "" for d in scoped.similarity_search("q", k=10, filter={"scope": "team:b"}))
         == []
     )
-    for bad in ({"type": "poem"}, {"scope": 3}, "team:a"):
+    # A store searches its own scope unless widened, as a collection is its own world.
+    own = store(memory, scope="team:b")
+    assert sorted(d.id or "" for d in own.similarity_search("queue", k=10)) == ["b1"]
+    assert sorted(d.id or "" for d in store(memory).similarity_search("queue", k=10)) == []
+    for bad in ({"type": "poem"}, {"scope": 3}, "team:a", {"n": {"$near": 1}}, {"$or": 1}):
         with pytest.raises(ValidationError, match="filter"):
             reader.similarity_search("queue", filter=bad)  # type: ignore[arg-type]
 

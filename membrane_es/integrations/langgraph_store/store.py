@@ -3,9 +3,16 @@
 Reads go through the engine under the store's trust context, so the engine decides what the
 caller sees. The store keeps one thing of its own, read from the engine when it is made:
 which record holds each item now, in the order the items were last written (what a search
-without a query is ordered by, newest first, as LangGraph's PostgreSQL store orders it). It
-follows its own writes; when the engine's log has moved by anything else (another store,
-another process, any other write), it reads that again before answering.
+without a query is ordered by, newest first, as LangGraph's PostgreSQL store orders it).
+Before each batch it applies what the log gained since it last looked — its own writes and
+any other store's, thread's or process's — re-reading only the records those events touched
+(:mod:`membrane_es.integrations._following`): a read sees every write acknowledged before it
+started, and the cost is that of the new writes, not of the store.
+
+Many stores may share one engine, in many threads and processes: a put names the record it
+replaces and gives the new one an id made from it, so two puts of one key that start from
+the same state collide in the engine; the loser catches up and writes again on top of the
+winner (the last put wins, as in ``InMemoryStore``), and no key ever has two live items.
 Within one batch, reads answer for the store as it was before the batch's writes, and the
 writes are one atomic engine write (the last put of a key wins), as in ``InMemoryStore``.
 """
@@ -41,6 +48,7 @@ from langgraph.store.base import (
 from membrane_es import (
     MAX_RESULTS,
     AccessDeniedError,
+    AlreadyExistsError,
     ExplainedRetrieveResult,
     Membrane,
     MemoryRecord,
@@ -49,6 +57,12 @@ from membrane_es import (
     Sensitivity,
     TrustContext,
     ValidationError,
+)
+from membrane_es.integrations._following import (
+    changes_since,
+    first_id,
+    retrying,
+    successor_id,
 )
 from membrane_es.integrations.langgraph_store.items import (
     Revision,
@@ -78,7 +92,9 @@ class _Current:
     """Which record holds an item now."""
 
     record_id: str
-    created_at: datetime  # when the item was first put (its revisions keep it)
+    # When the item was first put (its revisions keep it); None: not read yet (a revision
+    # another writer made, known by its id alone), read when this store revises it.
+    created_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +159,11 @@ class MembraneStore(BaseStore):
         self._as_of: datetime | None = None
         self._lock = threading.RLock()
         self._current: dict[Key, _Current] = {}  # oldest write first
+        self._key_of: dict[str, Key] = {}  # the key of each record in _current
+        self._next: dict[str, Key] = {}  # the id each held key's next revision will have
+        self._last: dict[Key, str] = {}  # a deleted key's last record (what follows it)
         self._position: int | None = None  # the log position _current reflects
+        self._pending: list[Key] = []  # the keys the write under way writes
         self._load()
 
     # --- the extras: time and history ----------------------------------------------------
@@ -162,6 +182,9 @@ class MembraneStore(BaseStore):
         past._as_of = moment
         past._lock = threading.RLock()
         past._current = {}
+        past._key_of = {}
+        past._next = {}
+        past._last = {}
         past._position = None
         past._load()
         return past
@@ -229,6 +252,9 @@ class MembraneStore(BaseStore):
                 return self._run(self._plan(plan.ops), queries, vectors)
 
         return await asyncio.to_thread(run)
+
+    def close(self) -> None:
+        """Nothing to release: the store does not own its engine (close that yourself)."""
 
     # --- planning: everything checked before anything is read or written ------------------
 
@@ -370,8 +396,22 @@ class MembraneStore(BaseStore):
             else:
                 results.append(None)
         if plan.writes:
-            self._write(plan.writes, vectors)
+            retrying(
+                lambda: self._write(self._plan(plan.ops).writes, vectors),
+                self._lost_race,
+            )
         return results
+
+    def _lost_race(self, error: Exception) -> None:
+        """Another writer got there first: follow the log to what it wrote; a record id
+        already taken by a key this store thought deleted sends it to the key's history."""
+        self._sync()
+        if isinstance(error, AlreadyExistsError):
+            for key in [k for k in self._pending if k not in self._current]:
+                self._last.pop(key, None)
+                tail = self._tail(key)
+                if tail is not None:
+                    self._last[key] = tail
 
     def _read(self, record_id: str) -> MemoryRecord | None:
         """The record as the trust context sees it in full, or None."""
@@ -473,6 +513,7 @@ class MembraneStore(BaseStore):
         made: dict[Key, _Current | None] = {}
         memory = self._memory
         before, events = memory.position, 0
+        self._pending = list(writes)
         with memory.batch() if len(writes) > 1 else nullcontext():
             for key, write in writes.items():
                 current = self._current.get(key)
@@ -487,10 +528,17 @@ class MembraneStore(BaseStore):
                     write.key,
                     write.value,
                     sensitivity=self._sensitivity,
-                    first_put=None if current is None else current.created_at,
+                    first_put=None if current is None else self._first_put(current),
                 )
                 vector = vectors.get(key)
                 if current is None:
+                    last = self._last.get(key)
+                    record = msgspec.structs.replace(
+                        record,
+                        id=first_id("langgraph-store", scope_of(key[0]), key[1])
+                        if last is None
+                        else successor_id(last),
+                    )
                     new = memory.create_record(
                         # an item is its own record under its key, whatever it says
                         record,
@@ -501,25 +549,87 @@ class MembraneStore(BaseStore):
                     )
                     events += 1
                 else:
+                    record = msgspec.structs.replace(record, id=successor_id(current.record_id))
                     new = memory.supersede(
                         current.record_id, record, self._actor, "put", embedding=vector
                     )
                     events += 2  # the old record superseded, the new one created
                 made[key] = _Current(new.id, first_put(new))
         for key, now in made.items():  # written: the bookkeeping follows
-            self._current.pop(key, None)
+            self._forget(key)
             if now is not None:
-                self._current[key] = now
-        # Still the whole story only if nothing else reached the log meanwhile.
-        in_step = before == self._position and memory.position == before + events
-        self._position = memory.position if in_step else None
+                self._hold(key, now)
+        # Still the whole story only if nothing else reached the log meanwhile; else the
+        # next read applies the log from where this store stood (its own writes again too).
+        if before == self._position and memory.position == before + events:
+            self._position = memory.position
 
     # --- bookkeeping --------------------------------------------------------------------
 
     def _sync(self) -> None:
-        """Read the items again if the log has moved by writes not this store's own."""
-        if self._as_of is None and self._memory.position != self._position:
+        """Apply what the log gained since this store last looked (every write acknowledged
+        before now, by anyone): only the records its new events touched."""
+        if self._as_of is not None:
+            return
+        changes = changes_since(self._memory, self._position)
+        if changes is None:
             self._load()
+            return
+        for change in changes.records:
+            if change.active:
+                if change.record_id in self._key_of:
+                    continue  # held already (this store's own write)
+                revised = self._next.get(change.record_id)
+                if revised is not None and revised in self._current:
+                    # A revision of an item held: its key is known from its id, nothing read.
+                    self._forget(revised)
+                    self._hold(revised, _Current(change.record_id, None))
+                    continue
+                try:
+                    record = self._memory.retrieve_by_id(change.record_id, trust=_OWNER)
+                except NotFoundError:  # forgotten meanwhile
+                    continue
+                if is_item(record):
+                    key = item_key(record)
+                    held = self._current.get(key)
+                    if held is None or held.record_id != record.id:
+                        self._forget(key)
+                        self._hold(key, _Current(record.id, first_put(record)))
+            else:
+                gone = self._key_of.get(change.record_id)
+                if gone is not None:
+                    self._forget(gone)  # deleted, or replaced by a record applied below
+        self._position = changes.position
+
+    def _hold(self, key: Key, current: _Current) -> None:
+        self._current[key] = current
+        self._key_of[current.record_id] = key
+        self._next[successor_id(current.record_id)] = key
+        self._last.pop(key, None)
+
+    def _forget(self, key: Key) -> None:
+        held = self._current.pop(key, None)
+        if held is not None:
+            del self._key_of[held.record_id]
+            self._next.pop(successor_id(held.record_id), None)
+            self._last[key] = held.record_id
+
+    def _first_put(self, current: _Current) -> datetime:
+        """When the item ``current`` holds was first put (read now if not known yet)."""
+        if current.created_at is not None:
+            return current.created_at
+        return first_put(self._memory.retrieve_by_id(current.record_id, trust=_OWNER))
+
+    def _tail(self, key: Key) -> str | None:
+        """The last record a key has had (none live: it was deleted), from its history."""
+        namespace, name = key
+        found = self._memory.retrieve(
+            trust=msgspec.structs.replace(_OWNER, scopes=[scope_of(namespace)]),
+            memory_types=_SEMANTIC,
+            include_retracted=True,
+        ).records
+        mine = [r for r in found if is_item(r) and item_key(r) == key]
+        return max(mine, key=lambda r: (r.created_at, r.id)).id if mine else None
 
     def _load(self) -> None:
         """Which record holds each item (as of :attr:`moment`), oldest write first."""
@@ -529,6 +639,9 @@ class MembraneStore(BaseStore):
         ).records
         items = sorted((r for r in found if is_item(r)), key=lambda r: (r.created_at, r.id))
         self._current = {item_key(r): _Current(r.id, first_put(r)) for r in items}
+        self._key_of = {held.record_id: key for key, held in self._current.items()}
+        self._next = {successor_id(held.record_id): key for key, held in self._current.items()}
+        self._last = {}
 
 
 def _ranked_enough(hits: list[tuple[Item, float | None]], wanted: int) -> bool:
