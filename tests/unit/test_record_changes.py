@@ -28,7 +28,7 @@ def test_changes_after_a_position_name_each_record_once_in_order() -> None:
         second = memory.supersede(first.id, FACT, "me", "revised")
         turn = memory.create_record(TURN)
         memory.penalize(turn.id, 1.0, "me", "taken out")  # out of use, not retracted
-        kept = memory.create_record(FACT)
+        kept = memory.create_record(FACT, resolve=False)  # the same fact, kept apart
         changes = memory.record_changes(start)
         assert changes is not None and changes.position == memory.position
         assert [(c.record_id, c.active) for c in changes.records] == [
