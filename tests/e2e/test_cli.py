@@ -127,8 +127,11 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
     ok("penalize", store, variant["id"], "0.25", "--why", "vague")
     ok("contest", store, moved["id"], "--by", variant["id"], "--why", "runbook disagrees")
     other = as_json("create", store, fact("Lily", "staging"))
-    # the same fact again, kept apart (resolution would reinforce the first) to merge them
+    # the same fact again is reinforced, not stored twice; stored as given on request
+    again = as_json("create", store, fact("Lily", "staging"))
+    assert again["id"] == other["id"] and again["resolution"]["outcome"] == "reinforced"
     third = as_json("create", store, "-", "--no-resolve", stdin=fact("Lily", "staging"))
+    assert third["id"] != other["id"]
     merged = as_json("merge", store, other["id"], third["id"], "--record", fact("Lily", "prod"))
     # one source is a merge too, as in the Python API (and Membrane): the help says so
     single = as_json("merge", store, merged["id"], "--record", fact("Lily", "production"))
