@@ -1,5 +1,6 @@
-"""The one tokenizer: SQLite FTS5's ``porter unicode61 remove_diacritics 2``, for documents
-and queries alike.
+"""The one tokenizer: SQLite FTS5's ``porter unicode61 remove_diacritics 2`` after
+:func:`~membrane_es.projections.folding.fold` (case, accents, CJK, emoji and contractions in
+every language), for documents and queries alike.
 
 The text index tokenizes documents with it; every query word, entity name and descriptor is
 tokenized here by the same tokenizer (a private FTS5 table whose vocabulary is read back), so a
@@ -14,7 +15,11 @@ import functools
 import sqlite3
 import threading
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+from membrane_es.projections.folding import CATEGORIES, fold
+
+TOKENIZER = f"porter unicode61 remove_diacritics 2 categories '{CATEGORIES}'"
+"""The FTS5 tokenizer of every index of words; a table names it as ``tokenize="…"`` (it holds
+single quotes). Text goes in through :func:`fold`."""
 TOKENS_REMEMBERED = 65_536  # texts whose tokens are kept (queries repeat; a few MB at most)
 
 # Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
@@ -36,7 +41,7 @@ _lock = threading.Lock()
 _db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
 _db.executescript(
     f"""
-    CREATE VIRTUAL TABLE scratch USING fts5(body, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE scratch USING fts5(body, tokenize="{TOKENIZER}");
     CREATE VIRTUAL TABLE scratch_terms USING fts5vocab(scratch, instance);
     """
 )
@@ -44,13 +49,13 @@ _db.executescript(
 
 @functools.lru_cache(maxsize=TOKENS_REMEMBERED)
 def tokens(text: str) -> tuple[str, ...]:
-    """The terms FTS5 indexes for ``text``, in order (lower-cased, diacritics removed,
-    Porter-stemmed), repeats included."""
+    """The terms the word index holds for ``text``, in order (folded, Porter-stemmed),
+    repeats included."""
     if not text.strip():
         return ()
     with _lock:
         _db.execute("DELETE FROM scratch")
-        _db.execute("INSERT INTO scratch(rowid, body) VALUES (1, ?)", (text,))
+        _db.execute("INSERT INTO scratch(rowid, body) VALUES (1, ?)", (fold(text),))
         found = _db.execute("SELECT term FROM scratch_terms ORDER BY offset").fetchall()
     return tuple(term for (term,) in found)
 
