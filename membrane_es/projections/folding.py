@@ -14,8 +14,6 @@ Applied to every document and every query before FTS5 tokenizes it
   does, so ``ラーメン`` and ``京都`` find ``京都でラーメンを食べた`` (the whole run was one
   token before).
 - **Emoji and other symbols** are words of their own (FTS5 dropped ``🍜`` as punctuation).
-- **Contractions and possessives** (``Bob's``, ``what's``, ``we'll``) lose their ending,
-  and ``n't`` is read as ``not``: a lone ``s`` is no content word.
 
 The FTS5 tokenizer keeps letters, digits, marks and symbols together (:data:`CATEGORIES`), so
 a Hindi or Arabic word with its vowel signs is one word, not a handful of fragments.
@@ -43,10 +41,6 @@ _CJK_RUN = re.compile(
     "[\u3005\u3006\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\U00020000-\U0003134f]+"
 )
-_APOSTROPHE = "['\u2019\u02bc]"
-_NOT = re.compile(rf"\b(\w+?)n{_APOSTROPHE}t\b")
-_NEGATED = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}  # can't, won't, …
-_ENDING = re.compile(rf"(?<=\w){_APOSTROPHE}(?:s|re|ve|ll|d|m|t)\b")
 _OTHER = re.compile(r"[^\w\s\x00-\x7f]")  # non-ASCII characters that are not parts of words
 
 
@@ -60,14 +54,7 @@ def fold(text: str) -> str:
         folded = unicodedata.normalize("NFC", _ACCENTS.sub("", folded)).casefold()
         folded = _OTHER.sub(_symbol, folded)
         folded = _CJK_RUN.sub(_pairs, folded)
-    if "'" in folded or "\u2019" in folded or "\u02bc" in folded:
-        folded = _ENDING.sub("", _NOT.sub(_negation, folded))
     return folded
-
-
-def _negation(match: re.Match[str]) -> str:
-    stem = match.group(1)
-    return f"{_NEGATED.get(stem, stem)} not"
 
 
 def _symbol(match: re.Match[str]) -> str:

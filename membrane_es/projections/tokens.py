@@ -1,5 +1,5 @@
 """The one tokenizer: SQLite FTS5's ``porter unicode61 remove_diacritics 2`` after
-:func:`~membrane_es.projections.folding.fold` (case, accents, CJK, emoji and contractions in
+:func:`~membrane_es.projections.folding.fold` (case, accents, CJK pairs and emoji, in
 every language), for documents and queries alike.
 
 The text index tokenizes documents with it; every query word, entity name and descriptor is
@@ -25,7 +25,10 @@ TOKENS_REMEMBERED = 65_536  # texts whose tokens are kept (queries repeat; a few
 # Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
 # auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
 # not what it is about; in a small store their IDF cannot tell them from content words
-# ("show me *all* incidents" would otherwise match every record that says "all").
+# ("show me *all* incidents" would otherwise match every record that says "all"). The endings
+# of contractions and possessives, which the tokenizer cuts off as words of their own ("Bob's"
+# is "bob", "s"; "don't" is "don", "t"), are none either: a query's "s" matched every "what's".
+# (Cutting them off the documents too lowered LoCoMo's R@5: docs/benchmarks.md.)
 STOP_WORDS = frozenset(
     "a about above after again against all am an and any are as at be because been before "
     "being below between both but by can cannot could did do does doing down during each few "
@@ -34,7 +37,7 @@ STOP_WORDS = frozenset(
     "ought our ours ourselves out over own same she should so some such than that the their "
     "theirs them themselves then there these they this those through to too under until up "
     "very was we were what when where which while who whom why will with would you your "
-    "yours yourself yourselves".split()
+    "yours yourself yourselves s t d ll m re ve".split()
 )
 
 _lock = threading.Lock()
