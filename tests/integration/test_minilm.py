@@ -132,7 +132,6 @@ def test_a_store_opened_without_an_embedder_uses_minilm_and_says_so(
     tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     from membrane_es import Membrane
-
     from membrane_es.embedding.default import DEFAULT_MODEL as INT8_MODEL
 
     with caplog.at_level("INFO", logger="membrane_es"), Membrane.open(tmp_path) as memory:
