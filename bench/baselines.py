@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.folding import fold
 from membrane_es.projections.tokens import STOP_TERMS, TOKENIZER, tokens
 
 RRF_K = 60
@@ -34,18 +35,20 @@ Scores = npt.NDArray[np.float64]
 
 
 class Bm25:
-    """SQLite FTS5 BM25 over the texts (the engine's tokenizer), the question's words OR-ed."""
+    """SQLite FTS5 BM25 over the texts (the engine's tokenizer, texts and questions folded as
+    the engine folds them), the question's words OR-ed."""
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.count = len(texts)
         self._db = sqlite3.connect(":memory:")
-        self._db.execute(f"CREATE VIRTUAL TABLE texts USING fts5(body, tokenize='{TOKENIZER}')")
-        self._db.executemany("INSERT INTO texts(rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+        self._db.execute(f'CREATE VIRTUAL TABLE texts USING fts5(body, tokenize="{TOKENIZER}")')
+        folded = [(row, fold(text)) for row, text in enumerate(texts)]
+        self._db.executemany("INSERT INTO texts(rowid, body) VALUES (?, ?)", folded)
 
     def scores(self, question: str, content_only: bool = False) -> Scores:
         """BM25 of every text (0 where no word matches), higher is better; with
         ``content_only``, the question's stop words (the engine's) are not searched."""
-        words = list(dict.fromkeys(re.findall(r"\w+", question.lower())))
+        words = list(dict.fromkeys(re.findall(r"[^\s!-/:-@\[-`{-~]+", fold(question))))
         if content_only:
             words = [word for word in words if set(tokens(word)) - STOP_TERMS]
         out = np.zeros(self.count, dtype=np.float64)

@@ -95,7 +95,7 @@ def side_by_side(calls: list[Callable[[str], object]], inputs: list[str]) -> lis
 def floor_table(entries: list[NewEntry]) -> sqlite3.Connection:
     db = sqlite3.connect(":memory:")
     db.execute(
-        f"CREATE VIRTUAL TABLE t USING fts5(title, content, tags, source, tokenize='{TOKENIZER}')"
+        f'CREATE VIRTUAL TABLE t USING fts5(title, content, tags, source, tokenize="{TOKENIZER}")'
     )
     db.executemany(
         "INSERT INTO t(title, content, tags, source) VALUES (?, ?, ?, ?)",

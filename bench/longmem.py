@@ -1,8 +1,9 @@
 """Long-conversation memory: the LoCoMo retrieval procedure, with its baselines in the same run.
 
 Run: ``python -m bench.longmem PATH [--conversations 0,2] [--embedder E]``, E one of
-``minilm`` (the default embedder: MiniLM on ONNX Runtime when installed), ``minilm-torch``
-(the same model on torch), ``hashing``, ``none``;
+``minilm`` (the default embedder: MiniLM, int8, on ONNX Runtime), ``minilm-fp32`` (its fp32
+weights, the ``embeddings`` extra, on ONNX Runtime), ``minilm-torch`` (the fp32 model on torch),
+``hashing``, ``none``;
 where PATH is a LoCoMo-format JSON file (a list of conversations with ``conversation`` —
 ``speaker_a``, ``session_N``, ``session_N_date_time`` — and ``qa``); the development split
 lives in ``../shared/data/locomo_dev.json`` beside the repository, not in it.
@@ -323,9 +324,11 @@ def make_embedder(name: str) -> Embedder | None:
         from membrane_es.embedding import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder()
-    from membrane_es.embedding.default import load_minilm
+    from membrane_es.embedding.default import TORCH_MODEL, load_minilm
 
-    return load_minilm()  # the default: on ONNX Runtime when it is installed
+    if name == "minilm-fp32":  # the fp32 weights (the embeddings extra) on ONNX Runtime
+        return load_minilm(TORCH_MODEL)
+    return load_minilm()  # the default: int8 on ONNX Runtime
 
 
 def report(results: Results, embedder: str) -> str:
@@ -373,7 +376,9 @@ def main() -> None:
     parser.add_argument("path", type=Path, nargs="?", default=DEFAULT_DATA)
     parser.add_argument("--conversations", default="", help="indexes, e.g. 0,2 (default all)")
     parser.add_argument(
-        "--embedder", choices=["minilm", "minilm-torch", "hashing", "none"], default="minilm"
+        "--embedder",
+        choices=["minilm", "minilm-fp32", "minilm-torch", "hashing", "none"],
+        default="minilm",
     )
     parser.add_argument(
         "--cache", action="store_true", help="vectors kept on disk by text digest (reruns)"

@@ -398,7 +398,9 @@ def main() -> None:
     parser.add_argument("path", type=Path, nargs="?", default=DEFAULT_DATA)
     parser.add_argument("--limit", type=int, default=0, help="a stratified subset (0: all)")
     parser.add_argument(
-        "--embedder", choices=["minilm", "minilm-torch", "hashing", "none"], default="minilm"
+        "--embedder",
+        choices=["minilm", "minilm-fp32", "minilm-torch", "hashing", "none"],
+        default="minilm",
     )
     parser.add_argument("--no-cache", action="store_true", help="run the model on every text")
     parser.add_argument(

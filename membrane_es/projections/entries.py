@@ -31,7 +31,9 @@ import msgspec
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.embedding.record_text import search_text, subject_name, trigger_text
+from membrane_es.projections.folding import fold
 from membrane_es.projections.log_pages import LogReader, NotificationSource
+from membrane_es.projections.tokens import TOKENIZER
 from membrane_es.schema.entries import (
     ARTIFACT_REF,
     CONVERSATION_SCOPE,
@@ -46,18 +48,18 @@ from membrane_es.schema.enums import ProvenanceKind, Sensitivity
 from membrane_es.schema.payloads import SemanticPayload
 from membrane_es.schema.records import MemoryRecord, Relation
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"
 PAGE = 500
 # The layout of a saved entries view (SQLite's user_version): a checkpoint of another layout
 # is not loaded, and the view is built from the log instead. Format 2: an entry's title as it
-# was given (format 1 trimmed its spaces).
-SAVED_FORMAT = 2
+# was given (format 1 trimmed its spaces); format 3: words in every language (folded text,
+# the word index's tokenizer: membrane_es.projections.folding).
+SAVED_FORMAT = 3
 _STATE = msgspec.json.Encoder()
 SENSITIVITY_RANK = {level.value: rank for rank, level in enumerate(Sensitivity)}
 _TAGS_JSON = msgspec.json.Encoder()
 
 _SCHEMA = f"""
-CREATE VIRTUAL TABLE fts USING fts5(title, content, tags, source, tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE fts USING fts5(title, content, tags, source, tokenize="{TOKENIZER}");
 CREATE TABLE rev (
     row INTEGER PRIMARY KEY,      -- also the fts rowid
     entry INTEGER NOT NULL,
@@ -284,7 +286,13 @@ class EntryIndex:
             )
         )
         self._new_documents.append(
-            (row, fields.title, fields.content, " ".join(fields.tags), fields.source)
+            (
+                row,
+                fold(fields.title),
+                fold(fields.content),
+                fold(" ".join(fields.tags)),
+                fold(fields.source),
+            )
         )
         for relation in record.relations:
             self._related(key, relation, at)

@@ -44,7 +44,8 @@ CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (large
 CHECKPOINT_VERSION = 8  # 2: validity columns, entity names, text lengths; 3: metrics;
 # 4: the text index's tokenizer removes every diacritic, as queries do; 5: no vectors;
 # 6: long texts' passages, who said each turn; 7: the relation graph in a file of its own,
-# the text index's document lengths as one blob; 8: the fact keys
+# the text index's document lengths as one blob; 8: the fact keys, and words in every
+# language (folded text)
 # The text index is written by a worker thread only for catch-ups at least this long: the
 # thread's own malloc arena costs a few MB of resident memory for as long as the process
 # lives, which outweighs the overlap it buys on a short catch-up.

@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.folding import fold
 from membrane_es.projections.said_after import WEIGHT, SaidAfter, share
 from membrane_es.projections.tokens import STOP_TERMS, TOKENIZER, query_terms, stem, tokens
 
@@ -44,7 +45,7 @@ class TextIndex:
         # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize='{TOKENIZER}')"
+            f'CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize="{TOKENIZER}")'
         )
         # Helper in the temp schema (never part of a saved index): every term occurrence.
         self._db.execute(
@@ -64,7 +65,7 @@ class TextIndex:
     def add_many(self, documents: list[tuple[int, str]]) -> None:
         """Index each ``(row, text)`` of rows not indexed yet (blank texts are not indexed),
         in one transaction."""
-        documents = [(row, text) for row, text in documents if text.strip()]
+        documents = [(row, fold(text)) for row, text in documents if text.strip()]
         if not documents:
             return
         db = self._db
@@ -99,7 +100,7 @@ class TextIndex:
         Python the whole time (``executemany`` takes the GIL back for every row, and waits
         for it). JSON text cannot carry a NUL character, so documents with one are bound
         row by row."""
-        documents = [(row, text) for row, text in documents if text.strip()]
+        documents = [(row, fold(text)) for row, text in documents if text.strip()]
         if any("\x00" in text for _, text in documents):
             self._db.execute("BEGIN")
             try:
@@ -261,7 +262,7 @@ class TextIndex:
     def search(self, query: str, limit: int = 1000) -> tuple[Array, Array]:
         """(rows, BM25 score — higher is better) of the best ``limit`` matches."""
         # The query's own words, quoted: FTS5 tokenizes each as it did the documents.
-        words = [w for w in query.split() if set(tokens(w)) - STOP_TERMS]
+        words = [w for w in fold(query).split() if set(tokens(w)) - STOP_TERMS]
         if not words:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)

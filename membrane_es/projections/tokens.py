@@ -1,5 +1,6 @@
-"""The one tokenizer: SQLite FTS5's ``porter unicode61 remove_diacritics 2``, for documents
-and queries alike.
+"""The one tokenizer: SQLite FTS5's ``porter unicode61 remove_diacritics 2`` after
+:func:`~membrane_es.projections.folding.fold` (case, accents, CJK pairs and emoji, in
+every language), for documents and queries alike.
 
 The text index tokenizes documents with it; every query word, entity name and descriptor is
 tokenized here by the same tokenizer (a private FTS5 table whose vocabulary is read back), so a
@@ -14,13 +15,20 @@ import functools
 import sqlite3
 import threading
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+from membrane_es.projections.folding import CATEGORIES, fold
+
+TOKENIZER = f"porter unicode61 remove_diacritics 2 categories '{CATEGORIES}'"
+"""The FTS5 tokenizer of every index of words; a table names it as ``tokenize="…"`` (it holds
+single quotes). Text goes in through :func:`fold`."""
 TOKENS_REMEMBERED = 65_536  # texts whose tokens are kept (queries repeat; a few MB at most)
 
 # Function words: the Snowball English stop list (pronouns, determiners and quantifiers,
 # auxiliaries, prepositions, conjunctions), one-word entries. They say how a task is phrased,
 # not what it is about; in a small store their IDF cannot tell them from content words
-# ("show me *all* incidents" would otherwise match every record that says "all").
+# ("show me *all* incidents" would otherwise match every record that says "all"). The endings
+# of contractions and possessives, which the tokenizer cuts off as words of their own ("Bob's"
+# is "bob", "s"; "don't" is "don", "t"), are none either: a query's "s" matched every "what's".
+# (Cutting them off the documents too lowered LoCoMo's R@5: docs/benchmarks.md.)
 STOP_WORDS = frozenset(
     "a about above after again against all am an and any are as at be because been before "
     "being below between both but by can cannot could did do does doing down during each few "
@@ -29,14 +37,14 @@ STOP_WORDS = frozenset(
     "ought our ours ourselves out over own same she should so some such than that the their "
     "theirs them themselves then there these they this those through to too under until up "
     "very was we were what when where which while who whom why will with would you your "
-    "yours yourself yourselves".split()
+    "yours yourself yourselves s t d ll m re ve".split()
 )
 
 _lock = threading.Lock()
 _db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
 _db.executescript(
     f"""
-    CREATE VIRTUAL TABLE scratch USING fts5(body, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE scratch USING fts5(body, tokenize="{TOKENIZER}");
     CREATE VIRTUAL TABLE scratch_terms USING fts5vocab(scratch, instance);
     """
 )
@@ -44,13 +52,13 @@ _db.executescript(
 
 @functools.lru_cache(maxsize=TOKENS_REMEMBERED)
 def tokens(text: str) -> tuple[str, ...]:
-    """The terms FTS5 indexes for ``text``, in order (lower-cased, diacritics removed,
-    Porter-stemmed), repeats included."""
+    """The terms the word index holds for ``text``, in order (folded, Porter-stemmed),
+    repeats included."""
     if not text.strip():
         return ()
     with _lock:
         _db.execute("DELETE FROM scratch")
-        _db.execute("INSERT INTO scratch(rowid, body) VALUES (1, ?)", (text,))
+        _db.execute("INSERT INTO scratch(rowid, body) VALUES (1, ?)", (fold(text),))
         found = _db.execute("SELECT term FROM scratch_terms ORDER BY offset").fetchall()
     return tuple(term for (term,) in found)
 

@@ -47,6 +47,7 @@ import msgspec
 
 from membrane_es.aggregates.identity import record_key
 from membrane_es.projections.entries import SENSITIVITY_RANK, EntryIndex
+from membrane_es.projections.folding import fold
 from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.queries.entry_scores import (
     RRF_K,
@@ -77,7 +78,9 @@ DAY = 86_400
 DECAY_HALF_LIFE_DAYS = 90
 DECAY_FLOOR = 0.5
 
-_WORD = re.compile(r"[^\W_]+")
+# A run of anything but spaces and ASCII punctuation: FTS5 reads each as the documents were
+# read (a run with a non-ASCII mark in it, a Hindi vowel sign, stays one word).
+_WORD = re.compile(r"[^\s!-/:-@\[-`{-~]+")
 # Question cues → the entry types they suggest (seed 003, "intent").
 INTENT_CUES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (
@@ -177,9 +180,10 @@ class SearchAdvisor(Protocol):
 
 
 def query_tokens(text: str) -> list[str]:
-    """The distinct words of a query, case-folded, stop words dropped (all of them kept when
-    nothing else is left)."""
-    words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(text)))
+    """The distinct words of a query, folded as documents are
+    (:func:`~membrane_es.projections.folding.fold`), stop words dropped (all of them kept
+    when nothing else is left)."""
+    words = list(dict.fromkeys(w for w in _WORD.findall(fold(text))))
     content = [w for w in words if w not in STOP_WORDS]
     return content or words
 

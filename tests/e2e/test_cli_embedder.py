@@ -1,8 +1,8 @@
 """``--embedder`` and ``MEMBRANE_EMBEDDER``: which model the commands embed with, a status on
 standard error while the default model loads, and no model for commands that never embed.
 
-The default model itself is stood in for by the hashing embedder (loading the real one takes
-seconds; tests/integration/test_minilm.py exercises it).
+The default model itself is stood in for by the hashing embedder (the real one is exercised by
+tests/integration/test_default_model.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from membrane_es import Membrane
 from membrane_es.cli import main, render
 from membrane_es.embedding import HashingEmbedder, default
 from membrane_es.embedding import sentence_transformers as models
-from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL
+from membrane_es.embedding.default import DEFAULT_MODEL
 from tests.e2e.test_cli import fact, run_process
 
 
@@ -27,7 +27,7 @@ class StandIn(HashingEmbedder):
 
     loads = 0
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL) -> None:
         super().__init__(384)
         StandIn.loads += 1
 
@@ -39,8 +39,8 @@ class StandIn(HashingEmbedder):
 @pytest.fixture
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> type[StandIn]:
     """The default model present, as this stand-in."""
-    monkeypatch.setattr(default, "extra_installed", lambda: True)
-    monkeypatch.setattr(default, "load_minilm", StandIn)  # on ONNX Runtime or torch alike
+    monkeypatch.setattr(default, "model_installed", lambda: True)
+    monkeypatch.setattr(default, "load_minilm", StandIn)  # int8 or fp32 alike
     monkeypatch.setattr(models, "SentenceTransformerEmbedder", StandIn)
     StandIn.loads = 0
     return StandIn

@@ -132,13 +132,14 @@ def test_a_store_opened_without_an_embedder_uses_minilm_and_says_so(
     tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     from membrane_es import Membrane
+    from membrane_es.embedding.default import DEFAULT_MODEL as INT8_MODEL
 
     with caplog.at_level("INFO", logger="membrane_es"), Membrane.open(tmp_path) as memory:
         assert memory.embedder is not None
-        assert memory.embedder.model == DEFAULT_MODEL
+        assert memory.embedder.model == INT8_MODEL  # the base install's, even with torch here
         memory.capture_memory({"text": "the deploy to production failed"})
         found = memory.retrieve(task_descriptor="release to prod went wrong", limit=1)
-        assert memory.views.embeddings.model == DEFAULT_MODEL
+        assert memory.views.embeddings.model == INT8_MODEL
 
     assert found.records
-    assert any(DEFAULT_MODEL in message for message in caplog.messages)
+    assert any(INT8_MODEL in message for message in caplog.messages)

@@ -117,14 +117,14 @@ def test_the_default_runs_on_onnx_and_falls_back_to_torch(
     cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("MEMBRANE_ES_CACHE", str(cache))
-    assert isinstance(default.load_minilm(), OnnxEmbedder)
+    assert isinstance(default.load_minilm(DEFAULT_MODEL), OnnxEmbedder)  # the fp32 model
 
     def broken(*args: object, **kwargs: object) -> OnnxEmbedder:
         raise EmbedderUnavailableError("cannot load the graph x.onnx: damaged")
 
     monkeypatch.setattr("membrane_es.embedding.onnx_runtime.OnnxEmbedder", broken)
     with caplog.at_level("WARNING", logger="membrane_es"):
-        fallback = default.load_minilm()
+        fallback = default.load_minilm(DEFAULT_MODEL)
 
     assert isinstance(fallback, SentenceTransformerEmbedder)
     assert any("on torch" in message and "damaged" in message for message in caplog.messages)

@@ -1,8 +1,9 @@
 """Which embedder a store gets when none is named, and how many model calls writes cost.
 
-The real model is exercised in tests/integration/test_minilm.py; here the choice is checked
-with the extra reported present or absent, and a counting embedder shows that a capture and a
-batch embed all their records in one call.
+The real default model is exercised in tests/integration/test_default_model.py, the torch one in
+tests/integration/test_minilm.py; here the choice is checked with the default model and the
+``embeddings`` extra reported present or absent, and a counting embedder shows that a capture
+and a batch embed all their records in one call.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from membrane_es import Membrane
 from membrane_es.embedding import HashingEmbedder, Matrix, default
-from membrane_es.embedding.sentence_transformers import DEFAULT_MODEL
+from membrane_es.embedding.default import DEFAULT_MODEL, TORCH_MODEL
 from membrane_es.grpc_server.config import DaemonConfig
 from membrane_es.grpc_server.server import _embedder as daemon_embedder
 from tests.unit.builders import semantic
@@ -35,11 +36,17 @@ class CountingEmbedder(HashingEmbedder):
         return super().embed(texts)
 
 
+def installed(monkeypatch: pytest.MonkeyPatch, model: bool, extra: bool = False) -> None:
+    """Report the default model's packages and the ``embeddings`` extra present or absent."""
+    monkeypatch.setattr(default, "model_installed", lambda: model)
+    monkeypatch.setattr(default, "extra_installed", lambda: extra)
+
+
 @pytest.mark.default_embedder
-def test_without_the_extra_there_is_no_embedder_and_the_log_says_so(
+def test_without_the_model_there_is_no_embedder_and_the_log_says_so(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(default, "extra_installed", lambda: False)
+    installed(monkeypatch, model=False, extra=True)
 
     with caplog.at_level("INFO", logger="membrane_es"), Membrane.in_memory() as memory:
         assert memory.embedder is None
@@ -48,22 +55,57 @@ def test_without_the_extra_there_is_no_embedder_and_the_log_says_so(
 
 
 @pytest.mark.default_embedder
-def test_with_the_extra_the_default_is_minilm_loaded_when_first_used(
+def test_the_default_is_minilm_int8_loaded_when_first_used(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(default, "extra_installed", lambda: True)
+    installed(monkeypatch, model=True, extra=True)  # the extra changes nothing for a new store
 
     with caplog.at_level("INFO", logger="membrane_es"), Membrane.in_memory() as memory:
         embedder = memory.embedder
         assert isinstance(embedder, default.BundledMiniLM)
         assert (embedder.model, embedder.dimensions) == (DEFAULT_MODEL, 384)
+        assert embedder._loaded is None
 
+    assert DEFAULT_MODEL == "sentence-transformers/all-MiniLM-L6-v2-int8" != TORCH_MODEL
     assert any(DEFAULT_MODEL in message for message in caplog.messages)
 
 
 @pytest.mark.default_embedder
+@pytest.mark.parametrize("extra", [True, False])
+def test_a_store_of_the_torch_models_vectors_keeps_that_model_or_searches_by_words(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, extra: bool
+) -> None:
+    installed(monkeypatch, model=True, extra=extra)
+
+    with caplog.at_level("INFO", logger="membrane_es"):
+        embedder = default.resolve(default.AUTOMATIC, stored=TORCH_MODEL)
+
+    if extra:
+        assert isinstance(embedder, default.BundledMiniLM) and embedder.model == TORCH_MODEL
+        assert default.model_in_use("default", TORCH_MODEL) == TORCH_MODEL
+    else:
+        assert embedder is None
+        assert default.model_in_use("default", TORCH_MODEL) is None
+        assert any("embeddings extra" in message for message in caplog.messages)
+    assert default.model_in_use("default", DEFAULT_MODEL) == DEFAULT_MODEL
+    assert default.model_in_use("default") == DEFAULT_MODEL
+
+
+@pytest.mark.default_embedder
+def test_the_torch_model_named_without_the_extra_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    installed(monkeypatch, model=True, extra=False)
+
+    with pytest.raises(default.EmbedderUnavailableError, match="embeddings extra"):
+        default.named("all-MiniLM-L6-v2")
+    with pytest.raises(ValueError, match="no bundled model"):
+        default.BundledMiniLM("all-MiniLM-L12-v2")
+
+
+@pytest.mark.default_embedder
 def test_none_and_a_named_embedder_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(default, "extra_installed", lambda: True)
+    installed(monkeypatch, model=True)
     hashing = HashingEmbedder(32)
 
     with Membrane.in_memory(embedder=None) as memory:
@@ -74,7 +116,7 @@ def test_none_and_a_named_embedder_are_kept(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.default_embedder
 @pytest.mark.parametrize(
-    ("name", "installed", "expected"),
+    ("name", "present", "expected"),
     [
         ("", False, type(None)),
         ("", True, default.BundledMiniLM),
@@ -84,9 +126,9 @@ def test_none_and_a_named_embedder_are_kept(monkeypatch: pytest.MonkeyPatch) -> 
     ],
 )
 def test_the_daemon_embedding_model_picks_the_embedder(
-    monkeypatch: pytest.MonkeyPatch, name: str, installed: bool, expected: type
+    monkeypatch: pytest.MonkeyPatch, name: str, present: bool, expected: type
 ) -> None:
-    monkeypatch.setattr(default, "extra_installed", lambda: installed)
+    installed(monkeypatch, model=present)
 
     assert type(daemon_embedder(DaemonConfig(embedding_model=name))) is expected
 
@@ -148,11 +190,11 @@ def test_a_failed_batch_writes_no_vectors() -> None:
 
 
 @pytest.mark.default_embedder
-@pytest.mark.parametrize("installed", [True, False])
+@pytest.mark.parametrize("present", [True, False])
 def test_the_default_keeps_the_model_of_the_vectors_a_store_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, present: bool
 ) -> None:
-    monkeypatch.setattr(default, "extra_installed", lambda: installed)
+    installed(monkeypatch, model=present, extra=present)
     with Membrane.open(tmp_path / "hashing", embedder=HashingEmbedder(48)) as memory:
         memory.create_record(semantic("a fact"))
     with Membrane.open(tmp_path / "caller", embedder=None) as memory:

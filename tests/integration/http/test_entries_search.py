@@ -38,6 +38,21 @@ def test_stemming_case_folding_diacritics_and_stop_words(served: Served) -> None
     assert search(alpha, "!!!") == []
 
 
+def test_words_in_every_language_emoji_and_no_contraction_endings(served: Served) -> None:
+    alpha = served.alpha
+    kyoto = new_entry(alpha, title="京都でラーメンを食べた 🍜")
+    athens = new_entry(alpha, title="Η Ακρόπολη της Αθήνας")
+    hindi = new_entry(alpha, title="नमस्ते दुनिया")
+    whats = new_entry(alpha, title="what's the capital of Australia?")
+    assert search(alpha, "ラーメン") == [kyoto["id"]]
+    assert search(alpha, "京都") == [kyoto["id"]]
+    assert search(alpha, "🍜") == [kyoto["id"]]
+    assert search(alpha, "ακροπολη") == [athens["id"]]
+    assert search(alpha, "दुनिया") == [hindi["id"]]
+    assert search(alpha, "Bob's") == []  # no Bob anywhere: the 's is no word
+    assert search(alpha, "australia's capital") == [whats["id"]]
+
+
 def test_phrase_near_and_any_token(served: Served) -> None:
     alpha = served.alpha
     phrase = new_entry(alpha, title="deployment notes for staging")
