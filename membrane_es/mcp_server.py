@@ -7,7 +7,10 @@ Tools: ``capture``, ``create_record``, ``context``, ``retrieve``, ``retrieve_gra
 
 Answers are compact unless a call asks for ``detail``: each record as its id, type, words,
 event time and (where ranked) score — :mod:`membrane_es.queries.compact` — since every
-character an agent reads costs it context; ``detail`` gives the full records.
+character an agent reads costs it context; ``detail`` gives the full records. Compact answers
+are bounded: a record's text is cut at 2,000 characters with a marker saying how much more
+there is (``get`` it), and an answer's records stop before 40,000 characters, saying how many
+were left out; ``get`` answers a record's whole text.
 
 Trust comes from the server's configuration (a :class:`~membrane_es.ceiling.Caller`): a
 client may narrow it per call (``max_sensitivity``, ``scopes``), never widen it; it may
@@ -391,9 +394,7 @@ class _Tools:
             ]
             return {"records": kept[:limit_] if limit_ else kept}
 
-        return _answer(
-            run, None if detail else lambda r: {"records": compact.records(r["records"])}
-        )
+        return _answer(run, None if detail else lambda r: compact.listed(r["records"]))
 
     def get(
         self,
@@ -409,7 +410,7 @@ class _Tools:
             lambda: self._memory.retrieve_by_id(
                 record_id, trust=self._trust(max_sensitivity, scopes), as_of=parse_moment(as_of)
             ),
-            _record(detail),
+            None if detail else compact.whole,  # the whole text: where a cut one says to look
         )
 
     def history(
