@@ -69,6 +69,7 @@ from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.queries.context import Memory, memory_of, pack
 from membrane_es.schema import Sensitivity
+from membrane_es.schema.results import ContextResult
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared/data"
 DATA = {"locomo": SHARED / "locomo_dev.json", "longmemeval": SHARED / "longmemeval_s_dev.json.gz"}
@@ -378,19 +379,30 @@ def _ask_all(
         wall.current = max(wall.current, ask.at)
         query = None if embedder is None else embedder.embed([ask.text])[0]
         for budget in budgets:
-            for method, floor in [("membrane_es", None), *((floor_method(f), f) for f in floors)]:
-                packed = memory.context(
-                    ask.text, trust=FULL_TRUST, budget_tokens=budget, relevance_floor=floor
+            packed = memory.context(ask.text, trust=FULL_TRUST, budget_tokens=budget)
+            held = [turn_of[i] for i in packed.ids if i in turn_of]
+            scores.add(
+                haystack.name,
+                ask.kind,
+                "membrane_es",
+                budget,
+                share(held, ask.evidence),
+                packed.tokens,
+            )
+            if floors:
+                unfloored = memory.context(
+                    ask.text, trust=FULL_TRUST, budget_tokens=budget, relevance_floor=0.0
                 )
-                held = [turn_of[i] for i in packed.ids if i in turn_of]
-                scores.add(
-                    haystack.name,
-                    ask.kind,
-                    method,
-                    budget,
-                    share(held, ask.evidence),
-                    packed.tokens,
-                )
+                for floor, (ids, tokens) in at_floors(unfloored, floors).items():
+                    held = [turn_of[i] for i in ids if i in turn_of]
+                    scores.add(
+                        haystack.name,
+                        ask.kind,
+                        floor_method(floor),
+                        budget,
+                        share(held, ask.evidence),
+                        tokens,
+                    )
         for method, ranking in baseline_rankings(ask.text, query, bm25, vectors, len(texts)):
             ranked: list[Memory] = [m for m in (lines[i] for i in ranking) if m is not None]
             for budget in budgets:
@@ -404,6 +416,22 @@ def _ask_all(
                     share(held, ask.evidence),
                     chosen.tokens,
                 )
+
+
+def at_floors(
+    unfloored: ContextResult, floors: Sequence[float]
+) -> dict[float, tuple[list[str], int]]:
+    """What a context at each floor holds, read off the context with none: its lines scoring
+    at least ``floor`` times its best line's score, and their tokens. A context built at the
+    floor holds these lines (ranked first, they were taken first) and, where a line below the
+    floor had taken room, perhaps a long one that waited: so the figures are what the floor
+    costs at most, one context a question and budget instead of one a floor."""
+    best = max((memory.score for memory in unfloored.memories), default=0.0)
+    out = {}
+    for floor in floors:
+        kept = [m for m in unfloored.memories if best <= 0 or m.score >= floor * best]
+        out[floor] = ([m.id for m in kept], sum(m.tokens for m in kept))
+    return out
 
 
 def floor_method(floor: float) -> str:
@@ -564,6 +592,13 @@ def main() -> None:
     parser.add_argument("--dataset", choices=sorted(DATA), default="locomo")
     parser.add_argument("--path", type=Path, help="the data file (default: the development split)")
     parser.add_argument("--limit", type=int, default=0, help="haystacks to use (0: all)")
+    parser.add_argument(
+        "--haystacks",
+        type=int,
+        default=0,
+        help="only the first N haystacks of those chosen (0: all): a quick look while the "
+        "vectors of the rest are not cached yet",
+    )
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
     parser.add_argument("--cache", type=Path, default=bench_cache_directory())
@@ -577,6 +612,8 @@ def main() -> None:
     args = parser.parse_args()
     path = args.path or DATA[args.dataset]
     haystacks = (locomo if args.dataset == "locomo" else longmemeval)(path, args.limit)
+    if args.haystacks:
+        haystacks = haystacks[: args.haystacks]
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder, args.cache)
     floors = sorted({0.0, *(float(f) for f in args.floors.split(","))}) if args.floors else []

@@ -115,7 +115,7 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         now = await call(client, "get", record_id=first["id"], detail=True)
         assert now["payload"]["revision"]["status"] == "retracted"
         then = await call(client, "get", record_id=first["id"], as_of=first["at"])
-        assert then["text"] == "Orchid deploy_target staging"
+        assert then["text"] == "Orchid deploy_target: staging"
         events = [
             e["event"] for e in (await call(client, "history", record_id=moved["id"]))["entries"]
         ]
