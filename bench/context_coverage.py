@@ -67,7 +67,7 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder, search_text
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
-from membrane_es.queries.context import Memory, memory_of, pack
+from membrane_es.queries.context import DEFAULT_RELEVANCE_FLOOR, Memory, memory_of, pack
 from membrane_es.schema import Sensitivity
 from membrane_es.schema.results import ContextResult
 
@@ -390,9 +390,11 @@ def _ask_all(
                 packed.tokens,
             )
             if floors:
-                unfloored = memory.context(
-                    ask.text, trust=FULL_TRUST, budget_tokens=budget, relevance_floor=0.0
-                )
+                unfloored = packed
+                if DEFAULT_RELEVANCE_FLOOR:
+                    unfloored = memory.context(
+                        ask.text, trust=FULL_TRUST, budget_tokens=budget, relevance_floor=0.0
+                    )
                 for floor, (ids, tokens) in at_floors(unfloored, floors).items():
                     held = [turn_of[i] for i in ids if i in turn_of]
                     scores.add(
