@@ -80,7 +80,7 @@ LONG_SHARE = 0.25  # a line over this share of the budget is offered after the s
 LONG_LINE_TOKENS = 256
 # A line is packed only when its score is at least this share of the best match's: past it,
 # lines match the task by chance (measured on LoCoMo and LongMemEval, docs/benchmarks.md).
-DEFAULT_RELEVANCE_FLOOR = 0.0
+DEFAULT_RELEVANCE_FLOOR = 0.4
 ELLIPSIS = "…"  # where an excerpt's words go on
 
 
