@@ -67,8 +67,9 @@ from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder, search_text
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
-from membrane_es.queries.context import Memory, memory_of, pack
+from membrane_es.queries.context import DEFAULT_RELEVANCE_FLOOR, Memory, memory_of, pack
 from membrane_es.schema import Sensitivity
+from membrane_es.schema.results import ContextResult
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared/data"
 DATA = {"locomo": SHARED / "locomo_dev.json", "longmemeval": SHARED / "longmemeval_s_dev.json.gz"}
@@ -297,6 +298,11 @@ class Scores:
     )
     turns: int = 0
     haystack_tokens: list[int] = field(default_factory=list)
+    # per haystack, aligned with its coverage lists: each question's kind; and its tokens
+    ask_kinds: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    ask_tokens: dict[tuple[str, str, int], list[int]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def add(
         self, haystack: str, kind: str, method: str, budget: int, share: float, tokens: int
@@ -304,6 +310,7 @@ class Scores:
         self.coverage[haystack][(method, budget)].append(share)
         self.tokens[(method, budget)].append(tokens)
         self.kinds[(kind, method, budget)].append(share)
+        self.ask_tokens[(haystack, method, budget)].append(tokens)
 
     def mean(self, method: str, budget: int, without: str | None = None) -> float:
         values = [
@@ -327,14 +334,17 @@ def evaluate(
     embedder: Embedder | None,
     budgets: Sequence[int],
     progress: Any = PROGRESS,
+    floors: Sequence[float] = (),
 ) -> Scores:
+    """Coverage of the engine (at its default relevance floor, and at each of ``floors``
+    as methods named by :func:`floor_method`) and of the baselines."""
     scores = Scores()
     counter = counter_for(embedder)
     for number, haystack in enumerate(haystacks, 1):
         started = time.perf_counter()
         memory, wall, turn_of = ingest(haystack, embedder)
         try:
-            _ask_all(memory, wall, turn_of, haystack, embedder, counter, budgets, scores)
+            _ask_all(memory, wall, turn_of, haystack, embedder, counter, budgets, scores, floors)
         finally:
             memory.close()
         turns = sum(len(s) for s in haystack.sessions)
@@ -355,6 +365,7 @@ def _ask_all(
     counter: TokenCounter,
     budgets: Sequence[int],
     scores: Scores,
+    floors: Sequence[float] = (),
 ) -> None:
     ids = list(turn_of)  # record ids in capture order
     records = [memory.retrieve_by_id(record_id, trust=FULL_TRUST) for record_id in ids]
@@ -364,6 +375,7 @@ def _ask_all(
     bm25 = StopwordedBm25(texts)
     scores.haystack_tokens.append(sum(counter.count([_plain(m) for m in lines if m is not None])))
     for ask in haystack.asks:
+        scores.ask_kinds[haystack.name].append(ask.kind)
         wall.current = max(wall.current, ask.at)
         query = None if embedder is None else embedder.embed([ask.text])[0]
         for budget in budgets:
@@ -377,6 +389,22 @@ def _ask_all(
                 share(held, ask.evidence),
                 packed.tokens,
             )
+            if floors:
+                unfloored = packed
+                if DEFAULT_RELEVANCE_FLOOR:
+                    unfloored = memory.context(
+                        ask.text, trust=FULL_TRUST, budget_tokens=budget, relevance_floor=0.0
+                    )
+                for floor, (ids, tokens) in at_floors(unfloored, floors).items():
+                    held = [turn_of[i] for i in ids if i in turn_of]
+                    scores.add(
+                        haystack.name,
+                        ask.kind,
+                        floor_method(floor),
+                        budget,
+                        share(held, ask.evidence),
+                        tokens,
+                    )
         for method, ranking in baseline_rankings(ask.text, query, bm25, vectors, len(texts)):
             ranked: list[Memory] = [m for m in (lines[i] for i in ranking) if m is not None]
             for budget in budgets:
@@ -392,6 +420,26 @@ def _ask_all(
                 )
 
 
+def at_floors(
+    unfloored: ContextResult, floors: Sequence[float]
+) -> dict[float, tuple[list[str], int]]:
+    """What a context at each floor holds, read off the context with none: its lines scoring
+    at least ``floor`` times its best line's score, and their tokens. A context built at the
+    floor holds these lines (ranked first, they were taken first) and, where a line below the
+    floor had taken room, perhaps a long one that waited: so the figures are what the floor
+    costs at most, one context a question and budget instead of one a floor."""
+    best = max((memory.score for memory in unfloored.memories), default=0.0)
+    out = {}
+    for floor in floors:
+        kept = [m for m in unfloored.memories if best <= 0 or m.score >= floor * best]
+        out[floor] = ([m.id for m in kept], sum(m.tokens for m in kept))
+    return out
+
+
+def floor_method(floor: float) -> str:
+    return f"floor {floor:g}"
+
+
 def _plain(memory: Memory) -> str:
     return f"{memory.who}: {memory.words}"
 
@@ -400,7 +448,7 @@ def _plain(memory: Memory) -> str:
 
 
 def report(scores: Scores, budgets: Sequence[int], dataset: str, haystacks: int) -> str:
-    methods = [m for m in METHODS if scores.tokens.get((m, budgets[0]))]
+    methods = [m for m in METHODS if scores.tokens.get((m, budgets[0]))]  # floors: apart
     baselines = [m for m in methods if m != "membrane_es"]
     full = np.mean(scores.haystack_tokens) if scores.haystack_tokens else 0.0
     out = [
@@ -448,6 +496,97 @@ def report(scores: Scores, budgets: Sequence[int], dataset: str, haystacks: int)
     return "\n".join(out)
 
 
+# --- choosing the relevance floor ------------------------------------------------------------
+
+# The floor chosen is the highest whose coverage, at every budget, is within this of the
+# coverage with no floor: it leaves out what matches nothing, not what a question needs.
+FLOOR_TOLERANCE = 0.01
+
+
+def _part_mean(
+    scores: Scores, method: str, budget: int, by: str, left_out: str | None
+) -> tuple[float, float]:
+    """Mean coverage and mean tokens of ``method`` at ``budget`` over the questions not in
+    ``left_out`` (a haystack's name when ``by`` is "haystack", else a question kind); with
+    ``left_out`` prefixed by "=", over that part alone."""
+    only = left_out is not None and left_out.startswith("=")
+    part = left_out[1:] if only and left_out is not None else left_out
+    shares: list[float] = []
+    tokens: list[int] = []
+    for name, table in scores.coverage.items():
+        for kind_share, kind, used in zip(
+            table[(method, budget)],
+            scores.ask_kinds[name],
+            scores.ask_tokens[(name, method, budget)],
+            strict=True,
+        ):
+            key = name if by == "haystack" else kind
+            if (key == part) != only:
+                continue
+            shares.append(kind_share)
+            tokens.append(used)
+    return (float(np.mean(shares)) if shares else 0.0, float(np.mean(tokens)) if tokens else 0.0)
+
+
+def choose_floor(
+    scores: Scores, floors: Sequence[float], budgets: Sequence[int], by: str, left_out: str | None
+) -> float:
+    """The highest of ``floors`` whose coverage at every budget, over the questions not
+    ``left_out``, is within :data:`FLOOR_TOLERANCE` of floor 0's."""
+    chosen = 0.0
+    for floor in sorted(floors):
+        if all(
+            _part_mean(scores, floor_method(floor), budget, by, left_out)[0]
+            >= _part_mean(scores, floor_method(0.0), budget, by, left_out)[0] - FLOOR_TOLERANCE
+            for budget in budgets
+        ):
+            chosen = floor
+    return chosen
+
+
+def floor_report(scores: Scores, floors: Sequence[float], budgets: Sequence[int], by: str) -> str:
+    """Coverage and tokens used at each floor; the floor chosen with each part (a haystack
+    or a question kind) left out, and what it does to that part."""
+    out = [
+        "| relevance floor | " + " | ".join(f"coverage {b} | tokens {b}" for b in budgets) + " |",
+        "| --- |" + " --- | --- |" * len(budgets),
+    ]
+    for floor in floors:
+        cells = []
+        for budget in budgets:
+            coverage, tokens = _part_mean(scores, floor_method(floor), budget, by, None)
+            cells.append(f"{coverage:.3f} | {tokens:.0f}")
+        out.append(f"| {floor:g} | " + " | ".join(cells) + " |")
+    parts = (
+        sorted(scores.coverage)
+        if by == "haystack"
+        else sorted({kind for kinds in scores.ask_kinds.values() for kind in kinds})
+    )
+    out += [
+        "",
+        f"| left out ({by}) | floor chosen on the rest | "
+        + " | ".join(f"coverage change {b} (tokens)" for b in budgets),
+        "| --- | --- |" + " --- |" * len(budgets),
+    ]
+    chosen_floors = []
+    for part in parts:
+        floor = choose_floor(scores, floors, budgets, by, part)
+        chosen_floors.append(floor)
+        cells = []
+        for budget in budgets:
+            base, base_tokens = _part_mean(scores, floor_method(0.0), budget, by, "=" + part)
+            at, tokens = _part_mean(scores, floor_method(floor), budget, by, "=" + part)
+            cells.append(f"{at - base:+.3f} ({base_tokens:.0f} → {tokens:.0f})")
+        out.append(f"| {part} | {floor:g} | " + " | ".join(cells) + " |")
+    everything = choose_floor(scores, floors, budgets, by, None)
+    out.append("")
+    out.append(
+        f"floor chosen on every question: {everything:g}; with one {by} left out: "
+        f"{min(chosen_floors):g} … {max(chosen_floors):g}"
+    )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -455,17 +594,38 @@ def main() -> None:
     parser.add_argument("--dataset", choices=sorted(DATA), default="locomo")
     parser.add_argument("--path", type=Path, help="the data file (default: the development split)")
     parser.add_argument("--limit", type=int, default=0, help="haystacks to use (0: all)")
+    parser.add_argument(
+        "--haystacks",
+        type=int,
+        default=0,
+        help="only the first N haystacks of those chosen (0: all): a quick look while the "
+        "vectors of the rest are not cached yet",
+    )
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
     parser.add_argument("--cache", type=Path, default=bench_cache_directory())
+    parser.add_argument(
+        "--floors",
+        default="",
+        help="relevance floors to measure besides the default (comma-separated, e.g. "
+        "0,0.2,0.4), and to choose from with one haystack (LoCoMo) or question type "
+        "(LongMemEval) left out",
+    )
     args = parser.parse_args()
     path = args.path or DATA[args.dataset]
     haystacks = (locomo if args.dataset == "locomo" else longmemeval)(path, args.limit)
+    if args.haystacks:
+        haystacks = haystacks[: args.haystacks]
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder, args.cache)
-    scores = evaluate(haystacks, embedder, budgets)
+    floors = sorted({0.0, *(float(f) for f in args.floors.split(","))}) if args.floors else []
+    scores = evaluate(haystacks, embedder, budgets, floors=floors)
     print()
     print(report(scores, budgets, args.dataset, len(haystacks)))
+    if floors:
+        print()
+        by = "haystack" if args.dataset == "locomo" else "kind"
+        print(floor_report(scores, floors, budgets, by))
 
 
 if __name__ == "__main__":

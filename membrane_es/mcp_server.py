@@ -15,7 +15,10 @@ and says so under ``trust``.
 
 Answers are compact unless a call asks for ``detail``: each record as its id, type, words,
 event time and (where ranked) score — :mod:`membrane_es.queries.compact` — since every
-character an agent reads costs it context; ``detail`` gives the full records.
+character an agent reads costs it context; ``detail`` gives the full records. Compact answers
+are bounded: a record's text is cut at 2,000 characters with a marker saying how much more
+there is (``get`` it), and an answer's records stop before 40,000 characters, saying how many
+were left out; ``get`` answers a record's whole text.
 
 Trust comes from the server's configuration (a :class:`~membrane_es.ceiling.Caller`): a
 client may narrow it per call (``max_sensitivity``, ``scopes``), never widen it; it may
@@ -457,7 +460,7 @@ class _Tools:
             max_sensitivity,
             scopes,
             run,
-            None if detail else lambda r: {"records": compact.records(r["records"])},
+            None if detail else lambda r: compact.listed(r["records"]),
         )
 
     def get(
@@ -469,12 +472,16 @@ class _Tools:
         detail: bool = False,
     ) -> Json:
         """One record, now or as it stood at as_of, under ``record``: its id, type, words and
-        time (detail: in full — payload, lifecycle, provenance, relations, audit)."""
+        whole text and time (detail: in full — payload, lifecycle, provenance, relations,
+        audit)."""
         return self._read(
             max_sensitivity,
             scopes,
             lambda trust: self._memory.retrieve_by_id(id, trust=trust, as_of=parse_moment(as_of)),
-            _record(detail),
+            # the whole text: where a cut one says to look
+            (lambda item: {"record": item})
+            if detail
+            else (lambda item: {"record": compact.whole(item)}),
         )
 
     def history(

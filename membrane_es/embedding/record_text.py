@@ -394,6 +394,12 @@ def fact_in_words(record: MemoryRecord) -> str:
     return " ".join(part for part in (subject, payload.predicate, obj) if part)
 
 
+def entity_names(record: MemoryRecord | Payload | None) -> dict[str, str]:
+    """Entity id -> the words the record itself used for that entity (see
+    :func:`_entity_names`)."""
+    return _entity_names(record)
+
+
 def _entity_names(record: MemoryRecord | Payload | None) -> dict[str, str]:
     """Entity id -> the words the record itself used for that entity (its mentions' surfaces).
 

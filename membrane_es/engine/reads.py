@@ -271,10 +271,17 @@ class Reads(EngineCore):
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         min_position: int | None = None,
+        relevance_floor: float | None = None,
     ) -> ContextResult:
         """The memories a task needs, packed into ``budget_tokens`` as text a language model
         reads: one line a memory (event date, who, the words, a short ref to cite — a prefix
         of its id), the turns of a conversation together, in time order; with the ids held.
+        Entities are named, a conversation turn reads ``speaker: words``, what changed says
+        so (``Dana city: Faro (since 2026-11-29; was Lisbon)``), no line is packed twice, and
+        a line scoring under ``relevance_floor`` times the best match's score is left out —
+        budget is left unused rather than filled with what matches nothing (None: the
+        measured default, :data:`~membrane_es.queries.context.DEFAULT_RELEVANCE_FLOOR`; 0:
+        fill the budget).
 
         Ranked as :meth:`retrieve` ranks, under the same ``trust``, filters and ``as_of``
         (a context as of T holds only records a retrieve at T returned); records the trust
@@ -294,6 +301,7 @@ class Reads(EngineCore):
             min_salience=min_salience,
             created_after=created_after,
             created_before=created_before,
+            relevance_floor=relevance_floor,
         )
         return context_queries.context(query, self._sources(), counter_for(self._embedder))
 

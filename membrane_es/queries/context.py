@@ -32,7 +32,6 @@ count nothing).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -43,12 +42,22 @@ import msgspec
 import numpy as np
 
 from membrane_es.embedding.passages import Splitter, located, splitter_of
-from membrane_es.embedding.record_text import search_text, trigger_text
+from membrane_es.embedding.record_text import search_text
 from membrane_es.embedding.tokens import TokenCounter
 from membrane_es.errors import ValidationError
 from membrane_es.queries import retrieve as retrieval
+from membrane_es.queries.context_changes import Lookup, change_note, older_notes
+from membrane_es.queries.context_words import (
+    Namer,
+    fact_object,
+    no_names,
+    one_line,
+    said,
+    words_of,
+)
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
-from membrane_es.schema.payloads import EpisodicPayload
+from membrane_es.queries.trust import Visibility, record_visibility
+from membrane_es.schema.payloads import EntityPayload, SemanticPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import ContextMemory, ContextResult
 from membrane_es.schema.validation import check_trust
@@ -56,6 +65,7 @@ from membrane_es.schema.validation import check_trust
 DEFAULT_BUDGET_TOKENS = 1024
 MIN_BUDGET_TOKENS = 16
 MAX_BUDGET_TOKENS = 1_000_000
+UUID_LENGTH = 36
 REF_LENGTH = 8  # hex digits of a record id that cite it (extended on a clash)
 # Candidates ranked for a budget: enough lines to fill it (a short line is about 12 tokens)
 # and, past a fully packed budget, some to pass over; never fewer than a short list.
@@ -68,10 +78,9 @@ LONG_SHARE = 0.25  # a line over this share of the budget is offered after the s
 # message. A larger budget then holds more of the memories ranked first, not one long text
 # sooner: what a budget holds is about what a smaller one held, and more.
 LONG_LINE_TOKENS = 256
-# Keys of captured content whose value says who spoke, and whose value is the words.
-SPEAKER_KEYS = ("speaker", "role", "author", "user", "from")
-WORDS_KEYS = ("text", "content", "message", "utterance", "body")
-_SPACES = re.compile(r"\s+")
+# A line is packed only when its score is at least this share of the best match's: past it,
+# lines match the task by chance (measured on LoCoMo and LongMemEval, docs/benchmarks.md).
+DEFAULT_RELEVANCE_FLOOR = 0.4
 ELLIPSIS = "…"  # where an excerpt's words go on
 
 
@@ -80,7 +89,8 @@ class Context(msgspec.Struct, kw_only=True, frozen=True):
 
     ``budget_tokens``: the most the text may count; ``as_of``, ``memory_types``,
     ``min_salience``, ``created_after`` / ``created_before``: as for
-    :class:`~membrane_es.queries.retrieve.Retrieve`.
+    :class:`~membrane_es.queries.retrieve.Retrieve`; ``relevance_floor``: the share of the
+    best match's score a line needs to be packed (0 to 1; None: :data:`DEFAULT_RELEVANCE_FLOOR`).
     """
 
     task_descriptor: str
@@ -91,6 +101,7 @@ class Context(msgspec.Struct, kw_only=True, frozen=True):
     min_salience: float = 0.0
     created_after: datetime | None = None
     created_before: datetime | None = None
+    relevance_floor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,9 @@ class Memory:
     group: str  # records of one group (a scope) on one day are written together
     score: float = 0.0
     excerpt: str = ""  # a long text's passage that matched the task, marked (empty: none)
+    note: str = ""  # what changed (:mod:`.context_changes`), in parentheses before the ref
+    fact: tuple[str, str] | None = None  # a fact's (subject, predicate), casefolded
+    value: str = ""  # a fact's object in words
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,7 @@ def context(query: Context, sources: retrieval.Sources, counter: TokenCounter) -
     """The context for ``query``, read from one snapshot of ``sources``."""
     trust = check_trust(query.trust)
     budget = check_budget(query.budget_tokens)
+    floor = check_floor(query.relevance_floor)
     plan = retrieval.make_plan(
         sources,
         descriptor=query.task_descriptor,
@@ -139,8 +154,16 @@ def context(query: Context, sources: retrieval.Sources, counter: TokenCounter) -
     )
     # What retrieve would return: with a task in words, only records it gives evidence for.
     plan = replace(plan, evidence_only=bool(plan.descriptor.strip()))
-    read = partial(_answer, plan, sources, counter, budget)
+    read = partial(_answer, plan, sources, counter, budget, floor)
     return consistently(sources.views, sources.now, plan.as_of, read)
+
+
+def check_floor(floor: Any) -> float:
+    if floor is None:
+        return DEFAULT_RELEVANCE_FLOOR
+    if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
+        raise ValidationError("relevance_floor", f"must be a number from 0 to 1, got {floor!r}")
+    return float(floor)
 
 
 def check_budget(budget_tokens: Any) -> int:
@@ -159,6 +182,7 @@ def _answer(
     sources: retrieval.Sources,
     counter: TokenCounter,
     budget: int,
+    floor: float,
     snapshot: Snapshot,
 ) -> ContextResult:
     ranking = retrieval.rank(snapshot, plan, sources.selection_threshold)
@@ -174,7 +198,11 @@ def _answer(
         )
         if not redacted  # a redacted record shows no words: nothing of it is packed
     ]
+    if plan.descriptor.strip():
+        readable = above_floor(readable, floor)
     split = splitter_of(sources.embedder)
+    lookup = _lookup(hydrator, snapshot, plan.trust)
+    name = _namer(lookup)
 
     def memories() -> Iterator[Memory]:
         for start in range(0, len(readable), COUNT_BATCH):
@@ -182,13 +210,13 @@ def _answer(
             hydrator.prepare(_rows(chunk))
             for row, score, passage in chunk:
                 record = hydrator.full(row)
-                memory = memory_of(record, score)
+                memory = memory_of(record, score, name, lookup)
                 if memory is not None and passage > 0 and split is not None:
                     memory = replace(memory, excerpt=excerpt(record, passage, split))
                 if memory is not None:
                     yield memory
 
-    packed = pack(memories(), budget, counter)
+    packed = pack(with_older_noted(list(memories())), budget, counter)
     return ContextResult(
         text=packed.text,
         ids=[memory.id for memory, _, _ in packed.chosen],
@@ -211,6 +239,61 @@ def _answer(
     )
 
 
+def above_floor(
+    readable: list[tuple[int, float, int]], floor: float
+) -> list[tuple[int, float, int]]:
+    """The candidates scoring at least ``floor`` times the best one's score (all of them
+    when the best scores nothing: there is no match to be relative to)."""
+    best = max((score for _, score, _ in readable), default=0.0)
+    if floor <= 0 or best <= 0:
+        return readable
+    return [item for item in readable if item[1] >= floor * best]
+
+
+def _lookup(hydrator: Hydrator, snapshot: Snapshot, trust: TrustContext) -> Lookup:
+    """Records by id as of the snapshot, only those ``trust`` may read in full."""
+    seen: dict[str, MemoryRecord | None] = {}
+
+    def lookup(record_id: str) -> MemoryRecord | None:
+        if record_id not in seen:
+            row = snapshot.row(record_id)
+            record = hydrator.full(row) if row is not None else None
+            if record is not None and (
+                record_visibility(trust, str(record.sensitivity), record.scope)
+                is not Visibility.FULL
+            ):
+                record = None
+            seen[record_id] = record
+        return seen[record_id]
+
+    return lookup
+
+
+def _namer(lookup: Lookup) -> Namer:
+    """An entity id -> the entity's canonical name, when the caller may read the entity."""
+
+    def name(value: str) -> str | None:
+        if len(value) != UUID_LENGTH:  # entity ids are UUIDs: anything else is words
+            return None
+        record = lookup(value)
+        payload = record.payload if record is not None else None
+        if isinstance(payload, EntityPayload) and payload.canonical_name.strip():
+            return one_line(payload.canonical_name)
+        return None
+
+    return name
+
+
+def with_older_noted(memories: list[Memory]) -> list[Memory]:
+    """The memories with a fact noted ``older`` where a newer one with the same subject and
+    predicate and another object is among them (:func:`.context_changes.older_notes`)."""
+    facts = [(m.fact, m.value, m.at, m.id) for m in memories if m.fact is not None and not m.note]
+    notes = older_notes([(fact, value, at, i) for fact, value, at, i in facts if fact is not None])
+    if not notes:
+        return memories
+    return [replace(m, note=notes[m.id]) if m.id in notes else m for m in memories]
+
+
 def _rows(chunk: list[tuple[int, float, int]]) -> Any:
     return np.array([row for row, _, _ in chunk], dtype=np.int64)
 
@@ -218,55 +301,35 @@ def _rows(chunk: list[tuple[int, float, int]]) -> Any:
 # --- a record as a line -----------------------------------------------------------------------
 
 
-def memory_of(record: MemoryRecord, score: float = 0.0) -> Memory | None:
-    """The line's parts for a record; None for one with no words (an erased record)."""
-    words = words_of(record)
+def memory_of(
+    record: MemoryRecord,
+    score: float = 0.0,
+    name: Namer = no_names,
+    lookup: Lookup | None = None,
+) -> Memory | None:
+    """The line's parts for a record; None for one with no words (an erased record).
+    ``name``: entity ids to names; ``lookup``: the records a note on what changed reads
+    (None: no note)."""
+    who, words = said(record, name)
     if not words or record.created_at is None:
         return None
+    payload = record.payload
+    fact = None
+    if isinstance(payload, SemanticPayload):
+        subject = name(payload.subject) or payload.subject
+        fact = (subject.casefold(), payload.predicate.casefold())
     return Memory(
         id=record.id,
         type=str(record.type),
         at=record.created_at,
-        who=speaker_of(record),
+        who=who,
         words=words,
         group=record.scope,
         score=score,
+        note=change_note(record, lookup, name) if lookup is not None else "",
+        fact=fact,
+        value=fact_object(record, name) if fact is not None else "",
     )
-
-
-def captured_content(record: MemoryRecord) -> Any:
-    """The raw content a captured episode was made from (None for any other record)."""
-    payload = record.payload
-    if not isinstance(payload, EpisodicPayload) or payload.environment is None:
-        return None
-    context = payload.environment.context
-    return context.get("capture_content") if isinstance(context, dict) else None
-
-
-def speaker_of(record: MemoryRecord) -> str:
-    """Who said it: the speaker (role, author…) of captured content, else empty."""
-    content = captured_content(record)
-    if isinstance(content, dict):
-        for key in SPEAKER_KEYS:
-            value = content.get(key)
-            if isinstance(value, str) and value.strip():
-                return one_line(value)
-    return ""
-
-
-def words_of(record: MemoryRecord) -> str:
-    """The words of a record, on one line: a captured turn's text as it was said, captured
-    prose as given, else the record's own text (a fact's subject, predicate and object, an
-    episode's summary…)."""
-    content = captured_content(record)
-    if isinstance(content, str) and content.strip():
-        return one_line(content)
-    if isinstance(content, dict):
-        for key in WORDS_KEYS:
-            value = content.get(key)
-            if isinstance(value, str) and value.strip():
-                return one_line(value)
-    return one_line(trigger_text(record) or search_text(record))
 
 
 def excerpt(record: MemoryRecord, passage: int, split: Splitter) -> str:
@@ -298,16 +361,19 @@ def _after_space(text: str, start: int, end: int) -> int:
     return space + 1 if space >= 0 else end
 
 
-def one_line(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
-
-
 def line(memory: Memory, ref: str) -> str:
     """``2023-05-08 Caroline: the words [ref]`` (``(semantic)`` for a record with no
-    speaker)."""
+    speaker); a note on what changed in parentheses before the ref."""
     day = memory.at.astimezone(UTC).date().isoformat()
     who = f"{memory.who}:" if memory.who else f"({memory.type})"
-    return f"{day} {who} {memory.words} [{ref}]"
+    note = f" ({memory.note})" if memory.note else ""
+    return f"{day} {who} {memory.words}{note} [{ref}]"
+
+
+def said_key(memory: Memory) -> str:
+    """What makes two lines the same line: who said it and the words (case and spacing
+    aside), whatever the record, day or ref."""
+    return f"{memory.who}\x00{memory.words}".casefold()
 
 
 # --- packing --------------------------------------------------------------------------------
@@ -330,6 +396,7 @@ def pack(
     long = min(budget * LONG_SHARE, LONG_LINE_TOKENS) if defer_long else float("inf")
     chosen: list[tuple[Memory, str, int]] = []
     refs: set[str] = set()
+    packed: set[str] = set()  # what the chosen lines say (:func:`said_key`)
     deferred: list[Memory] = []
     left = budget
     for start in range(0, len(candidates), COUNT_BATCH):
@@ -340,6 +407,8 @@ def pack(
         counts = counter.count([line(memory, ref) for memory, ref in proposed])
         for place, ((memory, ref), tokens) in enumerate(zip(proposed, counts, strict=True)):
             best = start == 0 and place == 0  # ranked first of all
+            if said_key(memory) in packed:
+                continue  # the same line again (a repeated capture): never packed twice
             if best and tokens > left and memory.excerpt:
                 # The best match that cannot fit whole is offered as the part that matched.
                 memory = replace(memory, words=memory.excerpt, excerpt="")
@@ -349,13 +418,15 @@ def pack(
                     memory = replace(memory, words=memory.excerpt, excerpt="")
                 deferred.append(memory)
                 continue
-            left -= _take(memory, ref, tokens, left, chosen, refs, counter)
+            left -= _take(memory, ref, tokens, left, chosen, refs, counter, packed)
     for memory in deferred:
         if left <= 0:
             break
+        if said_key(memory) in packed:
+            continue
         ref = ref_for(memory.id, refs)
         tokens = counter.count([line(memory, ref)])[0]
-        left -= _take(memory, ref, tokens, left, chosen, refs, counter)
+        left -= _take(memory, ref, tokens, left, chosen, refs, counter, packed)
     return arrange(chosen)
 
 
@@ -367,6 +438,7 @@ def _take(
     chosen: list[tuple[Memory, str, int]],
     refs: set[str],
     counter: TokenCounter,
+    packed: set[str],
 ) -> int:
     """Add ``memory``'s line when it fits in ``left`` tokens; the tokens it took (0: none).
     ``ref`` was proposed before earlier lines of its batch were taken: one of them may have
@@ -378,6 +450,7 @@ def _take(
         return 0
     chosen.append((memory, ref, tokens))
     refs.add(ref)
+    packed.add(said_key(memory))
     return tokens
 
 

@@ -221,7 +221,8 @@ def test_writes_revisions_and_reads_on_one_store(tmp_path: Path) -> None:
 
     # context: the text a model reads, packed into a budget; as of a moment
     text = ok("context", store, "where does Orchid deploy", "--budget-tokens", "64")
-    assert "Orchid deploy_target production [" in text and "staging" not in text
+    # the current fact, saying what it replaced
+    assert "Orchid deploy_target: production (since " in text and "; was staging) [" in text
     packed = as_json("context", store, "Orchid", "--as-of", before_move)
     assert packed["ids"] == [first["id"]] and packed["tokens"] <= packed["budget_tokens"]
 

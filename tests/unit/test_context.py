@@ -67,7 +67,7 @@ def test_a_record_without_a_speaker_is_labelled_by_its_type(store: Membrane) -> 
         }
     )
     result = store.context("where does Orchid deploy", trust=OWNER)
-    assert result.text.startswith("2025-01-01 (semantic) Orchid deploy_target production [")
+    assert result.text.startswith("2025-01-01 (semantic) Orchid deploy_target: production [")
 
 
 def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
@@ -81,7 +81,7 @@ def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
     # pack: a long line that does not fit is passed over for shorter ones after it
     at = datetime(2025, 1, 1, tzinfo=UTC)
     long = Memory("a" * 36, "episodic", at, "x", "word " * 100, "")
-    short = [Memory(f"{n:08d}-rest", "episodic", at, "y", "short words", "") for n in range(3)]
+    short = [Memory(f"{n:08d}-rest", "episodic", at, "y", f"short words {n}", "") for n in range(3)]
     packed = pack([short[0], long, short[1], short[2]], 40, APPROXIMATE)
     assert [m.id for m, _, _ in packed.chosen] == [s.id for s in short]
 
@@ -100,7 +100,9 @@ def test_the_budget_holds_the_best_lines_and_passes_over_one_that_does_not_fit(
     # over LONG_LINE_TOKENS a line waits whatever the budget: a larger budget holds more of
     # what was ranked first, not one long text sooner
     document = Memory("c" * 36, "episodic", at, "x", "word " * (LONG_LINE_TOKENS + 10), "")
-    many = [Memory(f"{n:08d}-many", "episodic", at, "y", "short words", "") for n in range(200)]
+    many = [
+        Memory(f"{n:08d}-many", "episodic", at, "y", f"short words {n}", "") for n in range(200)
+    ]
     budget = 5 * LONG_LINE_TOKENS  # its quarter would take the document at its rank
     packed = pack([many[0], document, *many[1:]], budget, APPROXIMATE)
     assert document.id not in {m.id for m, _, _ in packed.chosen}
@@ -115,7 +117,7 @@ def test_the_best_match_too_long_to_fit_is_offered_as_the_part_that_matched() ->
     answer = Memory(
         "d" * 36, "episodic", at, "x", "word " * 200, "", excerpt="…the part that matched…"
     )
-    short = [Memory(f"{n:08d}-rest", "episodic", at, "y", "short words", "") for n in range(9)]
+    short = [Memory(f"{n:08d}-rest", "episodic", at, "y", f"short words {n}", "") for n in range(9)]
 
     packed = pack([answer, *short], 100, APPROXIMATE)
 

@@ -119,7 +119,7 @@ def test_tools_write_revise_and_read_as_of(memory: Membrane) -> None:
         now = (await call(client, "get", id=first["id"], detail=True))["record"]
         assert now["payload"]["revision"]["status"] == "retracted"
         then = (await call(client, "get", id=first["id"], as_of=first["at"]))["record"]
-        assert then["text"] == "Orchid deploy_target staging"
+        assert then["text"] == "Orchid deploy_target: staging"
         events = [e["event"] for e in (await call(client, "history", id=moved["id"]))["entries"]]
         assert events[0] == "Created" and "Reinforced" in events
 
