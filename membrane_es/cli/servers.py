@@ -166,8 +166,8 @@ def mcp(
     embedder: EmbedderName = "default",
 ) -> None:
     """Serve a store to agents over the Model Context Protocol. Its tools: capture,
-    create_record, context, retrieve, retrieve_graph, list, get, history, supersede, fork,
-    merge, retract, contest, reinforce, penalize and forget."""
+    create_record, context, retrieve, retrieve_graph, list, get, history, changes, supersede,
+    fork, merge, retract, contest, reinforce, penalize and forget."""
     if http is not None:  # bad usage is named before the extra is looked for
         host, _, port = http.rpartition(":")
         if not host or not port.isdigit() or int(port) > MAX_PORT:

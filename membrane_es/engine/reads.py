@@ -302,6 +302,7 @@ class Reads(EngineCore):
             created_after=created_after,
             created_before=created_before,
             relevance_floor=relevance_floor,
+            many_valued=frozenset(self._resolution.vocabulary.listed()["many"]),
         )
         return context_queries.context(query, self._sources(), counter_for(self._embedder))
 

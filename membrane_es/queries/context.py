@@ -57,6 +57,7 @@ from membrane_es.queries.context_words import (
 )
 from membrane_es.queries.snapshot import Hydrator, Snapshot, consistently
 from membrane_es.queries.trust import Visibility, record_visibility
+from membrane_es.schema.fact_keys import normal_predicate
 from membrane_es.schema.payloads import EntityPayload, SemanticPayload
 from membrane_es.schema.records import MemoryRecord, TrustContext
 from membrane_es.schema.results import ContextMemory, ContextResult
@@ -102,6 +103,9 @@ class Context(msgspec.Struct, kw_only=True, frozen=True):
     created_after: datetime | None = None
     created_before: datetime | None = None
     relevance_floor: float | None = None
+    # predicates known to hold many values at once (likes, knows…): two active values of one
+    # are both current, so neither is noted older
+    many_valued: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def context(query: Context, sources: retrieval.Sources, counter: TokenCounter) -
     )
     # What retrieve would return: with a task in words, only records it gives evidence for.
     plan = replace(plan, evidence_only=bool(plan.descriptor.strip()))
-    read = partial(_answer, plan, sources, counter, budget, floor)
+    read = partial(_answer, plan, sources, counter, budget, floor, query.many_valued)
     return consistently(sources.views, sources.now, plan.as_of, read)
 
 
@@ -183,6 +187,7 @@ def _answer(
     counter: TokenCounter,
     budget: int,
     floor: float,
+    many_valued: frozenset[str],
     snapshot: Snapshot,
 ) -> ContextResult:
     ranking = retrieval.rank(snapshot, plan, sources.selection_threshold)
@@ -216,7 +221,7 @@ def _answer(
                 if memory is not None:
                     yield memory
 
-    packed = pack(with_older_noted(list(memories())), budget, counter)
+    packed = pack(with_older_noted(list(memories()), many_valued), budget, counter)
     return ContextResult(
         text=packed.text,
         ids=[memory.id for memory, _, _ in packed.chosen],
@@ -284,10 +289,17 @@ def _namer(lookup: Lookup) -> Namer:
     return name
 
 
-def with_older_noted(memories: list[Memory]) -> list[Memory]:
+def with_older_noted(
+    memories: list[Memory], many_valued: frozenset[str] = frozenset()
+) -> list[Memory]:
     """The memories with a fact noted ``older`` where a newer one with the same subject and
-    predicate and another object is among them (:func:`.context_changes.older_notes`)."""
-    facts = [(m.fact, m.value, m.at, m.id) for m in memories if m.fact is not None and not m.note]
+    predicate and another object is among them (:func:`.context_changes.older_notes`); a
+    predicate in ``many_valued`` (normalised) holds both values at once, so is never noted."""
+    facts = [
+        (m.fact, m.value, m.at, m.id)
+        for m in memories
+        if m.fact is not None and not m.note and normal_predicate(m.fact[1]) not in many_valued
+    ]
     notes = older_notes([(fact, value, at, i) for fact, value, at, i in facts if fact is not None])
     if not notes:
         return memories

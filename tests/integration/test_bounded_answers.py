@@ -93,8 +93,8 @@ def test_mcp_answers_are_bounded_and_get_reads_the_whole_text(stored: tuple[Path
         graph, size = await call("retrieve_graph", task="orchid deploys to production")
         assert size < ONE_RECORD_ANSWER + 1_000  # and its edges
         assert_cut(next(n for n in graph["nodes"] if n["id"] == record_id), MEGABYTE)
-        whole, size = await call("get", record_id=record_id)
-        assert whole["text"] == big_text() and "more_characters" not in whole
+        whole, size = await call("get", id=record_id)
+        assert whole["record"]["text"] == big_text() and "more_characters" not in whole["record"]
 
     async def run() -> None:
         async with Client(build_server(memory, Caller())) as client:

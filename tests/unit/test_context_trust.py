@@ -89,14 +89,26 @@ def test_a_chain_of_replacements_reads_the_current_value(store: Membrane) -> Non
 
 
 def test_an_older_value_beside_a_newer_one_is_labelled(store: Membrane, time: ManualTime) -> None:
-    store.ingest_observation("Dana", "city", "Lisbon")
+    # a predicate the store does not know keeps both values active (city would supersede)
+    store.ingest_observation("Dana", "favourite_cafe", "Lisbon")
     time.advance(days=30)
-    store.ingest_observation("Dana", "city", "Faro")
-    found = lines(store, "Dana city Lisbon Faro")
+    store.ingest_observation("Dana", "favourite_cafe", "Faro")
+    found = lines(store, "Dana favourite cafe Lisbon Faro")
     lisbon = next(line for line in found if "Lisbon" in line)
-    faro = next(line for line in found if "Dana city: Faro" in line)
-    assert "Dana city: Lisbon (older; newer: Faro)" in lisbon
+    faro = next(line for line in found if "Dana favourite_cafe: Faro" in line)
+    assert "Dana favourite_cafe: Lisbon (older; newer: Faro)" in lisbon
     assert "older" not in faro
+
+
+def test_two_values_of_a_many_valued_predicate_are_both_current(
+    store: Membrane, time: ManualTime
+) -> None:
+    store.ingest_observation("Dana", "likes", "ramen")
+    time.advance(days=30)
+    store.ingest_observation("Dana", "likes", "sushi")
+    found = "\n".join(lines(store, "Dana likes ramen sushi"))
+    assert "Dana likes: ramen" in found and "Dana likes: sushi" in found
+    assert "older" not in found
     notes = older_notes(
         [
             (("dana", "likes"), "jazz", datetime(2026, 1, 1, tzinfo=UTC), "a"),
@@ -168,7 +180,10 @@ def test_a_relevance_floor_leaves_budget_unused_rather_than_filling_it(store: Me
 
 def test_notes_never_show_what_the_reader_may_not_read(store: Membrane) -> None:
     old = store.create_record(fact("Dana", "salary", "90k", sensitivity="high"))
-    store.supersede(old.id, fact("Dana", "salary", "95k", sensitivity="low"), "hr", "raise")
+    # lowering the sensitivity of a revision is an explicit choice (widen)
+    store.supersede(
+        old.id, fact("Dana", "salary", "95k", sensitivity="low"), "hr", "raise", widen=True
+    )
     reader = TrustContext(max_sensitivity=Sensitivity.LOW, authenticated=True)
     text = store.context("Dana salary", trust=reader).text
     assert "95k" in text and "90k" not in text and "(since " in text
