@@ -63,13 +63,13 @@ from bench.longmemeval import stratified
 from bench.vector_cache import DiskCachedEmbedder
 from bench.vector_cache import cache_directory as bench_cache_directory
 from membrane_es import Membrane, TrustContext
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder, search_text
 from membrane_es.embedding.tokens import TokenCounter, counter_for
 from membrane_es.projections.tokens import STOP_WORDS
 from membrane_es.queries.context import DEFAULT_RELEVANCE_FLOOR, Memory, memory_of, pack
 from membrane_es.schema import Sensitivity
 from membrane_es.schema.results import ContextResult
+from membrane_es.timekeeping.clock import MonotonicClock
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared/data"
 DATA = {"locomo": SHARED / "locomo_dev.json", "longmemeval": SHARED / "longmemeval_s_dev.json.gz"}

@@ -25,7 +25,7 @@ import lmdb
 
 from membrane_es import Membrane
 from membrane_es.aggregates import record_key
-from membrane_es.application import MemoryApplication
+from membrane_es.wiring.application import MemoryApplication
 
 BATCH = 100
 

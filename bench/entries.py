@@ -35,13 +35,13 @@ import httpx
 
 from bench.core import write_section
 from membrane_es import Membrane
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.commands.entries import entry_record
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.projections.entries import TOKENIZER
 from membrane_es.queries.entries import FIELD_WEIGHTS, EntryQuery, match_expression
 from membrane_es.schema.entries import ENTRY_TYPES, NewEntry
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 VOCABULARY = 20_000
 BATCH = 2_000

@@ -53,9 +53,9 @@ from bench import baselines
 from bench.baselines import BASELINES, Bm25
 from bench.vector_cache import DiskCachedEmbedder
 from membrane_es import Membrane, TrustContext
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, HashingEmbedder
 from membrane_es.schema import Sensitivity
+from membrane_es.timekeeping.clock import MonotonicClock
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/locomo_dev.json"
 KS = (5, 10, 25)

@@ -55,9 +55,9 @@ from bench.baselines import BASELINES, Bm25
 from bench.longmem import FULL_TRUST, SessionClock, make_embedder
 from bench.vector_cache import DiskCachedEmbedder
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import Embedder, search_text
 from membrane_es.embedding.protocol import Matrix
+from membrane_es.timekeeping.clock import MonotonicClock
 
 DEFAULT_DATA = (
     Path(__file__).resolve().parent.parent.parent / "shared/data/longmemeval_s_dev.json.gz"

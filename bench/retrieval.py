@@ -346,8 +346,8 @@ def _rss_anon() -> int:
 
 def rebuild_probe(directory: str) -> dict[str, Any]:
     """Run in a fresh process: raw scan, rebuild (timed, RSS delta), raw scan again."""
-    from membrane_es.application import MemoryApplication
     from membrane_es.projections.read_model import ReadModel
+    from membrane_es.wiring.application import MemoryApplication
 
     scan_events, scan_first = raw_scan(directory)
     app = MemoryApplication(

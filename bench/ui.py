@@ -34,13 +34,13 @@ from collections.abc import Callable
 import httpx
 
 from membrane_es import Membrane
-from membrane_es.access import DEFAULT_CALLER, KeyRing
+from membrane_es.access.keys import DEFAULT_CALLER, KeyRing
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.http_api.ui import reads, routes
 from membrane_es.http_api.ui.context import Reading
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 VOCABULARY = 20_000
 BATCH = 5_000

@@ -20,12 +20,12 @@ from typing import Any
 from urllib.parse import quote
 
 from membrane_es import Membrane
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.schema.entries import EntryType, NewEntry
 from membrane_es.schema.timestamps import rfc3339
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 WIDTH, HEIGHT = 1100, 820

@@ -57,11 +57,11 @@ import numpy as np
 
 from bench.baselines import BASELINES, Bm25, best, rankings, rrf, top
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.embedding.tokens import counter_for
 from membrane_es.schema.enums import MemoryType, Sensitivity
 from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.timekeeping.clock import MonotonicClock
 
 TRUST = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)

@@ -32,11 +32,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "membrane_es"
 # Storage and vocabulary: bytes, files, time and the words of the domain; no domain logic.
 STORAGE = (
     "membrane_es.errors",
-    "membrane_es.codec",
-    # the backends and what they agree on (one package: see its docstring)
+    # the log's bytes (codec), the backends and what they agree on (one package: see its docstring)
     "membrane_es.stores",
 )
-VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.decay", "membrane_es.clock")
+VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.timekeeping")
 EMBEDDING = ("membrane_es.embedding",)
 AGGREGATES = ("membrane_es.aggregates",)
 PROJECTIONS = ("membrane_es.projections",)
@@ -46,24 +45,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     **{module: STORAGE for module in STORAGE},
     "membrane_es.errors": (),
     "membrane_es.schema": ("membrane_es.errors",),
-    "membrane_es.decay": ("membrane_es.schema",),
+    "membrane_es.timekeeping": ("membrane_es.errors", "membrane_es.schema"),
     "membrane_es.embedding": VOCABULARY,
     "membrane_es.aggregates": (*VOCABULARY, *EMBEDDING, "membrane_es.stores.key_store"),
     # the eventsourcing wiring: the aggregates, their bytes and where they are kept
-    "membrane_es.application": (
-        *STORAGE,
-        *AGGREGATES,
-        "membrane_es.record_cache",
-        "membrane_es.key_binding",
-    ),
-    "membrane_es.key_binding": (*STORAGE, *AGGREGATES),
-    "membrane_es.record_cache": AGGREGATES,
+    "membrane_es.wiring": (*STORAGE, *AGGREGATES),
     "membrane_es.commands": (*VOCABULARY, *EMBEDDING, *AGGREGATES),
     "membrane_es.projections": (
         *VOCABULARY,
         *EMBEDDING,
         *AGGREGATES,
-        "membrane_es.codec",
+        "membrane_es.stores.codec",
         # what a recorder offers the read side (declarations only: no backend)
         "membrane_es.stores.abilities",
     ),
@@ -92,17 +84,13 @@ EDGE_MODULES = (
     "membrane_es.grpc_server",
     "membrane_es.http_api",
     "membrane_es.mcp_server",
-    "membrane_es.mcp_keys",
+    # trust and keys, and what every server shares (tenants, where stores and servers live)
     "membrane_es.access",
-    "membrane_es.tenants",
-    "membrane_es.resident_memory",
-    "membrane_es.key_reload",
-    "membrane_es.store_places",
-    "membrane_es.listening",
+    "membrane_es.serving",
 )
 ENGINE_SURFACE = ("membrane_es", "membrane_es.engine")  # the packages themselves only
 EDGE_VOCABULARY = ("membrane_es.errors", "membrane_es.schema", "membrane_es.embedding")
-EDGE_NEUTRAL = ("membrane_es.ceiling", "membrane_es.signals")
+EDGE_NEUTRAL = ("membrane_es.access.ceiling", "membrane_es.serving.signals")
 
 
 def _module_name(path: Path) -> str:

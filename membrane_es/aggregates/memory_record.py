@@ -18,7 +18,6 @@ import msgspec
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
-from membrane_es.decay import penalized, reinforced, salience_at
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError, ForgottenError
 from membrane_es.schema.entries import DELETE_RATIONALE
 from membrane_es.schema.enums import (
@@ -37,6 +36,7 @@ from membrane_es.schema.records import (
     Relation,
 )
 from membrane_es.schema.timestamps import Timestamp
+from membrane_es.timekeeping.decay import penalized, reinforced, salience_at
 
 from .identity import record_key
 from .sealing import structure_of

@@ -13,7 +13,7 @@ from membrane_es.cli.embedder import EmbedderName, announce_loading, embedder_fo
 from membrane_es.cli.options import Store, StoreAddress
 from membrane_es.engine import Membrane
 from membrane_es.errors import MembraneError
-from membrane_es.signals import wait_for_stop_signal
+from membrane_es.serving.signals import wait_for_stop_signal
 
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
@@ -50,7 +50,7 @@ def ui(
     try:
         from membrane_es.http_api import HttpServer
         from membrane_es.http_api.ui.standalone import inspector_app
-        from membrane_es.tenants import Tenants
+        from membrane_es.serving.tenants import Tenants
     except ImportError as error:
         raise MissingExtraError("server", error.name or "litestar") from None
     memory = _open_read_only(store, embedder)

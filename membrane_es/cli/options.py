@@ -24,7 +24,7 @@ from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
-from membrane_es.store_places import announced_if_new
+from membrane_es.serving.store_places import announced_if_new
 
 
 def parse_store(text: str) -> StoreAddress:

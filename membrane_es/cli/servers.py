@@ -23,8 +23,8 @@ from membrane_es.cli.options import (
     trust_context,
 )
 from membrane_es.errors import MembraneError
-from membrane_es.listening import warn_if_open
 from membrane_es.schema.enums import Sensitivity
+from membrane_es.serving.listening import warn_if_open
 
 MAX_PORT = 65535
 PROGRAM = "membrane-es serve"  # how the daemon names itself when run by this command
@@ -173,8 +173,8 @@ def mcp(
         if not host or not port.isdigit() or int(port) > MAX_PORT:
             raise UsageProblem(f"--http: expected HOST:PORT (a port from 0 to {MAX_PORT})")
     try:
-        from membrane_es.access import KeyRing
-        from membrane_es.mcp_server import serve_http, serve_stdio
+        from membrane_es.access.keys import KeyRing
+        from membrane_es.mcp_server.server import serve_http, serve_stdio
     except ImportError as error:
         raise MissingExtraError("mcp", error.name or "mcp") from None
     ceiling = trust_context(trust, trust_scope)
@@ -187,7 +187,7 @@ def mcp(
             # The keys file's changes take effect without a restart.
             watcher = None
             if keys_file:
-                from membrane_es.key_reload import KeysFileWatcher
+                from membrane_es.access.key_reload import KeysFileWatcher
 
                 watcher = KeysFileWatcher(keys, os.environ.get("MEMBRANE_API_KEY", ""), keys_file)
                 watcher.start()

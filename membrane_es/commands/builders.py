@@ -18,7 +18,6 @@ from membrane_es.commands.inputs import (
     resolve_sensitivity,
 )
 from membrane_es.commands.unit_of_work import UnitOfWork
-from membrane_es.decay import engine_profile
 from membrane_es.schema.enums import (
     DeletionPolicy,
     MemoryType,
@@ -43,6 +42,7 @@ from membrane_es.schema.records import (
 from membrane_es.schema.validation import (
     validate_record,
 )
+from membrane_es.timekeeping.decay import engine_profile
 
 INGESTION_ACTOR = "ingestion-service"
 INITIAL_SALIENCE = 1.0

@@ -18,7 +18,6 @@ from membrane_es.aggregates.identity import new_record_id
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.commands.capture import inverse_predicate
 from membrane_es.commands.unit_of_work import UnitOfWork
-from membrane_es.decay import engine_profile
 from membrane_es.schema.enums import DeletionPolicy, GraphPredicate, MemoryType, Sensitivity
 from membrane_es.schema.records import (
     Lifecycle,
@@ -28,6 +27,7 @@ from membrane_es.schema.records import (
     copy_record,
 )
 from membrane_es.schema.validation import validate_record
+from membrane_es.timekeeping.decay import engine_profile
 
 replace = msgspec.structs.replace
 

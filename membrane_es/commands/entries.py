@@ -57,7 +57,8 @@ _MILLISECONDS_FROM = 10**12  # a created_at above this is in milliseconds (as Ar
 
 
 class Writer(Protocol):
-    """The key asking for a write (:class:`membrane_es.ceiling.Caller`): what it may write."""
+    """The key asking for a write (:class:`membrane_es.access.ceiling.Caller`): what it
+    may write."""
 
     @property
     def unrestricted(self) -> bool: ...

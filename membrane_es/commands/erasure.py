@@ -23,7 +23,7 @@ events; the order decides what an interruption leaves:
    shows the records redacted and the views drop their text, vector and names, because
    they follow the events; but the keys are still in the key store. The next read-write
    open of the store destroys them (see :meth:`MemoryApplication.settle_erasures
-   <membrane_es.application.MemoryApplication.settle_erasures>`), as does ``forget`` again;
+   <membrane_es.wiring.application.MemoryApplication.settle_erasures>`), as does ``forget`` again;
    until then every process withholds a doomed key whose events are saved, and ``verify``
    names the records.
 3. The keys are destroyed, then their notes dropped.

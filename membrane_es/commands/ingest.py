@@ -8,7 +8,8 @@ input checks (:mod:`.inputs`) are shared with capture (:mod:`.capture`).
 
 Defaults (``DefaultPolicyDefaults``): sensitivity ``low`` unless the caller (or the engine's
 configured default, applied by the facade) gives one; salience 1.0; ``auto_prune``; the
-engine's long-lived half-life by memory type (:data:`membrane_es.decay.ENGINE_HALF_LIFE`:
+engine's long-lived half-life by memory type
+(:data:`membrane_es.timekeeping.decay.ENGINE_HALF_LIFE`:
 episodic a day, working 7 days, every other type a year). The record's ``created_at`` is the
 request timestamp — when it happened (event time; default now) — and it fades from then; the
 log keeps when it was written.

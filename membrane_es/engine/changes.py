@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from membrane_es.application import MemoryApplication
 from membrane_es.engine.core import _LEAST_PRIVILEGE, EngineCore
 from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.projections.log_pages import LogReader, event_decoder
@@ -30,6 +29,7 @@ from membrane_es.queries.changes import ChangeFolder
 from membrane_es.schema.changes import Change, ChangePage
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.validation import check_trust
+from membrane_es.wiring.application import MemoryApplication
 
 # Events read from the log at a time while catching up.
 PAGE_EVENTS = 1_000

@@ -17,8 +17,6 @@ from typing import Any, Unpack
 # eventsourcing's IntegrityError: another writer took an aggregate's next version first.
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
-from membrane_es.application import MemoryApplication
-from membrane_es.clock import MonotonicClock
 from membrane_es.commands import COMMAND_HANDLERS, Command
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.resolution import ResolutionSettings
@@ -37,11 +35,13 @@ from membrane_es.errors import (
     ValidationError,
 )
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.predicates import PredicateVocabulary
 from membrane_es.schema.records import TrustContext
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.transfer import unfinished_import
+from membrane_es.timekeeping.clock import MonotonicClock
+from membrane_es.timekeeping.scheduler import PeriodicTask
+from membrane_es.wiring.application import MemoryApplication
 
 log = logging.getLogger("membrane_es")
 

@@ -6,9 +6,9 @@ it; each write is one command (:mod:`membrane_es.commands.entries`), run and ret
 every command is. So ``history``, ``verify``, audit and ``as_of`` apply to entries as to
 every record, and a record written any other way (capture, gRPC) is an entry too.
 
-Every write takes an optional ``writer``, the :class:`~membrane_es.ceiling.Caller` whose key
+Every write takes an optional ``writer``, the :class:`~membrane_es.access.ceiling.Caller` whose key
 asks for it: a write may only touch entries (and create scopes) within that key's ceiling,
-as :meth:`~membrane_es.ceiling.Caller.may_write` says. An entry the key cannot see (its
+as :meth:`~membrane_es.access.ceiling.Caller.may_write` says. An entry the key cannot see (its
 ``trust``) is not found; one it can see but may not write, an unscoped entry for a key
 limited to some conversations, is a :class:`~membrane_es.errors.CeilingError`. Without a
 ``writer`` (the Python API, an unauthenticated server) nothing is refused on that ground.
@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
 from membrane_es.commands import messages
 from membrane_es.commands.entries import entry_record
 from membrane_es.engine.core import EngineCore

@@ -14,8 +14,6 @@ import numpy.typing as npt
 from eventsourcing.application import Recording
 
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.application import MemoryApplication
-from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.commands.resolution import ResolutionSettings
 from membrane_es.commands.unit_of_work import DEFAULT_ENTITY_LIMIT, EntryReads
@@ -34,6 +32,8 @@ from membrane_es.schema.fact_keys import sameness_key, topic_key
 from membrane_es.schema.payloads import EntityPayload
 from membrane_es.schema.records import Embedding, MemoryRecord
 from membrane_es.schema.validation import VectorInput
+from membrane_es.timekeeping.clock import MonotonicClock
+from membrane_es.wiring.application import MemoryApplication
 
 Array = npt.NDArray[Any]
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from eventsourcing.persistence import Notification, Subscription
 
-from membrane_es.application import MemoryApplication
 from membrane_es.projections.log_pages import event_decoder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.wiring.application import MemoryApplication
 
 log = logging.getLogger(__name__)
 

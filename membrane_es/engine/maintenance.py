@@ -12,8 +12,8 @@ from membrane_es.engine.core import (
     EngineCore,
 )
 from membrane_es.errors import MembraneError
-from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.results import ConsolidationResult
+from membrane_es.timekeeping.scheduler import PeriodicTask
 
 log = logging.getLogger("membrane_es")
 

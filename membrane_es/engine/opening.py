@@ -13,7 +13,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, Unpack
 
-from membrane_es.application import EVENTS_TABLE, MemoryApplication
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
 from membrane_es.engine.core import EngineCore
 from membrane_es.engine.follower import LogFollower
@@ -21,7 +20,6 @@ from membrane_es.engine.options import EngineOptions, OptionChoices, options_of
 from membrane_es.engine.store_check import verify_store
 from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError, ValidationError
 from membrane_es.projections.read_model import ReadModel
-from membrane_es.scheduler import PeriodicTask
 from membrane_es.schema.validation import check_flag, check_path
 from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
@@ -35,6 +33,8 @@ from membrane_es.stores.postgres.database import (
     store_location,
     stored_bytes,
 )
+from membrane_es.timekeeping.scheduler import PeriodicTask
+from membrane_es.wiring.application import EVENTS_TABLE, MemoryApplication
 
 log = logging.getLogger("membrane_es")
 

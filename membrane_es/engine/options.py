@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypedDict, Unpack
 
-from membrane_es.clock import MonotonicClock
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
 from membrane_es.errors import ValidationError
@@ -27,6 +26,7 @@ from membrane_es.schema.validation import (
     check_settings,
     check_unit_interval,
 )
+from membrane_es.timekeeping.clock import MonotonicClock
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,6 @@ import dataclasses
 import os
 from pathlib import Path
 
-from membrane_es.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
 from membrane_es.errors import (
     IntegrityError,
@@ -27,7 +26,6 @@ from membrane_es.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from membrane_es.key_binding import check_log_not_lost, key_census, named, unfinished_erasures
 from membrane_es.schema.validation import check_chain_key, check_path
 from membrane_es.stores.chain import ChainFault, ChainReport
 from membrane_es.stores.key_store import (
@@ -45,6 +43,13 @@ from membrane_es.stores.postgres.database import (
     store_location,
 )
 from membrane_es.stores.transfer import unfinished_import
+from membrane_es.wiring.application import APPLICATION_NAME, EVENTS_TABLE, MemoryApplication
+from membrane_es.wiring.key_binding import (
+    check_log_not_lost,
+    key_census,
+    named,
+    unfinished_erasures,
+)
 
 
 def verify_store(

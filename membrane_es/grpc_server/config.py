@@ -9,7 +9,7 @@ checkpoints, each tenant in its own schema. ``encryption_key`` encrypts every st
 either (AES-GCM, keyed by the SHA-256 of the passphrase).
 
 Our additions: ``api_keys_file`` (keys with tenants and trust ceilings, see
-:mod:`membrane_es.access`; env ``MEMBRANE_API_KEYS_FILE``) and
+:mod:`membrane_es.access.keys`; env ``MEMBRANE_API_KEYS_FILE``) and
 ``embedding_model``: empty (the default) uses all-MiniLM-L6-v2, loaded offline from the
 ``embeddings`` extra, when that is installed and ranks by salience and text only when it is
 not; ``all-MiniLM-L6-v2`` asks for that model (an error without the extra); ``none`` for no
@@ -17,7 +17,7 @@ embedder; ``hashing`` for the test embedder; else a local sentence-transformers 
 
 ``max_open_stores`` (default 100; 0: no bound) and ``memory_budget_mb`` (default 0: none)
 bound the tenant stores a process keeps open: the least recently used idle ones are closed,
-checkpointed, and opened again on demand (:mod:`membrane_es.tenants`). The environment's
+checkpointed, and opened again on demand (:mod:`membrane_es.serving.tenants`). The environment's
 ``MEMBRANE_MAX_OPEN_STORES`` and ``MEMBRANE_MEMORY_BUDGET_MB`` override the file; flags
 override both.
 """
@@ -44,7 +44,7 @@ from membrane_es.engine import (
     StoreAddress,
 )
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.tenants import DEFAULT_MAX_OPEN
+from membrane_es.serving.tenants import DEFAULT_MAX_OPEN
 
 _BOUND_ENV = {
     "max_open_stores": "MEMBRANE_MAX_OPEN_STORES",

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import grpc
 
-from membrane_es.access import CURRENT_CALLER, Caller
+from membrane_es.access.keys import CURRENT_CALLER, Caller
 from membrane_es.engine import Membrane
 from membrane_es.errors import ValidationError
 from membrane_es.grpc_server.convert import record_to_wire

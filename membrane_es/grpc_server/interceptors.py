@@ -6,8 +6,8 @@ Bytes that are not a valid request (malformed, or nested deeper than protobuf al
 INVALID_ARGUMENT. Unary calls, and the server-streaming calls of our own service (the
 change feed), which are guarded once as they begin; the health service's streaming
 ``Watch`` is not guarded, its unary ``Check`` is. The authenticated caller is handed to the
-handler through :data:`~membrane_es.access.CURRENT_CALLER`. The
-handler runs inside ``serving()`` (:meth:`~membrane_es.tenants.Tenants.serving`), so no
+handler through :data:`~membrane_es.access.keys.CURRENT_CALLER`. The
+handler runs inside ``serving()`` (:meth:`~membrane_es.serving.tenants.Tenants.serving`), so no
 store it uses is closed before the call ends.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from membrane_es.access import CURRENT_CALLER, KeyRing, first_value
+from membrane_es.access.keys import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 
 UnaryBehaviour = Callable[[Any, grpc.ServicerContext], Any]

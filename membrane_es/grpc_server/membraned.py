@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from membrane_es import __version__
+from membrane_es.access.key_reload import KeysFileWatcher
 from membrane_es.errors import MembraneError
 from membrane_es.grpc_server.config import (
     DEFAULT_LISTEN_ADDR,
@@ -29,15 +30,14 @@ from membrane_es.grpc_server.config import (
     apply_overrides,
     load_config,
 )
-from membrane_es.key_reload import KeysFileWatcher
-from membrane_es.listening import warn_if_open
-from membrane_es.signals import wait_for_stop_signal
+from membrane_es.serving.listening import warn_if_open
+from membrane_es.serving.signals import wait_for_stop_signal
 
 if TYPE_CHECKING:
-    from membrane_es.access import KeyRing
+    from membrane_es.access.keys import KeyRing
     from membrane_es.grpc_server.server import Daemon
     from membrane_es.http_api import HttpServer
-    from membrane_es.tenants import Tenants
+    from membrane_es.serving.tenants import Tenants
 
 PROGRAM = "membraned"
 

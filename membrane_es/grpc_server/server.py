@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from membrane_es.access import DEFAULT_TENANT, KeyRing
+from membrane_es.access.keys import DEFAULT_TENANT, KeyRing
 from membrane_es.embedding.default import named, resolve
 from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine import EngineOptions, Membrane
@@ -29,9 +29,9 @@ from membrane_es.grpc_server.ratelimit import TokenBuckets
 from membrane_es.grpc_server.service import GraphDefaults, MembraneService
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.grpc_server.wire.membrane_es.v1 import membrane_es_pb2_grpc as es_pb_grpc
-from membrane_es.signals import wait_for_stop_signal
-from membrane_es.store_places import announced_if_new
-from membrane_es.tenants import StoreBounds, Tenants
+from membrane_es.serving.signals import wait_for_stop_signal
+from membrane_es.serving.store_places import announced_if_new
+from membrane_es.serving.tenants import StoreBounds, Tenants
 
 SERVICE_NAME = "membrane.v1.MembraneService"
 EXTENSIONS_NAME = "membrane_es.v1.MembraneEsService"

@@ -35,7 +35,7 @@ from typing import NoReturn, Protocol, TypeVar
 import grpc
 import msgspec
 
-from membrane_es.access import CURRENT_CALLER, Caller, first_value
+from membrane_es.access.keys import CURRENT_CALLER, Caller, first_value
 from membrane_es.engine import (
     DEFAULT_EDGE_LIMIT,
     DEFAULT_MAX_HOPS,
@@ -56,7 +56,7 @@ from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.results import ExplainedRetrieveGraphResult
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 AS_OF_METADATA = "x-membrane-as-of"
 POSITION_METADATA = "x-membrane-position"

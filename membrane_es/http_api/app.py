@@ -10,7 +10,7 @@ types (:mod:`membrane_es.http_api.bodies`). The OpenAPI document is ``/openapi.j
 the interactive docs page ``/docs`` (:mod:`membrane_es.http_api.docs`).
 
 A bearer token is checked against the same keys as the gRPC daemon's
-(:class:`~membrane_es.access.KeyRing`): its tenant picks the store, its ceiling bounds what
+(:class:`~membrane_es.access.keys.KeyRing`): its tenant picks the store, its ceiling bounds what
 it reads and writes, and its name is the actor of its writes. A write to an entry the key
 cannot see is 404, as for an entry that does not exist, so a key cannot learn what lies
 outside its ceiling; a write to one it can see but may not write (an unscoped entry, for a
@@ -38,7 +38,7 @@ from litestar.params import Parameter
 from litestar.response import ServerSentEvent
 
 from membrane_es import ChangePage, __version__
-from membrane_es.access import Caller, KeyRing
+from membrane_es.access.keys import Caller, KeyRing
 from membrane_es.engine import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_CHANGE_PAGE,
@@ -83,7 +83,7 @@ from membrane_es.schema.entries import (
 )
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 log = logging.getLogger("membrane_es.http")
 

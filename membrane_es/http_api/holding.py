@@ -1,4 +1,4 @@
-"""Every HTTP request runs inside :meth:`~membrane_es.tenants.Tenants.serving`: the tenant
+"""Every HTTP request runs inside :meth:`~membrane_es.serving.tenants.Tenants.serving`: the tenant
 stores it takes stay open until its response has been sent, however many stores a process
 keeps open and whichever thread the handler runs on (the request's context goes with it)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 
 def holding_stores(app: ASGIApp) -> ASGIApp:

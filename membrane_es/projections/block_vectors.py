@@ -27,11 +27,11 @@ from eventsourcing.utils import get_topic
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.aggregates.sealing import SealedContentError
-from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding.vectors import vector_bytes
 from membrane_es.errors import IntegrityError
 from membrane_es.projections.log_pages import NotificationSource, event_decoder
 from membrane_es.stores.abilities import SelectsStates
+from membrane_es.stores.codec import MsgspecMapper
 
 Array = npt.NDArray[Any]
 CHUNK = 2048  # creation events read by key at a time

@@ -25,8 +25,8 @@ from typing import Any, Protocol, cast
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
-from membrane_es.codec import MsgspecMapper
 from membrane_es.stores.abilities import Abilities, LogRows
+from membrane_es.stores.codec import MsgspecMapper
 
 StateDecoder = Callable[[bytes], Any]
 

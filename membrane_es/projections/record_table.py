@@ -230,7 +230,7 @@ class RecordTable:
 
     def salience(self, rows: Array | slice, at: int, state: State) -> Array:
         """Vectorised salience of ``rows`` at moment ``at`` (the same rule as
-        :func:`membrane_es.decay.salience_at`)."""
+        :func:`membrane_es.timekeeping.decay.salience_at`)."""
         cols = state.columns
         base = cols["base"][rows]
         pinned = cols["pinned"][rows]

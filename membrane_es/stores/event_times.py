@@ -1,6 +1,6 @@
 """Event times in log order, across every process writing one log.
 
-:meth:`~membrane_es.application.MemoryApplication.save` hands the recorder, with a save's
+:meth:`~membrane_es.wiring.application.MemoryApplication.save` hands the recorder, with a save's
 events, the times of the first and the last of them (``LogStamp.event_times``, see
 :mod:`membrane_es.stores.log_stamp`). A recorder that orders several writers' events (LMDB's
 across processes, PostgreSQL's across machines) refuses a save whose first event is not

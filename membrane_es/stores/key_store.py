@@ -19,11 +19,11 @@ with the records they seal — then the ``Forgotten`` events are saved, then the
 destroyed and, once no copy of them is left, their notes removed. A note still here names an
 erasure that was cut short; the engine finishes it when it opens the store
 (:meth:`MemoryApplication.settle_erasures
-<membrane_es.application.MemoryApplication.settle_erasures>`) and ``verify`` reports it.
+<membrane_es.wiring.application.MemoryApplication.settle_erasures>`) and ``verify`` reports it.
 
 A key store kept in a file also holds two facts made with it: its identity, which the log it
 serves records (a log opened with a missing or foreign key store is refused: see
-:mod:`membrane_es.key_binding`), and the key of the log's hash chain for a store not given
+:mod:`membrane_es.wiring.key_binding`), and the key of the log's hash chain for a store not given
 one of its own (see :mod:`membrane_es.stores.lmdb.recorders`).
 
 Two stores:
@@ -248,7 +248,7 @@ class KeyStore:
     def destroy_all(self) -> None:
         """Destroy every key kept here, a page at a time (what an import that did not
         finish adopted, discarded with the part of the log it wrote: see
-        :meth:`~membrane_es.application.MemoryApplication.discard_unfinished_import`)."""
+        :meth:`~membrane_es.wiring.application.MemoryApplication.discard_unfinished_import`)."""
         with self._lock:
             self._pool.clear()
             self._cache.clear()

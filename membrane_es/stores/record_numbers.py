@@ -5,7 +5,7 @@ number of records created before it in the log (so the numbers are dense, never 
 the same on every replica and after every rebuild). The entries API's integer ``id`` is the
 number of an entry's first record; a store is one tenant's, so the numbers are per tenant.
 
-:meth:`~membrane_es.application.MemoryApplication.save` writes the numbers into a save's
+:meth:`~membrane_es.wiring.application.MemoryApplication.save` writes the numbers into a save's
 ``Created`` events (in log order) and hands the recorder the first one and how many
 (``LogStamp.record_numbers``, see :mod:`membrane_es.stores.log_stamp`). A recorder shared by
 several processes (LMDB's, PostgreSQL's) keeps the count of records in its log head, under

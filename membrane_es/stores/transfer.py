@@ -35,7 +35,7 @@ PostgreSQL) is marked before the first key or event is written and unmarked afte
 A store still marked — the import's process was killed, or its disk filled — holds part of
 a file: it refuses to open and ``verify`` reports it (:func:`unfinished_import`) until the
 import is run again into it, which first empties it, keys included
-(:meth:`~membrane_es.application.MemoryApplication.discard_unfinished_import`).
+(:meth:`~membrane_es.wiring.application.MemoryApplication.discard_unfinished_import`).
 """
 
 from __future__ import annotations

@@ -225,8 +225,8 @@ def test_ctrl_c_says_what_was_done_and_what_was_not(
 
 
 def test_mcp_help_names_every_tool(capsys: pytest.CaptureFixture[str]) -> None:
-    from membrane_es.ceiling import Caller
-    from membrane_es.mcp_server import build_server
+    from membrane_es.access.ceiling import Caller
+    from membrane_es.mcp_server.server import build_server
 
     assert main(["mcp", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())

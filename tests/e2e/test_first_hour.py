@@ -31,18 +31,18 @@ from litestar.testing import TestClient
 from mcp.client import Client
 
 from membrane_es import Membrane, TrustContext
-from membrane_es.access import KeyRing
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
+from membrane_es.access.keys import KeyRing
 from membrane_es.cli import main
 from membrane_es.grpc_server.config import DaemonConfig
 from membrane_es.grpc_server.server import Daemon, open_stores
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.http_api import create_app
-from membrane_es.listening import is_loopback, warn_if_open
-from membrane_es.mcp_server import build_server
+from membrane_es.mcp_server.server import build_server
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.tenants import Tenants
+from membrane_es.serving.listening import is_loopback, warn_if_open
+from membrane_es.serving.tenants import Tenants
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -123,9 +123,9 @@ def test_the_grpc_edge_answers_resource_exhausted(small_disk: Path) -> None:
 def test_the_http_edge_answers_507(small_disk: Path) -> None:
     from litestar.testing import TestClient
 
-    from membrane_es.access import Caller, KeyRing
+    from membrane_es.access.keys import Caller, KeyRing
     from membrane_es.http_api import create_app
-    from membrane_es.tenants import Tenants
+    from membrane_es.serving.tenants import Tenants
 
     key = "http-fault-secret"
     keys = KeyRing("", [(hashlib.sha256(key.encode()).hexdigest(), Caller(tenant="1"))])

@@ -34,7 +34,7 @@ KILLED = 70
 KILL_AT = f"""
 import os, sys
 from membrane_es import Membrane
-from membrane_es.application import MemoryApplication
+from membrane_es.wiring.application import MemoryApplication
 from membrane_es.stores.key_store import SqliteKeyStore
 
 store, record_id, step = sys.argv[1:4]

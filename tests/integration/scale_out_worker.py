@@ -36,12 +36,12 @@ import msgspec
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es import ConflictError, Membrane
-from membrane_es.clock import MonotonicClock, wall_clock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.errors import AlreadyReplacedError, EpisodicImmutableError
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
+from membrane_es.timekeeping.clock import MonotonicClock, wall_clock
 
 FULL = TrustContext(max_sensitivity=Sensitivity.HYPER)
 SHARED = [f"shared-{index}" for index in range(4)]

@@ -14,9 +14,9 @@ from eventsourcing.utils import get_topic
 
 from membrane_es import Membrane
 from membrane_es.aggregates import RecordAggregate
-from membrane_es.codec import MsgspecMapper
 from membrane_es.queries.entries import EntryQuery
 from membrane_es.schema.entries import DELETE_RATIONALE, NewEntry
+from membrane_es.stores.codec import MsgspecMapper
 
 RETRACTED = get_topic(RecordAggregate.Retracted)
 

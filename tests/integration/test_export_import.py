@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 
 from membrane_es import Membrane, TrustContext
 from membrane_es.cli import main
-from membrane_es.clock import MonotonicClock
 from membrane_es.errors import IntegrityError, MembraneError, StoreClosedError, ValidationError
 from membrane_es.schema import Sensitivity
 from membrane_es.stores import transfer
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.log_stamp import LogStamp
 from membrane_es.stores.transfer import TransferError
+from membrane_es.timekeeping.clock import MonotonicClock
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER)
 START = datetime(2025, 1, 1, tzinfo=UTC)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.views_support import random_history
 
 START = datetime(2025, 1, 1, tzinfo=UTC)

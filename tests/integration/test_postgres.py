@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from membrane_es import ConflictError, Membrane, NotFoundError
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
 from tests.views_support import assert_same_views, random_history

@@ -19,13 +19,13 @@ from eventsourcing.cipher import AESCipher
 from eventsourcing.persistence import StoredEvent
 
 from membrane_es import ConflictError, Membrane, MembraneError, StoreAddress
-from membrane_es.application import MemoryApplication
-from membrane_es.clock import MonotonicClock
 from membrane_es.errors import PositionNotReachedError, StoreNotFoundError, ValidationError
 from membrane_es.projections.log_pages import event_decoder
 from membrane_es.stores.chain import ChainFault
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.log_stamp import LogStamp
+from membrane_es.timekeeping.clock import MonotonicClock
+from membrane_es.wiring.application import MemoryApplication
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
+from membrane_es.timekeeping.clock import MonotonicClock
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -18,7 +18,6 @@ from eventsourcing.domain import DomainEvent
 
 from membrane_es import EpisodicImmutableError, Membrane
 from membrane_es.aggregates import RecordAggregate, record_key
-from membrane_es.clock import MonotonicClock
 from membrane_es.schema import (
     AuditEntry,
     EpisodicPayload,
@@ -28,6 +27,7 @@ from membrane_es.schema import (
     RevisionStatus,
     SemanticPayload,
 )
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import episodic, semantic, working
 from tests.unit.conftest import START, ManualTime
 

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.queries.alternatives import named_things
 from membrane_es.schema import MemoryRecord
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST
 from tests.unit.conftest import START, ManualTime
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from membrane_es import Membrane, MembraneError, MemoryRecord, NotFoundError
 from membrane_es.aggregates import record_key
-from membrane_es.clock import MonotonicClock
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, episodic, semantic, working
 from tests.unit.conftest import START, ManualTime
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.timecodes import micros
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import competence, entity, episodic, plan_graph, semantic
 from tests.unit.conftest import ManualTime
 from tests.views_support import assert_same_views, random_history

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane, TrustContext
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.queries.candidates import Filters, admit, find
 from membrane_es.queries.lexical import coverage
 from membrane_es.queries.snapshot import take_snapshot
 from membrane_es.queries.vectors import aligned
 from membrane_es.schema.enums import MemoryType
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
 from tests.views_support import SCOPES, WORDS, random_history
 

@@ -26,7 +26,6 @@ from membrane_es import (
     ValidationError,
     WorkingPayload,
 )
-from membrane_es.clock import MonotonicClock
 from membrane_es.commands import CaptureMemory
 from membrane_es.commands.capture import (
     candidate_pool,
@@ -45,7 +44,6 @@ from membrane_es.commands.capture import (
     summarize,
     term_matches,
 )
-from membrane_es.decay import DAY
 from membrane_es.schema import (
     Constraint,
     GraphEdge,
@@ -56,6 +54,8 @@ from membrane_es.schema import (
     RelationCandidate,
     Sensitivity,
 )
+from membrane_es.timekeeping.clock import MonotonicClock
+from membrane_es.timekeeping.decay import DAY
 from tests.unit.builders import (
     FULL_TRUST,
     audit_trail,

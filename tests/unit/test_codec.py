@@ -18,7 +18,6 @@ from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import Environment, get_topic, register_topic, resolve_topic
 
 from membrane_es.aggregates import RecordAggregate
-from membrane_es.codec import MsgpackTranscoder, MsgspecMapper
 from membrane_es.schema import (
     MemoryRecord,
     MemoryType,
@@ -28,6 +27,7 @@ from membrane_es.schema import (
     SemanticPayload,
     Sensitivity,
 )
+from membrane_es.stores.codec import MsgpackTranscoder, MsgspecMapper
 from tests.unit.conftest import START
 
 TICK = timedelta(seconds=1)

@@ -16,8 +16,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError as ConcurrentWrite
 
 from membrane_es import ConflictError, Membrane, MembraneError
-from membrane_es.clock import MonotonicClock
 from membrane_es.engine import CONFLICT_ATTEMPTS
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, read, semantic
 
 OPS_PER_THREAD = 150

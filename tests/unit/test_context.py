@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrane_es import Membrane, Sensitivity, TrustContext, ValidationError
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.embedding.tokens import APPROXIMATE, counter_for
 from membrane_es.queries.context import LONG_LINE_TOKENS, Memory, pack, ref_for
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from membrane_es import Membrane, Sensitivity, TrustContext, ValidationError
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.queries.context_changes import older_notes
 from membrane_es.queries.context_words import plain
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
 
 OWNER = TrustContext(max_sensitivity=Sensitivity.HYPER, authenticated=True)

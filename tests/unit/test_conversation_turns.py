@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import search_text
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.projections.said_after import SaidAfter
@@ -22,6 +21,7 @@ from membrane_es.projections.speakers import ASSISTANT_ROLES, USER_ROLES, roles_
 from membrane_es.queries.lexical import bm25
 from membrane_es.schema import MemoryRecord
 from membrane_es.schema.conversation import said_after
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, episodic, semantic
 from tests.unit.conftest import START, ManualTime
 from tests.views_support import assert_same_views

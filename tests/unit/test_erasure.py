@@ -18,10 +18,10 @@ from membrane_es import (
     ValidationError,
 )
 from membrane_es.aggregates import RecordAggregate
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.schema import AuditAction
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, entity, episodic, log_size, read, semantic
 from tests.unit.conftest import ManualTime
 from tests.views_support import assert_same_views

@@ -24,9 +24,9 @@ from membrane_es import (
     ValidationError,
     WorkingPayload,
 )
-from membrane_es.clock import MonotonicClock
-from membrane_es.decay import DAY
 from membrane_es.schema import Constraint, ProvenanceKind, Sensitivity
+from membrane_es.timekeeping.clock import MonotonicClock
+from membrane_es.timekeeping.decay import DAY
 from tests.unit.builders import FULL_TRUST, audit_trail, entity, log_size, read, semantic
 from tests.unit.conftest import START
 from tests.unit.test_atomicity import InjectedFault, fail_part_way, spy_inserts

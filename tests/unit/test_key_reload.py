@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from membrane_es.access import KeyRing
-from membrane_es.key_reload import KeysFileWatcher
+from membrane_es.access.key_reload import KeysFileWatcher
+from membrane_es.access.keys import KeyRing
 
 
 def _write(path: Path, keys: list[dict[str, str]]) -> None:

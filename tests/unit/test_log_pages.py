@@ -14,12 +14,12 @@ import pytest
 from eventsourcing.compressor import ZlibCompressor
 
 from membrane_es import Membrane
-from membrane_es.codec import MsgspecMapper
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections import read_model
 from membrane_es.projections.log_pages import LogReader, NotificationSource, event_decoder
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.stores.abilities import Abilities, abilities_of
+from membrane_es.stores.codec import MsgspecMapper
 from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder, open_environment
 from tests.views_support import assert_same_views, random_history
 

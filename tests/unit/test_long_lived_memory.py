@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from membrane_es import DecayProfile, Membrane
-from membrane_es.decay import DAY, ENGINE_HALF_LIFE
 from membrane_es.errors import ValidationError
 from membrane_es.schema import MemoryType
+from membrane_es.timekeeping.decay import DAY, ENGINE_HALF_LIFE
 from tests.unit.builders import FULL_TRUST, semantic
 from tests.unit.conftest import ManualTime
 

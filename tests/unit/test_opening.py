@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from membrane_es import EngineOptions, Membrane, StoreAddress
-from membrane_es.clock import MonotonicClock
 from membrane_es.engine import verify_store
 from membrane_es.errors import (
     MembraneError,
@@ -18,6 +17,7 @@ from membrane_es.errors import (
     StoreNotFoundError,
     ValidationError,
 )
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import semantic
 
 MOMENT = datetime(2026, 3, 1, 12, tzinfo=UTC)

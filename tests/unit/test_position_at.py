@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from membrane_es import Membrane
-from membrane_es.application import MemoryApplication
+from membrane_es.wiring.application import MemoryApplication
 from tests.unit.builders import semantic
 from tests.unit.conftest import START, ManualTime
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane, TrustContext, ValidationError
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.embedding.protocol import Matrix
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.queries import lexical, ranking
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import competence, episodic, semantic
 from tests.unit.conftest import ManualTime
 from tests.unit.retrieval_support import HALF_PRECISION, QUERY, at_cosine, ids, stats

@@ -11,7 +11,6 @@ import pytest
 
 from membrane_es import Membrane
 from membrane_es.aggregates.identity import record_key
-from membrane_es.clock import MonotonicClock
 from membrane_es.projections.embeddings import CHUNK_ROWS, CODE_CHUNK_ROWS, Block, EmbeddingIndex
 from membrane_es.projections.partitions import ScopePartitions
 from membrane_es.projections.record_table import (
@@ -24,6 +23,7 @@ from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.timecodes import micros
 from membrane_es.schema.records import Relation
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
 from tests.views_support import random_history
 

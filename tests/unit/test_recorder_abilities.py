@@ -14,12 +14,12 @@ from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.utils import get_topic
 
 from membrane_es import Membrane, MembraneError
-from membrane_es.application import MemoryApplication
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.stores.abilities import Abilities, abilities_of
 from membrane_es.stores.chain import Chain
 from membrane_es.stores.lmdb.recorders import LMDBApplicationRecorder
+from membrane_es.wiring.application import MemoryApplication
 from tests.views_support import assert_same_views, random_history
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from membrane_es import Membrane, MemoryRecord, ValidationError
-from membrane_es.clock import MonotonicClock
 from membrane_es.commands.messages import CaptureMemory
 from membrane_es.engine import EngineOptions
 from membrane_es.schema.enums import MemoryType
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import FULL_TRUST, competence, entity, semantic
 from tests.unit.conftest import ManualTime
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from membrane_es import Membrane, MemoryType, ValidationError
-from membrane_es.clock import MonotonicClock
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import (
     FULL_TRUST,
     competence,

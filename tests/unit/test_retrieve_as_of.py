@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_es import Membrane, MembraneError, Sensitivity, TrustContext
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import competence, entity, episodic, plan_graph, semantic, working
 from tests.unit.conftest import ManualTime
 from tests.unit.retrieval_support import ALPHA, BETA

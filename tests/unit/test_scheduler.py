@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from membrane_es.scheduler import PeriodicTask
+from membrane_es.timekeeping.scheduler import PeriodicTask
 
 
 def test_a_failing_run_is_counted_and_the_loop_goes_on() -> None:

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.clock import MonotonicClock
 from membrane_es.projections.timecodes import micros
 from membrane_es.queries import selector
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import competence, plan_graph, semantic
 from tests.unit.conftest import START
 from tests.unit.retrieval_support import HALF_PRECISION, QUERY, at_cosine, ids, stats, trust

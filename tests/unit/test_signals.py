@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from membrane_es.signals import wait_for_stop_signal
+from membrane_es.serving.signals import wait_for_stop_signal
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from membrane_es import Membrane
-from membrane_es.access import DEFAULT_TENANT
-from membrane_es.tenants import StoreBounds, Tenants
+from membrane_es.access.keys import DEFAULT_TENANT
+from membrane_es.serving.tenants import StoreBounds, Tenants
 
 
 class Opener:

@@ -25,8 +25,8 @@ from membrane_es import (
     TrustContext,
     ValidationError,
 )
-from membrane_es.clock import MonotonicClock
 from membrane_es.queries.trust import redact
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.builders import (
     FULL_TRUST,
     competence,

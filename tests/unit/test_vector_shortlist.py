@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_es import Membrane, TrustContext
-from membrane_es.clock import MonotonicClock
 from membrane_es.embedding import HashingEmbedder
 from membrane_es.errors import ValidationError
 from membrane_es.projections import embeddings
@@ -34,6 +33,7 @@ from membrane_es.projections.embeddings import (
 )
 from membrane_es.queries import retrieve, vectors
 from membrane_es.queries.snapshot import take_snapshot
+from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
 from tests.unit.test_retrieve_as_of import check_answers_as_of, creations, operations
 from tests.views_support import WORDS, random_history

@@ -24,7 +24,6 @@ from membrane_es.commands.capture.interpretation import (
 from membrane_es.commands.messages import CaptureMemory
 from membrane_es.commands.resolution import Decision
 from membrane_es.commands.unit_of_work import UnitOfWork
-from membrane_es.decay import engine_profile
 from membrane_es.errors import NotFoundError
 from membrane_es.schema.enums import (
     DeletionPolicy,
@@ -49,6 +48,7 @@ from membrane_es.schema.records import (
     Relation,
     RelationCandidate,
 )
+from membrane_es.timekeeping.decay import engine_profile
 
 ENTITY_NAMESPACE = "membrane"
 DEFAULT_ENTITY_NAME = "entity"

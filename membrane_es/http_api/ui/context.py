@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
 from membrane_es.engine import moment_of
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity

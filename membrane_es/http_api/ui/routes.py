@@ -25,7 +25,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import File, Redirect
 
 from membrane_es import __version__
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
 from membrane_es.engine import Membrane
 from membrane_es.errors import (
     AccessDeniedError,
@@ -41,7 +41,7 @@ from membrane_es.http_api.ui.conversation import conversation
 from membrane_es.http_api.ui.sessions import COOKIE, Sessions, caller_of, check_key
 from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.timestamps import rfc3339
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 log = logging.getLogger("membrane_es.http")
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from litestar import Request
 
-from membrane_es.access import BEARER, KeyRing
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
+from membrane_es.access.keys import BEARER, KeyRing
 
 COOKIE = "membrane_ui_session"
 MAX_SESSIONS = 4096  # the oldest sessions are dropped beyond this (they enter the key again)

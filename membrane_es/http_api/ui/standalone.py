@@ -6,10 +6,10 @@ from __future__ import annotations
 from litestar import Litestar, get
 from litestar.response import Redirect
 
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.http_api.holding import holding_stores
 from membrane_es.http_api.ui.routes import PREFIX, inspector
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 
 @get("/", include_in_schema=False, sync_to_thread=False)

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from membrane_es.access import Caller, KeyRing
-from membrane_es.clock import MonotonicClock
+from membrane_es.access.keys import Caller, KeyRing
 from membrane_es.engine import Membrane
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.queries.entries import SearchAdvisor
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
+from membrane_es.timekeeping.clock import MonotonicClock
 
 ALPHA = "alpha-secret"  # tenant "1" (Arbiter-style numeric tenant), no ceiling
 BETA = "beta-secret"  # tenant "acme"

@@ -16,7 +16,7 @@ import httpx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from membrane_es.access import Caller, KeyRing
+from membrane_es.access.keys import Caller, KeyRing
 
 from .conftest import Serve
 

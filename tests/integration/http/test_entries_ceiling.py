@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.commands.entries import entry_record
 from membrane_es.engine.entries import ENTRY_ACTOR
 from membrane_es.errors import ValidationError

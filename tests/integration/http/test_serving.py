@@ -16,14 +16,14 @@ import msgspec
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.engine import Membrane
 from membrane_es.grpc_server.config import DaemonConfig
 from membrane_es.grpc_server.server import Daemon
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2 as pb
 from membrane_es.grpc_server.wire.membrane.v1 import membrane_pb2_grpc as pb_grpc
 from membrane_es.http_api import HttpServer, create_app
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 KEY = "serving-secret"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from membrane_es.access import Caller, KeyRing
+from membrane_es.access.keys import Caller, KeyRing
 from membrane_es.embedding.hashing import HashingEmbedder
 from membrane_es.engine import Membrane
 from membrane_es.http_api import HttpServer, create_app
 from membrane_es.schema.entries import NewEntry
 from membrane_es.schema.enums import Sensitivity
-from membrane_es.tenants import Tenants
+from membrane_es.serving.tenants import Tenants
 
 OWNER = "owner-secret"  # tenant "a", no ceiling
 READER = "reader-secret"  # tenant "a", reads up to low

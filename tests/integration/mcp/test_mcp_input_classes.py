@@ -14,8 +14,8 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
 from membrane_es import Membrane
-from membrane_es.ceiling import Caller
-from membrane_es.mcp_server import build_server
+from membrane_es.access.ceiling import Caller
+from membrane_es.mcp_server.server import build_server
 from membrane_es.schema.enums import Sensitivity
 from tests.faults import input_classes as classes
 

@@ -11,9 +11,9 @@ import pytest
 from mcp.client import Client
 
 from membrane_es import Membrane, TrustContext
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
 from membrane_es.embedding import HashingEmbedder
-from membrane_es.mcp_server import build_server
+from membrane_es.mcp_server.server import build_server
 from membrane_es.schema.enums import Sensitivity
 
 

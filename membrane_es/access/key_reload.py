@@ -1,6 +1,6 @@
 """A keys file's changes take effect without a restart.
 
-The daemon watches its keys file (:mod:`membrane_es.access`): when the file changes — or on
+The daemon watches its keys file (:mod:`membrane_es.access.keys`): when the file changes — or on
 SIGHUP — it is read again and, if it is valid, its keys replace the old ones at once (a call
 sees the old keys or the new, never a mix). A file that cannot be read or is malformed keeps
 the old keys in force, and the log says why. A new tenant's key works at once (its store is
@@ -18,7 +18,7 @@ import os
 import threading
 from pathlib import Path
 
-from membrane_es.access import KeyRing
+from membrane_es.access.keys import KeyRing
 from membrane_es.errors import ValidationError
 
 log = logging.getLogger("membrane_es.keys")

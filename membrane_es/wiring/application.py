@@ -22,19 +22,19 @@ from eventsourcing.application import (
 from membrane_es.aggregates.identity import record_key
 from membrane_es.aggregates.memory_record import RecordAggregate, redact_state
 from membrane_es.aggregates.sealing import ContentSealer, redacted_creation
-from membrane_es.codec import MsgspecMapper
 from membrane_es.errors import MembraneError, NotFoundError
-from membrane_es.key_binding import (
+from membrane_es.stores.abilities import Abilities, abilities_of
+from membrane_es.stores.codec import MsgspecMapper
+from membrane_es.stores.key_store import KeyStore, open_key_store
+from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
+from membrane_es.stores.record_numbers import RecordNumberBehind, RecordNumbering
+from membrane_es.wiring.key_binding import (
     UnfinishedErasures,
     bind_key_store,
     named,
     unfinished_erasures,
 )
-from membrane_es.record_cache import RecordCache
-from membrane_es.stores.abilities import Abilities, abilities_of
-from membrane_es.stores.key_store import KeyStore, open_key_store
-from membrane_es.stores.log_stamp import LOG_STAMP, LogStamp
-from membrane_es.stores.record_numbers import RecordNumberBehind, RecordNumbering
+from membrane_es.wiring.record_cache import RecordCache
 
 log = logging.getLogger("membrane_es")
 
@@ -43,11 +43,12 @@ APPLICATION_NAME = "memory"
 EVENTS_TABLE = f"{APPLICATION_NAME}_events"
 
 DEFAULT_ENV: dict[str, str] = {
-    "MAPPER_TOPIC": "membrane_es.codec:MsgspecMapper",
-    "TRANSCODER_TOPIC": "membrane_es.codec:MsgpackTranscoder",
+    "MAPPER_TOPIC": "membrane_es.stores.codec:MsgspecMapper",
+    "TRANSCODER_TOPIC": "membrane_es.stores.codec:MsgpackTranscoder",
 }
 
-# Recently touched records stay in memory (see :class:`~membrane_es.record_cache.RecordCache`).
+# Recently touched records stay in memory
+# (see :class:`~membrane_es.wiring.record_cache.RecordCache`).
 CACHE_SIZE = 10_000
 # A save whose record numbers another process took first is numbered again and retried at
 # once, up to this many times (each refusal means another save got through).

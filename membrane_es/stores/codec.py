@@ -1,7 +1,7 @@
 """Events and snapshots ⇄ bytes with msgspec MessagePack: typed, compact, no JSON on the hot path.
 
-Select it with ``MAPPER_TOPIC=membrane_es.codec:MsgspecMapper`` and
-``TRANSCODER_TOPIC=membrane_es.codec:MsgpackTranscoder``. eventsourcing's compressor and
+Select it with ``MAPPER_TOPIC=membrane_es.stores.codec:MsgspecMapper`` and
+``TRANSCODER_TOPIC=membrane_es.stores.codec:MsgpackTranscoder``. eventsourcing's compressor and
 cipher still apply (compress, then encrypt), configured as usual.
 
 An event is stored as the MessagePack of all its fields and decoded in one typed pass into

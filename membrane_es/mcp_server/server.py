@@ -20,7 +20,7 @@ are bounded: a record's text is cut at 2,000 characters with a marker saying how
 there is (``get`` it), and an answer's records stop before 40,000 characters, saying how many
 were left out; ``get`` answers a record's whole text.
 
-Trust comes from the server's configuration (a :class:`~membrane_es.ceiling.Caller`): a
+Trust comes from the server's configuration (a :class:`~membrane_es.access.ceiling.Caller`): a
 client may narrow it per call (``max_sensitivity``, ``scopes``), never widen it; it may
 revise only records it could read in full, and may not write what it could not read back.
 
@@ -42,8 +42,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError as PydanticError
 
 from membrane_es import __version__
-from membrane_es.access import KeyRing
-from membrane_es.ceiling import Caller
+from membrane_es.access.ceiling import Caller
+from membrane_es.access.keys import KeyRing
 from membrane_es.engine import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_EDGE_LIMIT,
@@ -55,7 +55,7 @@ from membrane_es.engine import (
     compact,
 )
 from membrane_es.errors import MembraneError, ValidationError
-from membrane_es.mcp_keys import REQUEST_CEILING, KeyCheck
+from membrane_es.mcp_server.keys import REQUEST_CEILING, KeyCheck
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.records import TrustContext
 from membrane_es.schema.rfc3339 import parse_moment
@@ -153,7 +153,7 @@ def serve_http(
     memory: Membrane, ceiling: TrustContext, host: str, port: int, keys: KeyRing | None = None
 ) -> None:
     """Serve an open store over streamable HTTP at ``http://host:port/mcp``; with ``keys``
-    (any configured), every request needs a bearer key (:mod:`membrane_es.mcp_keys`)."""
+    (any configured), every request needs a bearer key (:mod:`membrane_es.mcp_server.keys`)."""
     import uvicorn
 
     server_caller = caller_of(ceiling)

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from membrane_es.ceiling import DEFAULT_TENANT, Caller
+from membrane_es.access.ceiling import DEFAULT_TENANT, Caller
 from membrane_es.errors import ValidationError
 from membrane_es.schema.enums import Sensitivity
 

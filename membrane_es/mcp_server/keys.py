@@ -1,5 +1,5 @@
 """API keys on the MCP server's streamable HTTP: the same keys, checked the same way, as the
-HTTP entries API and the gRPC daemon (:class:`~membrane_es.access.KeyRing`).
+HTTP entries API and the gRPC daemon (:class:`~membrane_es.access.keys.KeyRing`).
 
 With keys configured every request needs ``Authorization: Bearer <key>`` (else 401). A key
 serves the server's one store, so a key of another tenant is refused (403). The key's ceiling
@@ -15,7 +15,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from membrane_es.access import DEFAULT_TENANT, Caller, KeyRing
+from membrane_es.access.keys import DEFAULT_TENANT, Caller, KeyRing
 from membrane_es.schema.enums import Sensitivity
 
 Scope = MutableMapping[str, Any]

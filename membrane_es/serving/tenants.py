@@ -30,12 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from membrane_es.access import DEFAULT_TENANT
+from membrane_es.access.keys import DEFAULT_TENANT
 from membrane_es.engine import IN_MEMORY, Membrane, holds_store
 from membrane_es.errors import StoreClosedError, StoreNotFoundError
-from membrane_es.resident_memory import give_back_freed_memory, resident_bytes
+from membrane_es.serving.resident_memory import give_back_freed_memory, resident_bytes
 
-log = logging.getLogger("membrane_es.tenants")
+log = logging.getLogger("membrane_es.serving.tenants")
 
 # Stores a daemon keeps open by default: about 2 MiB and 6 descriptors each when small, so
 # 100 stay well inside the usual 1,024 descriptors and a few hundred MiB.
