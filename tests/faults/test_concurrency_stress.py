@@ -48,10 +48,16 @@ def _hammer(store: Path, shared: list[str], seed: int) -> dict[str, Any]:
                     elif choice < 0.65:
                         key, value = "made", memory.create_record(fact(rng)).id
                     elif choice < 0.75:
-                        key, value = "made", memory.supersede(target, fact(rng), "t", "newer").id
+                        key, value = (
+                            "made",
+                            memory.supersede(target, fact(rng), "t", "newer", widen=True).id,
+                        )
                     elif choice < 0.82:
                         pair = rng.sample(shared, 2)
-                        key, value = "made", memory.merge(pair, fact(rng), "t", "same").id
+                        key, value = (
+                            "made",
+                            memory.merge(pair, fact(rng), "t", "same", widen=True).id,
+                        )
                     elif choice < 0.9:
                         memory.contest(target, rng.choice(shared), "t", "doubt")
                         continue

@@ -93,7 +93,7 @@ def test_verify_counts_forgotten_records_apart_from_lost_keys(tmp_path: Path) ->
     report = Membrane.verify_store(tmp_path)
     assert report.ok and report.keyed
     assert (report.forgotten, report.unsealable) == (1, 0)
-    assert "1 records forgotten" in str(report)
+    assert "1 record forgotten" in str(report)
     with Membrane.open(tmp_path, embedder=None) as memory:
         key_id = memory.application.content_key(ids[1])
     with sqlite3.connect(tmp_path / "keys.sqlite") as keys:  # one key lost, not forgotten
