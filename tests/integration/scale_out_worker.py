@@ -217,7 +217,8 @@ class Writer:
         op: dict[str, Any]
         try:
             if action < 0.25:
-                made = memory.create_record(fact(rng), actor=name, rationale=token)
+                # each write is its own record (the check follows it by its token), as given
+                made = memory.create_record(fact(rng), actor=name, rationale=token, resolve=False)
                 op = {"op": "create", "targets": [], "made": [made.id]}
             elif action < 0.35:
                 captured = memory.capture_memory(
