@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from membrane_es.access.ceiling import Caller
 from membrane_es.access.keys import CURRENT_CALLER, KeyRing, first_value
 from membrane_es.grpc_server.ratelimit import TokenBuckets
 
@@ -67,19 +68,28 @@ class GuardInterceptor(grpc.ServerInterceptor):
             response_serializer=handler.response_serializer,
         )
 
+    def _admit(
+        self, raw: Any, context: grpc.ServicerContext, parse: Callable[[bytes], Any] | None
+    ) -> tuple[Caller, Any]:
+        """The caller and its request, once its key and its rate allow (else the call is
+        aborted): what every guarded call, unary or streaming, does first."""
+        authorization = first_value(context.invocation_metadata(), "authorization")
+        caller = self._keys.caller_for(authorization)
+        if caller is None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key")
+        buckets = self._buckets
+        if buckets.enabled and not buckets.allow(_identity(context, authorization)):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded")
+        request = raw if parse is None else _parse(parse, raw, context)
+        return caller, request
+
     def _guard(
         self, behaviour: UnaryBehaviour, parse: Callable[[bytes], Any] | None
     ) -> UnaryBehaviour:
-        keys, buckets, serving = self._keys, self._buckets, self._serving
+        admit, serving = self._admit, self._serving
 
         def guarded(raw: Any, context: grpc.ServicerContext) -> Any:
-            authorization = first_value(context.invocation_metadata(), "authorization")
-            caller = keys.caller_for(authorization)
-            if caller is None:
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key")
-            if buckets.enabled and not buckets.allow(_identity(context, authorization)):
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded")
-            request = raw if parse is None else _parse(parse, raw, context)
+            caller, request = admit(raw, context, parse)
             token = CURRENT_CALLER.set(caller)
             try:
                 with serving():
@@ -92,16 +102,10 @@ class GuardInterceptor(grpc.ServerInterceptor):
     def _guard_stream(
         self, behaviour: StreamBehaviour, parse: Callable[[bytes], Any] | None
     ) -> StreamBehaviour:
-        keys, buckets, serving = self._keys, self._buckets, self._serving
+        admit, serving = self._admit, self._serving
 
         def guarded(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            authorization = first_value(context.invocation_metadata(), "authorization")
-            caller = keys.caller_for(authorization)
-            if caller is None:
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or missing API key")
-            if buckets.enabled and not buckets.allow(_identity(context, authorization)):
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded")
-            request = raw if parse is None else _parse(parse, raw, context)
+            caller, request = admit(raw, context, parse)
             token = CURRENT_CALLER.set(caller)
             try:
                 # a followed feed holds its store open for as long as it streams
