@@ -575,6 +575,10 @@ class MembraneStore(BaseStore):
         if changes is None:
             self._load()
             return
+        # The keys whose record this pass took out, by the id their next record has: a
+        # revision's old record comes first in the changes (superseded, then its successor
+        # created), and its successor is then known by its id too, nothing read.
+        retired: dict[str, Key] = {}
         for change in changes.records:
             if change.active:
                 if change.record_id in self._key_of:
@@ -583,6 +587,10 @@ class MembraneStore(BaseStore):
                 if revised is not None and revised in self._current:
                     # A revision of an item held: its key is known from its id, nothing read.
                     self._forget(revised)
+                    self._hold(revised, _Current(change.record_id, None))
+                    continue
+                revised = retired.pop(change.record_id, None)
+                if revised is not None and revised not in self._current:
                     self._hold(revised, _Current(change.record_id, None))
                     continue
                 try:
@@ -599,6 +607,7 @@ class MembraneStore(BaseStore):
                 gone = self._key_of.get(change.record_id)
                 if gone is not None:
                     self._forget(gone)  # deleted, or replaced by a record applied below
+                    retired[successor_id(change.record_id)] = gone
         self._position = changes.position
 
     def _hold(self, key: Key, current: _Current) -> None:
