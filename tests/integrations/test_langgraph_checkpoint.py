@@ -182,6 +182,58 @@ def test_two_savers_on_one_store_see_each_others_checkpoints(memory: Membrane) -
     ]
 
 
+def test_what_a_saver_keeps_goes_when_another_saver_or_an_erasure_touches_it(
+    memory: Membrane,
+) -> None:
+    first, second = MembraneSaver(memory), MembraneSaver(memory)
+    config = generate_config("kept")
+    stored = first.put(config, generate_checkpoint(), {"step": 0}, {})
+    again = first.put(stored, generate_checkpoint(), {"step": 1}, {})
+    assert first.get_tuple(again) is not None  # read, and kept
+    calls = 0
+    retrieve_by_id = memory.retrieve_by_id
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return retrieve_by_id(*args, **kwargs)
+
+    memory.retrieve_by_id = counted  # type: ignore[method-assign]
+    try:
+        assert first.get_tuple(again) is not None
+        first.put(again, generate_checkpoint(), {"step": 2}, {})  # its parent: kept
+    finally:
+        del memory.retrieve_by_id
+    assert calls == 0
+    second.put(again, {**generate_checkpoint(), "id": again["configurable"]["checkpoint_id"]},
+               {"step": "stored again"}, {})  # fmt: skip
+    found = first.get_tuple(again)
+    assert found is not None and found.metadata["step"] == "stored again"
+    second.delete_thread("kept")
+    assert first.get_tuple(again) is None and list(first.list(config)) == []
+    third = first.put(config, generate_checkpoint(), {"step": 2}, {})
+    assert first.get_tuple(third) is not None
+    record_id = first._thread("kept").checkpoints[""][third["configurable"]["checkpoint_id"]]
+    memory.forget(record_id, "langgraph", "erased")
+    assert first.get_tuple(third) is None
+
+
+def test_a_checkpoint_stored_again_after_its_thread_was_deleted_is_a_new_generation(
+    memory: Membrane,
+) -> None:
+    saver = MembraneSaver(memory)
+    checkpoint = generate_checkpoint()
+    stored = saver.put(generate_config("again"), checkpoint, {"step": 0}, {})
+    saver.delete_thread("again")
+    assert saver.get_tuple(stored) is None
+    # the listing shows no live record: the first generation is tried, exists (retracted),
+    # and the saver looks the generations up instead
+    saver.put(generate_config("again"), checkpoint, {"step": "back"}, {})
+    found = saver.get_tuple(stored)
+    assert found is not None and found.metadata["step"] == "back"
+    assert len(list(saver.list(generate_config("again")))) == 1
+
+
 def test_tasks_saving_their_writes_at_once_lose_none(memory: Membrane) -> None:
     saver = MembraneSaver(memory)
     stored = saver.put(generate_config("t"), generate_checkpoint(), {"step": 0}, {})

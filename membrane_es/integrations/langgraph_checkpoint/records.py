@@ -27,6 +27,7 @@ LEVELS = {level: rank for rank, level in enumerate(Sensitivity)}
 STRATEGIES = ("keep_latest", "delete")
 HERE = ""  # a channel value held by the checkpoint's own record
 LISTINGS_KEPT = 1024  # threads whose listing a saver keeps between calls
+RECORDS_KEPT = 1024  # records whose data a saver keeps between calls (the latest used)
 
 Serialized = list[str]  # [serde type, base64 bytes]
 

@@ -6,10 +6,12 @@ import asyncio
 import base64
 import builtins
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -39,6 +41,7 @@ from membrane_es.integrations.langgraph_checkpoint.records import (
     HERE,
     LEVELS,
     LISTINGS_KEPT,
+    RECORDS_KEPT,
     SCOPE_PREFIX,
     STRATEGIES,
     WRITES_PREFIX,
@@ -57,6 +60,9 @@ from membrane_es.integrations.langgraph_checkpoint.records import (
     optional_checkpoint_id,
     run_id_of,
 )
+
+_COPY_ENCODER = msgspec.msgpack.Encoder()
+_COPY_DECODER = msgspec.msgpack.Decoder()
 
 
 class MembraneSaver(BaseCheckpointSaver[int]):
@@ -107,6 +113,13 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         # the store moved, or by more than this saver's own writes to that thread
         self._listed: dict[str, tuple[int, ThreadRecords]] = {}
         self._listing_lock = threading.Lock()
+        # record id → what it holds, as of the log position ``_kept_at``: records the saver
+        # read or wrote, kept while no event touches them (a checkpoint is never revised:
+        # stored again, it is a new record). Followed like the other adapters follow the log
+        # (only the records new events touched are dropped), so an erasure or a retraction
+        # by anyone drops them before the next read.
+        self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._kept_at: int | None = None
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -133,6 +146,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         checkpoint_id = optional_checkpoint_id(config)
         if not self._visible(thread_id):
             return None
+        self._follow()
         thread = self._thread(thread_id)
         in_ns = thread.checkpoints.get(ns, {})
         if checkpoint_id is None:
@@ -157,6 +171,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValidationError("limit", f"must be a whole number, not {limit!r}")
         before_id = optional_checkpoint_id(before, "before") if before is not None else None
+        self._follow()
         if config is None:
             threads = self._threads()
             wanted_ns: str | None = None
@@ -253,6 +268,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             )
         self._check_may_write(thread_id)
         merged_metadata = get_checkpoint_metadata(config, metadata)
+        self._follow()
         parent = self._parent_data(thread_id, ns, parent_id)
         stored: dict[str, Serialized] = {}
         located: dict[str, str] = {}
@@ -287,8 +303,11 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             f"{f' namespace {ns}' if ns else ''}: step {step}, source {source}"
         )
         base = checkpoint_base_id(thread_id, ns, checkpoint_id)
+        probe = False  # first trust the thread's listing, when it is current
         while True:
-            generation, replaced = self._next_generation(thread_id, ns, checkpoint_id, base)
+            generation, replaced = self._next_generation(
+                thread_id, ns, checkpoint_id, base, listed_first=not probe
+            )
             record = self._record(f"{base}:{generation}", thread_id, summary, "checkpoint", data)
             try:
                 self._save(
@@ -296,8 +315,12 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                     retract=[replaced] if replaced else [],
                     why="stored again",
                     thread_id=thread_id,
+                    data=data,
                 )
-            except AlreadyExistsError:  # the same checkpoint stored at the same moment
+            except AlreadyExistsError:
+                # The same checkpoint stored at the same moment, or a generation the listing
+                # does not show (retracted): look the generations up one by one.
+                probe = True
                 continue
             break
         return config_for(thread_id, ns, checkpoint_id)
@@ -584,18 +607,77 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         return {decoded_part(thread_id): thread for thread_id, thread in threads.items()}
 
     def _data(self, record_id: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """What a checkpoint or writes record holds (read once per operation)."""
-        if record_id not in cache:
+        """What a checkpoint or writes record holds (read once per operation, and kept
+        while the log does not touch it)."""
+        found = cache.get(record_id)
+        if found is None:
+            found = self._kept_data(record_id)
+        if found is None:
+            kept_at = self._kept_at  # read before: what is kept is at least this current
             thread_id = decoded_part(record_id.split(":")[2])
             record = self.memory.retrieve_by_id(
                 record_id, trust=self._scope_trust(thread_id), as_of=self.moment
             )
-            cache[record_id] = held_values(record)
-        return cache[record_id]
+            found = held_values(record)
+            self._keep(record_id, found, kept_at)
+        cache[record_id] = found
+        return found
+
+    def _follow(self) -> None:
+        """Drop the kept records that the log's events since ``_kept_at`` touched (every
+        write acknowledged before now, by anyone; all of them after a long absence)."""
+        if self.moment is not None:
+            return
+        with self._listing_lock:
+            kept_at = self._kept_at
+        if kept_at is None:
+            position = self.memory.position
+            with self._listing_lock:
+                if self._kept_at is None:
+                    self._kept_at = position
+            return
+        changes = self.memory.record_changes(kept_at)
+        with self._listing_lock:
+            if self._kept_at != kept_at:
+                return  # another thread followed meanwhile
+            if changes is None:
+                self._kept.clear()
+                self._kept_at = self.memory.position
+                return
+            for change in changes.records:
+                self._kept.pop(change.record_id, None)
+            self._kept_at = changes.position
+
+    def _kept_data(self, record_id: str) -> dict[str, Any] | None:
+        if self.moment is not None:
+            return None
+        with self._listing_lock:
+            if self._kept_at != self.memory.position:
+                return None  # the log moved since the saver last followed it
+            found = self._kept.get(record_id)
+            if found is not None:
+                self._kept.move_to_end(record_id)
+            return found
+
+    def _keep(self, record_id: str, data: dict[str, Any], kept_at: int | None) -> None:
+        """Keep what a record read (or written) holds, if the saver followed the log up to
+        ``kept_at`` and has not moved on since (else the next follow could miss a change)."""
+        if self.moment is not None or kept_at is None:
+            return
+        with self._listing_lock:
+            if self._kept_at != kept_at:
+                return
+            self._kept[record_id] = data
+            self._kept.move_to_end(record_id)
+            while len(self._kept) > RECORDS_KEPT:
+                self._kept.popitem(last=False)
 
     def _parent_data(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, Any] | None:
         if parent_id is None:
             return None
+        live = self._live_record(thread_id, ns, parent_id)
+        if live is not None:  # the listing is current: its live record is the latest
+            return {**self._data(live, {}), "record_id": live}
         base = checkpoint_base_id(thread_id, ns, parent_id)
         latest: dict[str, Any] | None = None
         generation = 1
@@ -607,11 +689,40 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                 return latest
             generation += 1
 
+    def _live_record(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        """The checkpoint's live record from the thread's listing, if that listing is current
+        (None: not listed, or the listing is not current)."""
+        known = self._listed.get(thread_id)
+        if known is None or known[0] != self.memory.position:
+            return None
+        return known[1].checkpoints.get(ns, {}).get(checkpoint_id)
+
+    def _listed_now(self, thread_id: str) -> ThreadRecords | None:
+        known = self._listed.get(thread_id)
+        return None if known is None or known[0] != self.memory.position else known[1]
+
     def _next_generation(
-        self, thread_id: str, ns: str, checkpoint_id: str, base: str
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        base: str,
+        *,
+        listed_first: bool = False,
     ) -> tuple[int, str | None]:
         """The generation a checkpoint stored under this id gets, and the live record it
-        replaces (None when there is none: the usual case costs one lookup)."""
+        replaces (None when there is none: the usual case costs one lookup).
+        ``listed_first``: answer from the thread's listing when it is current — one past its
+        live record, or the first when none is live — without a lookup; a retracted later
+        generation the listing cannot show makes the write fail, and the caller asks again
+        without it."""
+        if listed_first and self.moment is None:
+            listed = self._listed_now(thread_id)
+            if listed is not None:
+                live = listed.checkpoints.get(ns, {}).get(checkpoint_id)
+                if live is None:
+                    return 1, None
+                return int(live.rsplit(":", 1)[1]) + 1, live
         generation = 1
         while self._exists(f"{base}:{generation}", thread_id):
             generation += 1
@@ -654,13 +765,17 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         retract: Sequence[str] = (),
         why: str = "",
         thread_id: str | None = None,
+        data: dict[str, Any] | None = None,
     ) -> None:
         """Create and retract records: one durable write, all of it or none. A write that
         only adds records to ``thread_id`` keeps that thread's listing current, when the
-        store moved by exactly its events (nobody else wrote meanwhile)."""
+        store moved by exactly its events (nobody else wrote meanwhile); so does the single
+        record it creates with ``data`` for what the saver keeps."""
         if not records and not retract:
             return
         before = self.memory.position
+        with self._listing_lock:
+            followed = self._kept_at == before
         if len(records) == 1 and not retract:
             self._create(records[0])
         else:
@@ -671,6 +786,14 @@ class MembraneSaver(BaseCheckpointSaver[int]):
                     self._create(record)
         known = self._listed.get(thread_id or "")
         after = self.memory.position
+        if followed and data is not None and len(records) == 1 and after == before + 1:
+            # Nothing but this record's creation came after what the saver followed: what
+            # it keeps is still current, and the new record holds ``data`` (a copy made as
+            # the engine stores it: tuples become lists).
+            with self._listing_lock:
+                if self._kept_at == before:
+                    self._kept_at = after
+            self._keep(records[0]["id"], _COPY_DECODER.decode(_COPY_ENCODER.encode(data)), after)
         if thread_id is None or known is None or retract:
             return
         if known[0] == before and after - before == len(records):
