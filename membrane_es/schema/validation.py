@@ -137,9 +137,36 @@ def check_finite(field: str, value: Any) -> None:
 
     Raises :class:`ValidationError` naming the path of the first one.
     """
+    if _all_finite(value, 0):
+        return  # the usual case: walked once without naming every path on the way
     problem = _non_finite(value, field, 0)
     if problem is not None:
         raise ValidationError(problem, "must be a finite number (JSON has no NaN or infinity)")
+
+
+def _all_finite(value: Any, depth: int) -> bool:
+    """Whether :func:`_non_finite` would find nothing (the same walk, no paths built)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > MAX_DEPTH:
+        return True
+    depth += 1
+    if isinstance(value, Mapping):
+        for item in value.values():
+            if not _all_finite(item, depth):
+                return False
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if not _all_finite(item, depth):
+                return False
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            if not _all_finite(getattr(value, name), depth):
+                return False
+    return True
 
 
 def _non_finite(value: Any, path: str, depth: int) -> str | None:

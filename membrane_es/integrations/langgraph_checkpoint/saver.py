@@ -269,6 +269,10 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         self._check_may_write(thread_id)
         merged_metadata = get_checkpoint_metadata(config, metadata)
         self._follow()
+        if thread_id not in self._listed:
+            # Listed once: this saver's own writes keep the listing current, and it names
+            # the parent's record and the generation without looking either up.
+            self._thread(thread_id)
         parent = self._parent_data(thread_id, ns, parent_id)
         stored: dict[str, Serialized] = {}
         located: dict[str, str] = {}
