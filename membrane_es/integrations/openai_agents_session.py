@@ -208,18 +208,30 @@ class MembraneSession:
 
     def _add(self, encoded: list[str]) -> None:
         with self._lock:
+            captured = []
             with self._memory.batch():
                 for item in encoded:
-                    self._memory.capture_memory(
-                        _content(item),
-                        source_kind="agent_turn",
-                        context={"session_id": self.session_id},
-                        sensitivity=self._sensitivity,
-                        source=SOURCE,
-                        tags=self._tags,
-                        scope=self._scope,
+                    captured.append(
+                        self._memory.capture_memory(
+                            _content(item),
+                            source_kind="agent_turn",
+                            context={"session_id": self.session_id},
+                            sensitivity=self._sensitivity,
+                            source=SOURCE,
+                            tags=self._tags,
+                            scope=self._scope,
+                        ).primary_record
                     )
-            self._sync()  # its own turns, and whatever else came before them
+            if self._turns is not None:
+                # Written: its own turns are held as the write returned them, so following
+                # the log reads none of them back.
+                for record in captured:
+                    turn_item = self._item_of(record)
+                    if turn_item is not None and record.id not in self._held:
+                        turn = _Turn(*_creation(record), turn_item)
+                        bisect.insort(self._turns, turn)
+                        self._held[record.id] = turn
+            self._sync()  # and whatever else came before them
 
     def _pop(self) -> TResponseInputItem | None:
         with self._lock:

@@ -120,6 +120,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         # by anyone drops them before the next read.
         self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._kept_at: int | None = None
+        self._decoded: dict[str, bytes] = {}  # base64 text → its bytes, the latest decoded
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -817,7 +818,18 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         return [kind, base64.b64encode(raw).decode("ascii")]
 
     def _loads(self, stored: Serialized) -> Any:
-        return self.serde.loads_typed((stored[0], base64.b64decode(stored[1])))
+        text = stored[1]
+        # The bytes of values read again (a kept record's, whose strings are the same
+        # objects each time: their hash is computed once), decoded once; the value itself is
+        # made anew for each caller, who may change it.
+        raw = self._decoded.get(text)
+        if raw is None:
+            raw = base64.b64decode(text)
+            with self._listing_lock:
+                self._decoded[text] = raw
+                while len(self._decoded) > RECORDS_KEPT:
+                    self._decoded.pop(next(iter(self._decoded)))
+        return self.serde.loads_typed((stored[0], raw))
 
 
 # --- checks and names -----------------------------------------------------------------------
