@@ -40,6 +40,19 @@ class ThreadRecords:
 
     checkpoints: dict[str, dict[str, str]] = field(default_factory=dict)
     writes: dict[str, list[str]] = field(default_factory=dict)
+    # namespace → its newest checkpoint id, found once per listing (a listing is never
+    # changed once made: a write makes a new one, see joined)
+    _latest: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def latest(self, ns: str) -> str | None:
+        """The newest checkpoint id of a namespace (None: it has none)."""
+        found = self._latest.get(ns)
+        if found is None:
+            in_ns = self.checkpoints.get(ns)
+            if not in_ns:
+                return None
+            found = self._latest[ns] = max(in_ns)
+        return found
 
     def joined(self, other: ThreadRecords) -> ThreadRecords:
         """This thread with the records of ``other`` (created after them) added: a copy,

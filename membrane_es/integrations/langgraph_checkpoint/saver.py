@@ -151,9 +151,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         thread = self._thread(thread_id)
         in_ns = thread.checkpoints.get(ns, {})
         if checkpoint_id is None:
-            if not in_ns:
+            checkpoint_id = thread.latest(ns)
+            if checkpoint_id is None:
                 return None
-            checkpoint_id = max(in_ns)
         record_id = in_ns.get(checkpoint_id)
         if record_id is None:
             return None
