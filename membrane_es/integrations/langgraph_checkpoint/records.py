@@ -28,6 +28,7 @@ STRATEGIES = ("keep_latest", "delete")
 HERE = ""  # a channel value held by the checkpoint's own record
 LISTINGS_KEPT = 1024  # threads whose listing a saver keeps between calls
 RECORDS_KEPT = 1024  # records whose data a saver keeps between calls (the latest used)
+DECODED_BYTES = 64 * 1024 * 1024  # at most this many bytes of decoded values kept besides
 
 Serialized = list[str]  # [serde type, base64 bytes]
 

@@ -38,6 +38,7 @@ from membrane_es import (
 )
 from membrane_es.integrations.langgraph_checkpoint.records import (
     CHECKPOINT_PREFIX,
+    DECODED_BYTES,
     HERE,
     LEVELS,
     LISTINGS_KEPT,
@@ -121,6 +122,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._kept_at: int | None = None
         self._decoded: dict[str, bytes] = {}  # base64 text → its bytes, the latest decoded
+        self._decoded_bytes = 0
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -826,9 +828,11 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if raw is None:
             raw = base64.b64decode(text)
             with self._listing_lock:
-                self._decoded[text] = raw
-                while len(self._decoded) > RECORDS_KEPT:
-                    self._decoded.pop(next(iter(self._decoded)))
+                if text not in self._decoded:
+                    self._decoded[text] = raw
+                    self._decoded_bytes += len(raw)
+                while len(self._decoded) > RECORDS_KEPT or self._decoded_bytes > DECODED_BYTES:
+                    self._decoded_bytes -= len(self._decoded.pop(next(iter(self._decoded))))
         return self.serde.loads_typed((stored[0], raw))
 
 
