@@ -440,7 +440,9 @@ class RecordAggregate(Aggregate):
         generic construction looks up the initialisers' parameters for every event, which
         a replay of many records' creations (the change feed's) pays once per record."""
         aggregate = cls.__new__(cls)
-        aggregate.__base_init__(created.originator_id, created.originator_version, created.timestamp)
+        aggregate.__base_init__(
+            created.originator_id, created.originator_version, created.timestamp
+        )
         created.apply(aggregate)
         return aggregate
 
