@@ -307,6 +307,16 @@ class Reads(EngineCore):
         )
         return context_queries.context(query, self._sources(), counter_for(self._embedder))
 
+    def log_time_at(self, position: int) -> datetime:
+        """The moment a read as of log position ``position`` answers for: the log time of
+        the event there (0: just before the first event). What a surface whose reads take
+        only a moment (the entries API, which keeps time in epoch seconds) reads as of a
+        position by. A position past the log's head raises
+        :class:`~membrane_es.errors.ValidationError` naming ``as_of_position``."""
+        moment = self._as_of(None, position)
+        assert moment is not None  # a position was given
+        return moment
+
     def _as_of(self, as_of: datetime | None, as_of_position: int | None) -> datetime | None:
         """The moment a read answers for: ``as_of``, or the log time of the event at
         ``as_of_position`` (given one or the other, not both).
