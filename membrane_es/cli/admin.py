@@ -46,14 +46,33 @@ def verify(
             help="the store's key store, when it is not keys.sqlite in DIR (KEY_STORE_PATH)",
         ),
     ] = None,
+    from_position: Annotated[
+        int | None,
+        typer.Option(
+            "--from",
+            metavar="N",
+            help="check the chain from log position N on (linked to the one before it)",
+        ),
+    ] = None,
+    to_position: Annotated[
+        int | None,
+        typer.Option("--to", metavar="M", help="check the chain up to log position M"),
+    ] = None,
     json: Json = False,
 ) -> None:
     """Walk the log's hash chain without opening the views; exits 2 naming the first altered,
     missing or reordered event (a report even for a store file too corrupt to read), when
     the key store is missing or lacks the keys of records that were never forgotten, or when
-    a forget was cut short (naming its records, and how to finish it)."""
+    a forget was cut short (naming its records, and how to finish it). With --from/--to,
+    only the positions from N to M (both included) are checked."""
     key = chain_key_file.read_bytes() if chain_key_file is not None else None
-    report = verify_store(store, chain_key=key, key_store=key_store)
+    report = verify_store(
+        store,
+        chain_key=key,
+        key_store=key_store,
+        from_position=from_position,
+        to_position=to_position,
+    )
     if json:
         render.print_json(
             {
@@ -64,6 +83,8 @@ def verify(
                 "detail": report.detail,
                 "keyed": report.keyed,
                 "head": report.head,
+                "from": report.first or None,
+                "to": report.last or None,
                 "forgotten": report.forgotten,
                 "unsealable": report.unsealable,
             }

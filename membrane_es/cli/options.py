@@ -76,6 +76,16 @@ AsOf = Annotated[
         show_default=False,
     ),
 ]
+AsOfPosition = Annotated[
+    int | None,
+    typer.Option(
+        "--as-of-position",
+        metavar="POSITION",
+        min=0,
+        help="answer as the store stood right after the event at this log position",
+        show_default=False,
+    ),
+]
 Trust = Annotated[
     Sensitivity,
     typer.Option(

@@ -21,6 +21,7 @@ from membrane_es.cli.literal import literal
 from membrane_es.cli.options import (
     OWNER_TRUST,
     AsOf,
+    AsOfPosition,
     Explain,
     Json,
     RecordId,
@@ -114,6 +115,7 @@ def list_records(
     limit: Annotated[int, _limit("--limit", "at most this many (0: all)")] = 50,
     include_retracted: IncludeRetracted = False,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
@@ -126,6 +128,7 @@ def list_records(
             memory_types=[kind.value for kind in types] if types else None,
             min_salience=min_salience,
             as_of=as_of_moment(as_of),
+            as_of_position=as_of_position,
             include_retracted=include_retracted,
         )
     wanted_tags = set(tag or ())
@@ -159,6 +162,7 @@ def _retrieve(
         ),
     ] = None,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
@@ -176,6 +180,7 @@ def _retrieve(
             min_salience=min_salience,
             limit=limit,
             as_of=as_of_moment(as_of),
+            as_of_position=as_of_position,
             valid_at=parse_moment(valid_at, "valid_at"),
             include_retracted=include_retracted,
             explain=explain or compact_json,  # the compact form shows each one's score
@@ -224,6 +229,7 @@ def graph(
         int, _limit("--max-hops", "relations followed from a root (0: roots only)")
     ] = DEFAULT_MAX_HOPS,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Json = False,
@@ -244,6 +250,7 @@ def graph(
             edge_limit=edge_limit,
             max_hops=max_hops,
             as_of=as_of_moment(as_of),
+            as_of_position=as_of_position,
             explain=explain or compact_json,
         )
     if json:
@@ -270,6 +277,7 @@ def context(
     ] = DEFAULT_BUDGET_TOKENS,
     types: Types = None,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     trust_scope: TrustScopes = None,
     json: Annotated[
@@ -288,6 +296,7 @@ def context(
             budget_tokens=budget_tokens,
             memory_types=[kind.value for kind in types] if types else None,
             as_of=as_of_moment(as_of),
+            as_of_position=as_of_position,
         )
     if json:
         render.print_json(result if detail else compact.context(result))
@@ -300,18 +309,6 @@ def context(
         f"{result.budget_tokens} tokens, counted: {result.counted_with}",
         err=True,
     )
-
-
-AsOfPosition = Annotated[
-    int | None,
-    typer.Option(
-        "--as-of-position",
-        metavar="POSITION",
-        min=0,
-        help="answer as the store stood right after the event at this log position",
-        show_default=False,
-    ),
-]
 
 
 def _get(
@@ -377,6 +374,7 @@ def history(
 def metrics(
     store: Store,
     as_of: AsOf = None,
+    as_of_position: AsOfPosition = None,
     trust: Trust = OWNER_TRUST,
     json: Json = False,
 ) -> None:
@@ -387,7 +385,7 @@ def metrics(
     """
     _owner_only(trust)
     with existing_store(store) as memory:
-        snapshot = memory.get_metrics(as_of=as_of_moment(as_of))
+        snapshot = memory.get_metrics(as_of=as_of_moment(as_of), as_of_position=as_of_position)
     if json:
         render.print_json(snapshot)
     else:

@@ -311,10 +311,18 @@ class Opening(EngineCore):
         *,
         chain_key: bytes | None = None,
         key_store: str | os.PathLike[str] | None = None,
+        from_position: int | None = None,
+        to_position: int | None = None,
     ) -> ChainReport:
         """Walk the hash chain of the store at ``address`` without opening its views (see
         :func:`~membrane_es.engine.store_check.verify_store`)."""
-        return verify_store(address, chain_key=chain_key, key_store=key_store)
+        return verify_store(
+            address,
+            chain_key=chain_key,
+            key_store=key_store,
+            from_position=from_position,
+            to_position=to_position,
+        )
 
     def _follow_log(self) -> None:
         follower = LogFollower(self._app, lambda: self._views, self._views_moved)

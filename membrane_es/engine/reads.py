@@ -30,6 +30,7 @@ from membrane_es.schema.validation import (
     check_limit,
     check_moment,
 )
+from membrane_es.stores.chain import check_span
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -306,6 +307,16 @@ class Reads(EngineCore):
         )
         return context_queries.context(query, self._sources(), counter_for(self._embedder))
 
+    def log_time_at(self, position: int) -> datetime:
+        """The moment a read as of log position ``position`` answers for: the log time of
+        the event there (0: just before the first event). What a surface whose reads take
+        only a moment (the entries API, which keeps time in epoch seconds) reads as of a
+        position by. A position past the log's head raises
+        :class:`~membrane_es.errors.ValidationError` naming ``as_of_position``."""
+        moment = self._as_of(None, position)
+        assert moment is not None  # a position was given
+        return moment
+
     def _as_of(self, as_of: datetime | None, as_of_position: int | None) -> datetime | None:
         """The moment a read answers for: ``as_of``, or the log time of the event at
         ``as_of_position`` (given one or the other, not both).
@@ -386,10 +397,17 @@ class Reads(EngineCore):
         self.wait_for_position(min_position)
         return record_queries.history(self._app, record_id, trust, now=self._clock.now())
 
-    def verify(self) -> Any:
+    def verify(self, *, from_position: int | None = None, to_position: int | None = None) -> Any:
         """Walk the log's hash chain; the report names the first altered, missing or
         reordered event. LMDB and PostgreSQL stores: the in-memory one keeps no chain, and
-        this raises rather than report a check that never ran."""
+        this raises rather than report a check that never ran.
+
+        ``from_position``/``to_position``: check the positions from one to the other only
+        (both included; either left out: the log's start or its head), the first linked
+        to the hash the log keeps of the one before it, and the last to the log's head
+        when it is the head. A bound below 1, past the head, or a start after the end
+        raises :class:`~membrane_es.errors.ValidationError` naming it."""
+        first, last = check_span(from_position, to_position)
         verifier = self._app.abilities.verifier
         if verifier is None:
             module = type(self._app.recorder).__module__
@@ -397,4 +415,6 @@ class Reads(EngineCore):
                 f"verify: this store's log ({module}) keeps no hash chain; "
                 "only LMDB and PostgreSQL stores can be verified"
             )
-        return verifier.verify()
+        if first is None and last is None:
+            return verifier.verify()
+        return verifier.verify(first=first, last=last)

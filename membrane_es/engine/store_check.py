@@ -27,7 +27,7 @@ from membrane_es.errors import (
     ValidationError,
 )
 from membrane_es.schema.validation import check_chain_key, check_path
-from membrane_es.stores.chain import ChainFault, ChainReport
+from membrane_es.stores.chain import ChainFault, ChainReport, check_span
 from membrane_es.stores.key_store import (
     KEY_STORE_FILE,
     KEY_STORE_PATH,
@@ -57,6 +57,8 @@ def verify_store(
     *,
     chain_key: bytes | None = None,
     key_store: str | os.PathLike[str] | None = None,
+    from_position: int | None = None,
+    to_position: int | None = None,
 ) -> ChainReport:
     """Walk the hash chain of the store at ``address`` (as
     :meth:`~membrane_es.engine.Membrane.connect` takes it: a directory, ``postgresql://…``
@@ -76,9 +78,17 @@ def verify_store(
     :param chain_key: the key of a keyed chain (the key is part of the check).
     :param key_store: an LMDB store's key store file, for a store opened with
         ``KEY_STORE_PATH`` elsewhere than ``keys.sqlite`` in its directory.
+    :param from_position: check the chain from this log position on (linked to the hash
+        the log keeps of the one before it) ...
+    :param to_position: ... up to this one (both included; left out: the log's start and
+        its head), as :meth:`~membrane_es.engine.Membrane.verify` does: a range checks
+        that part of the chain only, not what the key store holds of every record (which
+        reads the whole log). A bound below 1 or past the head, or a start after the end,
+        raises :class:`~membrane_es.errors.ValidationError` naming it.
     """
     where = StoreAddress.parse(address)
     check_chain_key(chain_key)
+    span = check_span(from_position, to_position)
     keys = None if key_store is None else check_path("key_store", key_store)
     if where.path is not None:
         if not holds_store(where.path):
@@ -87,15 +97,21 @@ def verify_store(
                 detail = str(lost_log(key_file, str(where.path)))
                 return ChainReport(0, ChainFault.KEYS, None, detail)
             raise StoreNotFoundError(str(where.path))
-        return verify_lmdb_store(where.path, chain_key, keys)
+        return verify_lmdb_store(where.path, chain_key, keys, span)
     if keys is not None:
         raise ValidationError("key_store", "only an LMDB store keeps its keys in a file apart")
     if where.dsn is not None:
-        return verify_postgres_store(where.dsn, where.schema, chain_key)
+        return verify_postgres_store(where.dsn, where.schema, chain_key, span)
     raise MembraneError(f"verify: a store in memory ({IN_MEMORY}) keeps no hash chain")
 
 
-def verify_postgres_store(dsn: str, schema: str, chain_key: bytes | None) -> ChainReport:
+Span = tuple[int | None, int | None]  # the first and last positions checked (None: the ends)
+WHOLE: Span = (None, None)
+
+
+def verify_postgres_store(
+    dsn: str, schema: str, chain_key: bytes | None, span: Span = WHOLE
+) -> ChainReport:
     """The chain's report of the PostgreSQL store in ``schema`` (its views, which replay the
     whole log, are not opened)."""
     settings = {
@@ -111,7 +127,9 @@ def verify_postgres_store(dsn: str, schema: str, chain_key: bytes | None) -> Cha
         verifier = app.abilities.verifier
         if verifier is None:  # the chained recorders always verify: a settings mistake
             raise MembraneError(f"verify: no hash chain in the store at {store_location(settings)}")
-        report: ChainReport = verifier.verify()
+        report: ChainReport = verifier.verify(first=span[0], last=span[1])
+        if span != WHOLE:
+            return report
         if report.ok and app.import_unfinished():
             return _unfinished(report, store_location(settings))
         if report.ok:
@@ -130,15 +148,17 @@ def _unfinished(report: ChainReport, where: str) -> ChainReport:
 
 
 def verify_lmdb_store(
-    directory: Path, chain_key: bytes | None, key_store: Path | None = None
+    directory: Path, chain_key: bytes | None, key_store: Path | None = None, span: Span = WHOLE
 ) -> ChainReport:
     """The chain's report, with the records forgotten and those unsealable counted; records
     whose keys are missing (not forgotten) make it a fault (``unsealable``), as does a key
     store that is another store's (``keys``). ``key_store``: the key store's file when it is
     not ``keys.sqlite`` in the directory."""
     key_file = key_store or directory / KEY_STORE_FILE
-    report = verify_lmdb_log(str(directory), APPLICATION_NAME, chain_key, key_file)
-    if not report.ok:
+    report = verify_lmdb_log(
+        str(directory), APPLICATION_NAME, chain_key, key_file, first=span[0], last=span[1]
+    )
+    if not report.ok or span != WHOLE:
         return report
     settings = {
         "PERSISTENCE_MODULE": "membrane_es.stores.lmdb",

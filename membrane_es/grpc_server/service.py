@@ -5,7 +5,10 @@ resolves the caller's tenant engine and effective trust, calls the facade and co
 answer (§8.3). Errors become statuses through one table (§8.6).
 
 ``as_of`` over the wire: the read RPCs (RetrieveGraph, RetrieveByID, GetMetrics) honour an
-``x-membrane-as-of`` metadata value (RFC 3339) and answer as the store stood then.
+``x-membrane-as-of`` metadata value (RFC 3339) and answer as the store stood then, or an
+``x-membrane-as-of-position`` value (a log position) and answer as it stood right after that
+event (not both: INVALID_ARGUMENT; a position past the log's head too). Membrane's requests
+carry neither field, so its SDKs' messages are unchanged.
 
 Log positions (read-your-writes across daemons on one PostgreSQL log): every successful write
 RPC answers with ``x-membrane-position`` in its response (initial) metadata, the log position
@@ -59,6 +62,8 @@ from membrane_es.schema.results import ExplainedRetrieveGraphResult
 from membrane_es.serving.tenants import Tenants
 
 AS_OF_METADATA = "x-membrane-as-of"
+AS_OF_POSITION_METADATA = "x-membrane-as-of-position"
+MAX_POSITION = 2**63 - 1
 POSITION_METADATA = "x-membrane-position"
 MIN_POSITION_METADATA = "x-membrane-min-position"
 EXPLAIN_METADATA = "x-membrane-explain"
@@ -203,7 +208,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.RetrieveGraphRequest, context: grpc.ServicerContext
     ) -> pb.RetrieveGraphResponse:
         checks.check_retrieve_graph(request)
-        as_of = _as_of(context)
+        as_of, as_of_position = _as_of(context)
         explain = _explain(context)
         caller = CURRENT_CALLER.get()
         _await_min_position(context, self._reader(caller))
@@ -219,6 +224,7 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
             edge_limit=request.edge_limit or defaults.edge_limit,
             max_hops=defaults.max_hops if hops == 0 else max(hops, 0),
             as_of=as_of,
+            as_of_position=as_of_position,
             explain=explain,
         )
         if isinstance(result, ExplainedRetrieveGraphResult):
@@ -234,13 +240,14 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
         self, request: pb.RetrieveByIDRequest, context: grpc.ServicerContext
     ) -> pb.MemoryRecordResponse:
         checks.check_retrieve_by_id(request)
-        as_of = _as_of(context)
+        as_of, as_of_position = _as_of(context)
         caller = CURRENT_CALLER.get()
         _await_min_position(context, self._reader(caller))
         record = self._reader(caller).retrieve_by_id(
             request.id,
             trust=caller.clamp(convert.trust_from_wire(request.trust)),
             as_of=as_of,
+            as_of_position=as_of_position,
         )
         return pb.MemoryRecordResponse(record=convert.record_to_wire(record))
 
@@ -248,10 +255,10 @@ class MembraneService(pb_grpc.MembraneServiceServicer):
     def GetMetrics(
         self, request: pb.GetMetricsRequest, context: grpc.ServicerContext
     ) -> pb.MetricsResponse:
-        as_of = _as_of(context)
+        as_of, as_of_position = _as_of(context)
         engine = self._reader(CURRENT_CALLER.get())
         _await_min_position(context, engine)
-        snapshot = engine.get_metrics(as_of=as_of)
+        snapshot = engine.get_metrics(as_of=as_of, as_of_position=as_of_position)
         return convert.metrics_to_wire(snapshot)
 
     # --- revisions --------------------------------------------------------------------------
@@ -398,11 +405,28 @@ def _flag(context: grpc.ServicerContext, key: str) -> bool | None:
     return answer
 
 
-def _as_of(context: grpc.ServicerContext) -> datetime | None:
-    value = first_value(context.invocation_metadata(), AS_OF_METADATA)
-    if value is None:
-        return None
-    return checks.parse_timestamp(value, f"invalid {AS_OF_METADATA}")
+def _as_of(context: grpc.ServicerContext) -> tuple[datetime | None, int | None]:
+    """The moment a read answers for: ``x-membrane-as-of`` (RFC 3339), or the log position
+    ``x-membrane-as-of-position`` (right after that event); one or neither, not both."""
+    metadata = context.invocation_metadata()
+    value = first_value(metadata, AS_OF_METADATA)
+    position = first_value(metadata, AS_OF_POSITION_METADATA)
+    if position is None:
+        return (
+            None if value is None else checks.parse_timestamp(value, f"invalid {AS_OF_METADATA}")
+        ), None
+    if value is not None:
+        raise WireError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"invalid {AS_OF_POSITION_METADATA}: give {AS_OF_METADATA} or it, not both",
+        )
+    text = position.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_POSITION:
+        raise WireError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"invalid {AS_OF_POSITION_METADATA}: a log position (a whole number >= 0)",
+        )
+    return None, int(text)
 
 
 def _send_position(context: grpc.ServicerContext, engine: Membrane) -> None:

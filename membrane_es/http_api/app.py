@@ -332,6 +332,13 @@ class MemoryController(Controller):
         rerank: str | None = None,
         rerank_fine: str | None = None,
         as_of: Moment = None,
+        as_of_position: Annotated[
+            str | None,
+            Parameter(
+                description="as the store stood right after this log position (to the "
+                "second: entries keep time in epoch seconds); not with as_of"
+            ),
+        ] = None,
         since: Moment = None,
         before_updated_at: Moment = None,
         limit: Limit = None,
@@ -346,6 +353,12 @@ class MemoryController(Controller):
     ) -> EntryList:
         """Browse (no ``q``: newest first, ``type``/``tag`` filter) or search (``q``: BM25,
         ``type``/``tag`` boost)."""
+        moment = _epoch("as_of", as_of)
+        if as_of_position is not None:
+            if as_of is not None:
+                raise ValidationError("as_of_position", "give as_of or as_of_position, not both")
+            at = access.store().log_time_at(change_feed.position("as_of_position", as_of_position))
+            moment = max(0, int(at.timestamp()))
         query = EntryQuery(
             q=q or "",
             types=_types(types),
@@ -353,7 +366,7 @@ class MemoryController(Controller):
             conversation_id=conversation_id or None,
             graduated=_bool("graduated", graduated),
             intent=_intent(intent),
-            as_of=_epoch("as_of", as_of),
+            as_of=moment,
             since=_epoch("since", since),
             before_updated_at=_epoch("before_updated_at", before_updated_at),
             limit=min(limit or DEFAULT_ENTRY_LIMIT, MAX_ENTRY_LIMIT),

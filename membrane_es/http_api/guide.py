@@ -23,7 +23,8 @@ exist.
    lists the newest first.
 3. `PATCH /v1/memory/entries/{id}` revises it; the earlier revision stays readable with
    `GET /v1/memory/entries?as_of=2026-01-01T00:00:00Z` (a moment as RFC 3339 with its
-   offset, or as epoch seconds).
+   offset, or as epoch seconds), or `?as_of_position=N` (right after the log's event N, as
+   `/v1/memory/changes` numbers them; to the second entries keep).
 4. `POST /v1/memory/entries/{id}/invalidate` ends its validity;
    `DELETE /v1/memory/entries/{id}?erase=true` erases its content for good.
 

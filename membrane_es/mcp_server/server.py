@@ -3,7 +3,8 @@
 Tools: ``capture``, ``create_record``, ``context``, ``retrieve``, ``retrieve_graph``,
 ``list``, ``get``, ``history``, the revision operations (``supersede``, ``fork``, ``merge``,
 ``retract``, ``contest``, ``reinforce``, ``penalize``) and ``forget``. Reads take ``as_of``
-(RFC 3339).
+(RFC 3339) or ``as_of_position`` (a log position, as ``changes`` gives them: right after that
+event), not both.
 
 One naming rule across the tools: a record is named by ``id`` (``ids`` for several, as
 ``merge`` takes), a record given whole is ``record``; an answer holding one record has it under
@@ -67,7 +68,8 @@ INSTRUCTIONS = (
     "retrieve_graph) ranks records; list browses them; get a record by id (detail: in full) "
     "and read its history; revise what turned out wrong (supersede, fork, merge, retract, "
     "contest) or helped (reinforce, penalize); forget erases for good. Every read takes as_of "
-    "(RFC 3339) to answer as memory stood then."
+    "(RFC 3339) to answer as memory stood then, or as_of_position (a position changes gives) "
+    "to answer as it stood right after that event."
 )
 DEFAULT_ACTOR = "mcp-client"
 log = logging.getLogger("membrane_es")
@@ -337,6 +339,7 @@ class _Tools:
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         memory_types: list[str] | None = None,
         as_of: str | None = None,
+        as_of_position: int | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         detail: bool = False,
@@ -354,6 +357,7 @@ class _Tools:
                 budget_tokens=budget_tokens,
                 memory_types=memory_types,
                 as_of=parse_moment(as_of),
+                as_of_position=as_of_position,
             ),
             None if detail else compact.context,
         )
@@ -365,6 +369,7 @@ class _Tools:
         limit: int = DEFAULT_RESULTS,
         min_salience: float = 0.0,
         as_of: str | None = None,
+        as_of_position: int | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         explain: bool = False,
@@ -385,6 +390,7 @@ class _Tools:
                 min_salience=min_salience,
                 limit=limit,
                 as_of=parse_moment(as_of),
+                as_of_position=as_of_position,
                 explain=explain or not detail,  # the compact answer shows each one's score
             ),
             None if detail else partial(compact.retrieved, explain=explain),
@@ -399,6 +405,7 @@ class _Tools:
         edge_limit: int = DEFAULT_EDGE_LIMIT,
         memory_types: list[str] | None = None,
         as_of: str | None = None,
+        as_of_position: int | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         explain: bool = False,
@@ -420,6 +427,7 @@ class _Tools:
                 edge_limit=edge_limit,
                 max_hops=max_hops,
                 as_of=parse_moment(as_of),
+                as_of_position=as_of_position,
                 explain=explain or not detail,
             ),
             None if detail else partial(compact.graph, explain=explain),
@@ -433,6 +441,7 @@ class _Tools:
         min_salience: float = 0.0,
         limit: int = DEFAULT_RESULTS,
         as_of: str | None = None,
+        as_of_position: int | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         detail: bool = False,
@@ -447,6 +456,7 @@ class _Tools:
                 memory_types=memory_types,
                 min_salience=min_salience,
                 as_of=parse_moment(as_of),
+                as_of_position=as_of_position,
             ).records
             wanted = set(tags or ())
             kept = [
@@ -467,6 +477,7 @@ class _Tools:
         self,
         id: str,
         as_of: str | None = None,
+        as_of_position: int | None = None,
         max_sensitivity: str | None = None,
         scopes: list[str] | None = None,
         detail: bool = False,
@@ -477,7 +488,9 @@ class _Tools:
         return self._read(
             max_sensitivity,
             scopes,
-            lambda trust: self._memory.retrieve_by_id(id, trust=trust, as_of=parse_moment(as_of)),
+            lambda trust: self._memory.retrieve_by_id(
+                id, trust=trust, as_of=parse_moment(as_of), as_of_position=as_of_position
+            ),
             # the whole text: where a cut one says to look
             (lambda item: {"record": item})
             if detail

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.queries.field_diff import differences, record_values
+from membrane_es.queries.field_diff import Refs, differences_from, record_refs
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import TrustContext
@@ -57,14 +57,11 @@ class _Folded:
     __slots__ = ("aggregate", "fields", "visibility")
 
     def __init__(
-        self,
-        aggregate: RecordAggregate | None,
-        visibility: Visibility,
-        fields: dict[str, Any] | None,
+        self, aggregate: RecordAggregate | None, visibility: Visibility, fields: Refs | None
     ) -> None:
         self.aggregate = aggregate
         self.visibility = visibility
-        self.fields = fields
+        self.fields = fields  # the last version's compared fields (None: before its creation)
 
 
 class ChangeFolder:
@@ -74,6 +71,9 @@ class ChangeFolder:
         self._loader = loader
         self._trust = trust
         self._records: OrderedDict[UUID, _Folded] = OrderedDict()
+        # What the reader may see of a record, by its sensitivity and scope (fixed at its
+        # creation): worked out once per pair, not once per record.
+        self._visibility: dict[tuple[str, str], Visibility] = {}
 
     def change(self, position: int, event: Any) -> Change | None:
         """The change event ``position`` makes, or None where the reader sees nothing of it
@@ -86,8 +86,12 @@ class ChangeFolder:
             return None
         if folded.visibility is Visibility.NONE:
             return None  # nothing of it is shown: its aggregate is not even kept
-        mutated: Any = event.mutate(folded.aggregate)
-        aggregate: RecordAggregate = mutated
+        aggregate: RecordAggregate
+        if isinstance(event, RecordAggregate.Created):
+            aggregate = RecordAggregate.from_created(event)
+        else:
+            mutated: Any = event.mutate(folded.aggregate)
+            aggregate = mutated
         folded.aggregate = aggregate
         state = aggregate.state
         at = event.timestamp
@@ -96,7 +100,7 @@ class ChangeFolder:
         redacted = folded.visibility is Visibility.REDACTED
         fields: list[FieldChange] = []
         if not redacted:
-            after = record_values(record)
+            folded.fields, found = differences_from(folded.fields, record)
             fields = [
                 FieldChange(
                     path=path,
@@ -104,9 +108,8 @@ class ChangeFolder:
                     before=was,
                     after=now,
                 )
-                for path, was, now in differences(folded.fields or {}, after)
+                for path, was, now in found
             ]
-            folded.fields = after
         return Change(
             position=position,
             log_time=at,
@@ -136,14 +139,17 @@ class ChangeFolder:
         if isinstance(event, RecordAggregate.Created):
             record = event.record
             aggregate = None
-            fields: dict[str, Any] | None = {}
+            fields: Refs | None = None
         else:
             aggregate = self._loader.load_version(key, event.originator_version - 1)
             if aggregate is None:
                 return None  # its earlier events are not in the store: nothing to show
             record = aggregate.view(aggregate.modified_on)
-            fields = record_values(record)
-        visibility = record_visibility(self._trust, record.sensitivity, record.scope)
+            fields = record_refs(record)
+        seen = (record.sensitivity, record.scope)
+        visibility = self._visibility.get(seen)
+        if visibility is None:
+            visibility = self._visibility[seen] = record_visibility(self._trust, *seen)
         if visibility is Visibility.NONE:
             aggregate, fields = None, None
         folded = records[key] = _Folded(aggregate, visibility, fields)

@@ -57,21 +57,31 @@ def flatten_into(value: Any, path: str, out: dict[str, str]) -> None:
     kind = type(value)
     if kind is dict:
         for key, item in value.items():
-            flatten_into(item, f"{path}.{key}" if path else str(key), out)
+            _put(item, f"{path}.{key}" if path else str(key), out)
     elif kind is list:
         for index, item in enumerate(value):
-            flatten_into(item, f"{path}[{index}]", out)
-    elif kind is float:
-        out[path] = _FLOAT % value
-    elif kind is str:
+            _put(item, f"{path}[{index}]", out)
+    else:
+        _put(value, path, out)
+
+
+def _put(value: Any, path: str, out: dict[str, str]) -> None:
+    """One value of :func:`flatten_into`'s walk: a scalar written, a container walked (the
+    common scalars first, with no further call: a record is mostly those)."""
+    kind = type(value)
+    if kind is str:
         # "" (or blanks) seen as such, not as nothing
         out[path] = value if value.strip() else json.dumps(value)
+    elif kind is dict or kind is list:
+        flatten_into(value, path, out)
+    elif kind is float:
+        out[path] = _FLOAT % value
     elif kind is bool:
         out[path] = "true" if value else "false"
     elif value is None:
         out[path] = "null"
     elif isinstance(value, dict | list | float):  # a subclass: as its base
-        flatten_into(kind.__mro__[-2](value), path, out)
+        _put(kind.__mro__[-2](value), path, out)
     else:
         out[path] = str(value)
 
@@ -119,6 +129,68 @@ def record_values(record: MemoryRecord) -> dict[str, Any]:
     found["pinned"] = record.lifecycle.pinned
     found["last_reinforced_at"] = msgspec.to_builtins(record.lifecycle.last_reinforced_at)
     return found
+
+
+# What :func:`record_refs` holds, in order: the compared fields, then the lifecycle's two.
+REFERENCED = (*COMPARED, "pinned", "last_reinforced_at")
+Refs = tuple[Any, ...]
+
+
+def record_refs(record: MemoryRecord) -> Refs:
+    """The compared fields of a record as they are, unconverted (:data:`REFERENCED`): what
+    the change feed keeps of each record's last version to compare the next one with. It
+    holds references into the record, not copies: keeping it costs one tuple."""
+    lifecycle = record.lifecycle
+    return (
+        record.payload,
+        record.tags,
+        record.relations,
+        record.provenance,
+        record.scope,
+        record.confidence,
+        record.salience,
+        lifecycle.pinned,
+        lifecycle.last_reinforced_at,
+    )
+
+
+def differences_from(before: Refs | None, record: MemoryRecord) -> tuple[Refs, list[Difference]]:
+    """:func:`differences` of the version ``before`` (None: none, the record's creation)
+    and ``record``, and ``record``'s :func:`record_refs` to compare its next version with.
+
+    Fields equal as structs are skipped without being converted (most events change one or
+    two); the others are converted and flattened as :func:`record_values` does, and compared
+    as text — so a salience that merely decayed is no change, as with :func:`differences`."""
+    after = record_refs(record)
+    if before is None:  # all of it added: one walk, nothing to compare
+        flat: dict[str, str] = {}
+        flatten_into(record_values(record), "", flat)
+        return after, [(path, None, flat[path]) for path in sorted(flat)]
+    found: list[Difference] = []
+    for name, was, now in zip(REFERENCED, before, after, strict=True):
+        if was is now or (type(was) is type(now) and was == now):
+            continue
+        old: dict[str, str] = {}
+        new: dict[str, str] = {}
+        _flatten_field(name, was, old)
+        _flatten_field(name, now, new)
+        if not old:
+            found += [(path, None, text) for path, text in new.items()]
+            continue
+        for path in old.keys() | new.keys():
+            was_text, now_text = old.get(path), new.get(path)
+            if was_text != now_text:
+                found.append((path, was_text, now_text))
+    found.sort()
+    return after, found
+
+
+def _flatten_field(name: str, value: Any, out: dict[str, str]) -> None:
+    """One field of :func:`record_refs` as :func:`record_values` gives it, flattened (an
+    absent payload and an empty scope are no field at all, as in the record's encoding)."""
+    if (name == "payload" and value is None) or (name == "scope" and not value):
+        return
+    flatten_into(msgspec.to_builtins(value), name, out)
 
 
 def changes_between(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:

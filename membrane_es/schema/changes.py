@@ -17,7 +17,7 @@ from membrane_es.schema.records import MemoryRecord
 from membrane_es.schema.timestamps import Timestamp
 
 
-class FieldChange(msgspec.Struct, kw_only=True, frozen=True):
+class FieldChange(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     """One field's change: ``before`` None when it was added, ``after`` None when removed
     (values as display text; floats to three decimals)."""
 

@@ -15,7 +15,7 @@ from membrane_es.schema.enums import MemoryType
 from membrane_es.schema.timestamps import Timestamp
 
 
-class _Part(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+class _Part(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """Base of every nested payload part: keyword-only, defaults omitted from JSON."""
 
 

@@ -27,7 +27,7 @@ DEFAULT_HALF_LIFE_SECONDS = 86_400
 DEFAULT_REINFORCEMENT_GAIN = 0.1
 
 
-class _Part(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+class _Part(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """Base of every record part: keyword-only, defaults omitted from JSON."""
 
 

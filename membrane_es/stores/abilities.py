@@ -45,7 +45,7 @@ class LogRows(Protocol):
 class VerifiesChain(Protocol):
     """Walks the log against its hash chain and reports the first bad link."""
 
-    def verify(self) -> ChainReport: ...
+    def verify(self, *, first: int | None = None, last: int | None = None) -> ChainReport: ...
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import DataError
 
-from membrane_es.errors import MembraneError
+from membrane_es.errors import MembraneError, ValidationError
 
 U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
@@ -136,6 +136,35 @@ class ChainFault(StrEnum):
     IMPORT = "import"  # an import into the store did not finish: it holds part of a file
 
 
+def check_position(value: object, field: str) -> int | None:
+    """A bound of a check's range: a log position (1 or more), or None (the log's end)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(field, f"must be a log position (a whole number >= 1): {value!r}")
+    return value
+
+
+def check_span(first: object, last: object) -> tuple[int | None, int | None]:
+    """``from_position`` and ``to_position`` of a check, each checked, in order."""
+    start = check_position(first, "from_position")
+    end = check_position(last, "to_position")
+    if start is not None and end is not None and start > end:
+        raise ValidationError("from_position", f"is after to_position ({end}): {start}")
+    return start, end
+
+
+def span_of(first: int | None, last: int | None, head: int) -> tuple[int, int]:
+    """The positions a check of the log up to ``head`` covers, both included: from ``first``
+    (None: 1) to ``last`` (None: the head). A bound past the head is refused, naming it: a
+    position not given yet has nothing to check."""
+    first, last = check_span(first, last)
+    for field, bound in (("from_position", first), ("to_position", last)):
+        if bound is not None and bound > head:
+            raise ValidationError(field, f"is beyond the log's head ({head}): {bound}")
+    return first or 1, head if last is None else last
+
+
 @dataclass(frozen=True)
 class ChainReport:
     """The outcome of verifying a notification log: OK, or its first fault.
@@ -152,6 +181,11 @@ class ChainReport:
     head: str = ""
     forgotten: int = 0  # records erased by forget (their keys destroyed on purpose)
     unsealable: int = 0  # records not forgotten whose keys the key store does not hold
+    # A check of part of the log: its first and last positions (0: the whole log). It
+    # checks each link in the range, the first against the hash the log keeps of the
+    # notification before it, and the last against the head when the range ends there.
+    first: int = 0
+    last: int = 0
 
     @property
     def ok(self) -> bool:
@@ -168,6 +202,7 @@ class ChainReport:
                 if self.forgotten
                 else ""
             )
-            return f"OK: {self.checked} notifications verified{keyed}{forgotten}"
+            span = f" (positions {self.first} to {self.last})" if self.last else ""
+            return f"OK: {self.checked} notifications verified{span}{keyed}{forgotten}"
         where = "" if self.notification_id is None else f" at notification {self.notification_id}"
         return f"{self.fault}{where}: {self.detail}"

@@ -85,3 +85,32 @@ def test_get_as_of_a_position(tmp_path: Path) -> None:
     assert json.loads(after.stdout)["lifecycle"]["pinned"] is True
     beyond = subprocess.run([*args, "--as-of-position", "9"], capture_output=True, text=True)
     assert beyond.returncode != 0 and "as_of_position" in beyond.stderr
+
+
+def test_reads_as_of_a_position(tmp_path: Path) -> None:
+    """list, search, graph, context and metrics take --as-of-position as get does."""
+    store = tmp_path / "store"
+    with Membrane.open(store) as memory:
+        first = memory.create_record(semantic(obj="port 8080")).id
+        memory.create_record(semantic(subject="billing", obj="port 9090"))
+    base = [sys.executable, "-m", "membrane_es"]
+    for command in (["list"], ["search", "port"], ["graph", "port"], ["context", "port"]):
+        done = subprocess.run(
+            [*base, command[0], str(store), *command[1:], "--json", "--as-of-position", "1"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, (command, done.stderr)
+        assert first in done.stdout and "9090" not in done.stdout, (command, done.stdout)
+    metrics = subprocess.run(
+        [*base, "metrics", str(store), "--json", "--as-of-position", "1"],
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(metrics.stdout)["total_records"] == 1, metrics.stderr
+    both = subprocess.run(
+        [*base, "list", str(store), "--as-of", "2026-01-01T00:00:00Z", "--as-of-position", "1"],
+        capture_output=True,
+        text=True,
+    )
+    assert both.returncode != 0 and "not both" in both.stderr

@@ -308,6 +308,31 @@ def test_moments_at_and_past_the_calendars_ends(served: Served, moment: str) -> 
             assert code is grpc.StatusCode.INVALID_ARGUMENT and "as-of" in details, details
 
 
+# Metadata values are printable ASCII (a client refuses anything else before sending).
+PRINTABLE = st.characters(min_codepoint=0x20, max_codepoint=0x7E)
+
+
+@given(position=st.one_of(st.text(PRINTABLE, max_size=30), st.integers().map(str)))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_as_of_positions_fuzzed_are_clean(served: Served, position: str) -> None:
+    """Any ``x-membrane-as-of-position`` text: an answer or INVALID_ARGUMENT, never a fault."""
+    known = served.new_record()
+    for method in READS_AS_OF:
+        request: Any = METHODS[method].input_type
+        message = pb.__dict__[request.name]()
+        if method == "RetrieveByID":
+            message.id = known
+        if method != "GetMetrics":
+            message.trust.max_sensitivity = "hyper"
+        metadata = (*AUTH, ("x-membrane-as-of-position", position))
+        code, details = served.call(method, message.SerializeToString(), metadata)
+        assert code not in NEVER, (method, position, details)
+        if not (position.strip().isascii() and position.strip().isdigit()):
+            assert code is grpc.StatusCode.INVALID_ARGUMENT, (method, position, details)
+
+
 CEILING_KEY = "ceiling-test-secret"
 
 

@@ -36,7 +36,7 @@ from membrane_es.errors import (
 )
 from membrane_es.http_api.ui import charts, listing, reads
 from membrane_es.http_api.ui import entries as entries_view
-from membrane_es.http_api.ui.context import Reading
+from membrane_es.http_api.ui.context import Reading, Resolver
 from membrane_es.http_api.ui.conversation import conversation
 from membrane_es.http_api.ui.sessions import COOKIE, Sessions, caller_of, check_key
 from membrane_es.schema.enums import MemoryType
@@ -103,7 +103,8 @@ def _reader(request: Request[Any, Any, Any], sessions: Sessions) -> tuple[Membra
         raise KeyRequired
     tenants: Tenants = request.app.state.tenant_stores
     params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
-    return tenants.get(caller.tenant), Reading.from_params(caller, params)
+    memory = tenants.get(caller.tenant)
+    return memory, Reading.from_params(caller, params, memory.log_time_at)
 
 
 def _page_number(text: str | None) -> int:
@@ -555,7 +556,13 @@ def _failed(
         caller = None
     if caller is not None:
         params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
-        reading = Reading.forgiving(caller, params)
+        resolve: Resolver | None = None
+        try:
+            tenants: Tenants = request.app.state.tenant_stores
+            resolve = tenants.get(caller.tenant).log_time_at
+        except Exception:  # no store to read positions in: the moment is kept, if given
+            resolve = None
+        reading = Reading.forgiving(caller, params, resolve)
     return _page(
         "error.html",
         status=status,

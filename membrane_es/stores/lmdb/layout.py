@@ -63,8 +63,10 @@ from membrane_es.stores.chain import (
     Chain,
     ChainFault,
     ChainReport,
+    check_span,
     decode_originator,
     originator_key,
+    span_of,
     version_of,
     version_suffix,
 )
@@ -763,15 +765,19 @@ def verify_log(
     dbs: tuple[lmdb._Database, lmdb._Database, lmdb._Database],
     chunk_size: int = 1000,
     chain: Chain = PLAIN_CHAIN,
+    first: int | None = None,
+    last: int | None = None,
 ) -> ChainReport:
     """Walk a notification log up to its head and report the first broken link, if any;
-    a store file too damaged to read is reported, not raised."""
-    expected = [1]
+    a store file too damaged to read is reported, not raised. ``first``/``last``: only the
+    positions from ``first`` to ``last`` (see :func:`~membrane_es.stores.chain.span_of`)."""
+    check_span(first, last)
+    expected = [first or 1]
     try:
-        return _walk(store, dbs, chunk_size, chain, expected)
+        return _walk(store, dbs, chunk_size, chain, expected, first, last)
     except IntegrityError as error:
         where = error.notification_id or expected[0]
-        return ChainReport(where - 1, ChainFault.CORRUPTED, where, str(error))
+        return ChainReport(where - (first or 1), ChainFault.CORRUPTED, where, str(error))
 
 
 def _walk(
@@ -780,22 +786,38 @@ def _walk(
     chunk_size: int,
     chain: Chain,
     position: list[int],
+    first: int | None,
+    last: int | None,
 ) -> ChainReport:
     events_db, log_db, meta_db = dbs
     with store.reading() as txn:
         head_id, head_hash = read_head(txn, meta_db)
         mode = read_chain_mode(txn, meta_db)
+        start, end = span_of(first, last, head_id)
+        whole = first is None and last is None
+        # A range links to the hash the log keeps of the notification before it.
+        before = txn.get(U64.pack(start - 1), db=log_db) if start > 1 else None
     keyed = chain.mode != PLAIN_CHAIN.mode
+    shown = (0, 0) if whole else (start, end)  # the report's range (0, 0: the whole log)
     if head_id and (mode or PLAIN_CHAIN.mode) != chain.mode:
         detail = "the chain's mode or key does not match the one given"
-        return ChainReport(0, ChainFault.ALTERED, None, detail, keyed)
-    expected, previous = 1, GENESIS
+        return ChainReport(
+            0, ChainFault.ALTERED, None, detail, keyed, first=shown[0], last=shown[1]
+        )
+    expected, previous = start, GENESIS
 
     def fault(kind: ChainFault, detail: str) -> ChainReport:
-        return ChainReport(expected - 1, kind, expected, detail, keyed)
+        return ChainReport(
+            expected - start, kind, expected, detail, keyed, first=shown[0], last=shown[1]
+        )
 
+    if start > 1:
+        if before is None:
+            expected = start - 1
+            return fault(ChainFault.MISSING, "the notification before the range is missing")
+        previous = bytes(before[:HASH_SIZE])
     # One short read transaction per chunk, so a long walk doesn't pin old pages.
-    while expected <= head_id:
+    while expected <= end:
         position[0] = expected
         with store.reading_buffers() as view:
             reader = RowReader(view, events_db)
@@ -804,7 +826,7 @@ def _walk(
                 return fault(ChainFault.MISSING, f"log ends before its head ({head_id})")
             for count, (key, value) in enumerate(cursor.iternext(), start=1):
                 (notification_id,) = U64.unpack(key)
-                if notification_id > head_id:
+                if notification_id > end:
                     break
                 if notification_id != expected:
                     return fault(ChainFault.MISSING, f"next row is {notification_id}")
@@ -827,6 +849,20 @@ def _walk(
                 position[0] = expected
                 if count >= chunk_size:
                     break
+    if not whole:
+        if end == head_id and previous != head_hash:
+            return ChainReport(
+                end - start + 1,
+                ChainFault.ALTERED,
+                head_id,
+                "log head does not match",
+                keyed,
+                first=start,
+                last=end,
+            )
+        # Rows outside the log are a fact of the whole store, which a range does not check.
+        head = previous.hex() if end == head_id else ""
+        return ChainReport(end - start + 1, keyed=keyed, head=head, first=start, last=end)
     if previous != head_hash:
         return ChainReport(head_id, ChainFault.ALTERED, head_id, "log head does not match", keyed)
     with store.reading() as txn:

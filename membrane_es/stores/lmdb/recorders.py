@@ -69,6 +69,7 @@ from membrane_es.stores.chain import (
     ChainFault,
     ChainReport,
     originator_key,
+    span_of,
     version_suffix,
 )
 from membrane_es.stores.key_store import (
@@ -337,9 +338,12 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         moved: int = self.store.write(lambda txn: repack(txn, dbs, limit, touched))
         return moved
 
-    def verify(self, chunk_size: int = 1000) -> ChainReport:
-        """Check the application sequence against its hash chain."""
-        return verify_chain(self, chunk_size=chunk_size)
+    def verify(
+        self, chunk_size: int = 1000, *, first: int | None = None, last: int | None = None
+    ) -> ChainReport:
+        """Check the application sequence against its hash chain (``first``/``last``: the
+        positions from ``first`` to ``last`` only)."""
+        return verify_chain(self, chunk_size=chunk_size, first=first, last=last)
 
     def sync_log(self) -> None:
         """Make every commit so far durable: a store opened with ``sync=False`` leaves them
@@ -587,7 +591,13 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         return self.store.write(work, self.channel if events else None)
 
 
-def verify_chain(recorder: LMDBApplicationRecorder, chunk_size: int = 1000) -> ChainReport:
+def verify_chain(
+    recorder: LMDBApplicationRecorder,
+    chunk_size: int = 1000,
+    *,
+    first: int | None = None,
+    last: int | None = None,
+) -> ChainReport:
     """Walk a recorder's notification log and report the first broken link, if any."""
     dbs = (
         recorder._db(recorder.events_table),
@@ -596,8 +606,9 @@ def verify_chain(recorder: LMDBApplicationRecorder, chunk_size: int = 1000) -> C
     )
     keyed = recorder.chain.mode != PLAIN_CHAIN.mode
     if None in dbs:
+        span_of(first, last, 0)  # nothing written: any range is past the head
         return ChainReport(checked=0, keyed=keyed)
-    return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size, recorder.chain)
+    return verify_log(recorder.store, cast("_LogDbs", dbs), chunk_size, recorder.chain, first, last)
 
 
 def verify_store(
@@ -605,6 +616,9 @@ def verify_store(
     application_name: str,
     chain_key: bytes | None = None,
     key_file: Path | None = None,
+    *,
+    first: int | None = None,
+    last: int | None = None,
 ) -> ChainReport:
     """Verify the notification log of the named application in the LMDB directory at path.
 
@@ -622,7 +636,7 @@ def verify_store(
         try:
             keys = key_file or Path(path) / KEY_STORE_FILE
             recorder.settle_chain(keys, keyed=chain_key is None, required=False)
-            return recorder.verify()
+            return recorder.verify(first=first, last=last)
         finally:
             recorder.close()
     except KeyStoreError as error:

@@ -56,7 +56,9 @@ from membrane_es.stores.chain import (
     Chain,
     ChainFault,
     ChainReport,
+    check_span,
     originator_key,
+    span_of,
     version_suffix,
 )
 from membrane_es.stores.event_times import EventTimeBehind
@@ -156,6 +158,11 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         )
         self._select_hash = SQL(
             "SELECT hash FROM {schema}.{chain} WHERE notification_id = %s"
+        ).format(schema=schema, chain=chain_table)
+        # The link a range of the log follows on from: the last one before it.
+        self._select_hash_before = SQL(
+            "SELECT hash FROM {schema}.{chain} WHERE notification_id < %s "
+            "ORDER BY notification_id DESC LIMIT 1"
         ).format(schema=schema, chain=chain_table)
         self._insert_chain = SQL(
             "INSERT INTO {schema}.{chain} (notification_id, hash) "
@@ -379,12 +386,29 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             self._lock_log(curs)
             curs.execute(self._raise_time, (moment, moment))
 
-    def verify(self, chunk_size: int = VERIFY_CHUNK) -> ChainReport:
+    def verify(
+        self,
+        chunk_size: int = VERIFY_CHUNK,
+        *,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> ChainReport:
         """Walk the log up to its head against the hash chain; the report names the first
-        altered, missing or unlogged event."""
+        altered, missing or unlogged event. ``first``/``last``: the positions from ``first``
+        to ``last`` only, the first linked to the hash of the last one before it (positions
+        are notification ids, which a rolled back write may leave unused)."""
+        check_span(first, last)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             head_id, head_hash, _ = self._read_head(curs)
-        previous, checked, after = GENESIS, 0, 0
+            start, end = span_of(first, last, head_id)
+            previous = GENESIS
+            if start > 1:
+                curs.execute(self._select_hash_before, (start,))
+                before = curs.fetchone()
+                previous = GENESIS if before is None else bytes(before["hash"])
+        if first is not None or last is not None:
+            return self._verify_span(start, end, head_id, head_hash, previous, chunk_size)
+        checked, after = 0, 0
         while after < head_id:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(self._select_chained, (after, head_id, chunk_size))
@@ -415,7 +439,41 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         if unlogged:
             detail = f"{unlogged} event rows are not in the hash chain"
             return ChainReport(checked, ChainFault.UNLOGGED, None, detail)
-        return ChainReport(checked)
+        return ChainReport(checked, head=previous.hex())
+
+    def _verify_span(
+        self, start: int, end: int, head_id: int, head_hash: bytes, previous: bytes, chunk: int
+    ) -> ChainReport:
+        """:meth:`verify` of the positions from ``start`` to ``end``: each link, and the head
+        when the range ends there (rows outside the chain are a fact of the whole log)."""
+        checked, after = 0, start - 1
+        while after < end:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(self._select_chained, (after, end, chunk))
+                rows = curs.fetchall()
+            if not rows:
+                break
+            for row in rows:
+                notification_id = int(row["notification_id"])
+                fault: tuple[ChainFault, str] | None = None
+                if row["hash"] is None:
+                    fault = ChainFault.UNLOGGED, "an event row has no place in the hash chain"
+                elif row["state"] is None:
+                    fault = ChainFault.MISSING, "the event row it refers to is missing"
+                else:
+                    expected = self._link(previous, notification_id, _stored(row))
+                    if expected != bytes(row["hash"]):
+                        fault = ChainFault.ALTERED, "content does not match the hash chain"
+                if fault is not None:
+                    return ChainReport(
+                        checked, fault[0], notification_id, fault[1], first=start, last=end
+                    )
+                previous, checked, after = expected, checked + 1, notification_id
+        if end == head_id and previous != head_hash:
+            detail = "log head does not match"
+            return ChainReport(checked, ChainFault.ALTERED, head_id, detail, first=start, last=end)
+        head = previous.hex() if end == head_id else ""
+        return ChainReport(checked, head=head, first=start, last=end)
 
 
 def _stored(row: DictRow) -> StoredEvent:

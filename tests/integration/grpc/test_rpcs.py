@@ -414,6 +414,39 @@ def test_as_of_metadata_reads_the_past(stub: Stub) -> None:
     assert message.startswith("invalid x-membrane-as-of")
 
 
+def test_as_of_position_metadata_reads_right_after_an_event(stub: Stub) -> None:
+    fact = observe(stub, "Orchid", "deploy_target", "staging")
+    _, call = stub.Penalize.with_call(
+        pb.PenalizeRequest(id=fact.id, amount=0.5, actor="a", rationale="doubt"), metadata=AUTH
+    )
+    penalized = int(dict(call.initial_metadata())["x-membrane-position"])
+    stub.Retract(pb.RetractRequest(id=fact.id, actor="a", rationale="gone"), metadata=AUTH)
+    at = (*AUTH, ("x-membrane-as-of-position", str(penalized)))
+    past = stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=at)
+    assert [a.action for a in past.record.audit_log] == ["create", "decay"]  # not yet retracted
+    before = (*AUTH, ("x-membrane-as-of-position", str(penalized - 1)))
+    earlier = stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=before)
+    assert [a.action for a in earlier.record.audit_log] == ["create"]
+    graph = stub.RetrieveGraph(
+        pb.RetrieveGraphRequest(task_descriptor="Orchid", trust=FULL, memory_types=["semantic"]),
+        metadata=at,
+    )
+    assert fact.id in graph.root_ids
+    assert stub.GetMetrics(pb.GetMetricsRequest(), metadata=at).snapshot
+    for bad in ("-1", "x", "1.5", "", str(2**64), "99999999"):
+        metadata = (*AUTH, ("x-membrane-as-of-position", bad))
+        code, message = code_of(
+            lambda metadata=metadata: stub.GetMetrics(pb.GetMetricsRequest(), metadata=metadata)
+        )
+        assert code is grpc.StatusCode.INVALID_ARGUMENT, (bad, message)
+        assert "as_of_position" in message or "x-membrane-as-of-position" in message
+    both = (*at, ("x-membrane-as-of", "2026-01-01T00:00:00Z"))
+    code, message = code_of(
+        lambda: stub.RetrieveByID(pb.RetrieveByIDRequest(id=fact.id, trust=FULL), metadata=both)
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "not both" in message
+
+
 def test_explain_metadata_returns_explanations_in_trailing_metadata(stub: Stub) -> None:
     fact = observe(stub, "Orchid", "deploy_target", "staging")
     request = pb.RetrieveGraphRequest(task_descriptor="Orchid deploy target", trust=FULL)

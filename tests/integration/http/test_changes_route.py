@@ -121,3 +121,25 @@ def test_context_as_of_a_position(served: Served) -> None:
         )
         assert response.status_code == 400, response.text
         assert response.json()["error"].startswith("as_of_position:")
+
+
+def test_entries_as_of_a_position(served: Served) -> None:
+    """Entries keep time in epoch seconds: a position reads as of its event's second."""
+    new_entry(served.alpha, title="orchid deploys on fridays")
+    first = pages(served.alpha)[0]["position"]
+    served.clock.advance(2)  # the next entry in a later second
+    new_entry(served.alpha, title="orchid deploys on mondays")
+    for params in ({}, {"q": "orchid deploys"}):
+        then = served.alpha.get("/v1/memory/entries", params={**params, "as_of_position": first})
+        now = served.alpha.get("/v1/memory/entries", params=params)
+        assert then.status_code == now.status_code == 200, then.text
+        assert [e["title"] for e in then.json()["entries"]] == ["orchid deploys on fridays"]
+        assert len(now.json()["entries"]) == 2
+    for bad in ("-1", "x", "1.5", "999", str(2**64)):
+        response = served.alpha.get("/v1/memory/entries", params={"as_of_position": bad})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"].startswith("as_of_position:")
+    both = served.alpha.get(
+        "/v1/memory/entries", params={"as_of_position": first, "as_of": "2026-01-01T00:00:00Z"}
+    )
+    assert both.status_code == 400 and "not both" in both.json()["error"]

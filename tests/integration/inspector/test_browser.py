@@ -163,6 +163,39 @@ def test_every_view_by_keyboard_at_any_moment(browser: object, store: Store) -> 
     tab.close()
 
 
+def test_the_time_control_takes_a_log_position(browser: object, store: Store) -> None:
+    tab = Tab(browser, store)
+    page = tab.page
+    tab.enter_key(OWNER)
+    now = tab.search("Orchid deploy target")
+    # type a position beside the moment, Enter: the store right after that event
+    page.focus("#as_of_position")
+    page.keyboard.type("1")
+    tab.submit()
+    then = store.memory.retrieve("Orchid deploy target", trust=FULL, limit=21, as_of_position=1)
+    assert hits(page.content()) == [r.id for r in then.records] == [store.first] != now
+    assert "right after log position 1" in page.inner_text("#moment")
+    assert page.input_value("#as_of") == ""
+    # the position holds across links: to the record, then to the metrics
+    page.focus(f"li[data-record='{store.first}'] a")
+    tab.submit()
+    assert "as_of_position=1" in page.url
+    assert "Superseded" not in page.inner_text("main")
+    assert page.input_value("#as_of_position") == "1"
+    page.click("nav >> text=Metrics")
+    page.wait_for_selector("section.metric svg")
+    assert "as_of_position=1" in page.url
+    assert "right after log position 1" in page.inner_text("#moment")
+    # a moment typed while a position is set is refused, naming the field
+    page.focus("#as_of")
+    page.keyboard.type(rfc3339(store.before_move))
+    tab.submit()
+    assert "as_of_position" in page.inner_text("main")
+    page.click("text=Back to now")
+    assert page.input_value("#as_of_position") == ""
+    tab.close()
+
+
 def test_other_keys_see_what_their_keys_allow(browser: object, store: Store) -> None:
     reader = Tab(browser, store)
     reader.enter_key(READER)

@@ -184,10 +184,37 @@ def test_elsewhere_after_the_key_is_refused(store: Store) -> None:
         assert entered.headers["location"] == "/ui/"
 
 
+def test_a_log_position_reads_as_the_store_stood_right_after_it(store: Store) -> None:
+    """Position 1 is the first record's creation: only it, as before it moved."""
+    then = _get(store, OWNER, "/ui/", q="Orchid deploy target", as_of_position="1")
+    expected = store.memory.retrieve("Orchid deploy target", trust=FULL, limit=21, as_of_position=1)
+    assert then.status_code == 200
+    assert hits(then.text) == [r.id for r in expected.records] == [store.first]
+    assert "right after log position 1" in then.text
+    # links and forms carry the position, and the moment field is left empty
+    assert "as_of_position=1" in then.text and "as_of=" not in then.text
+    assert re.search(r'id="as_of_position" value="1"', then.text)
+    assert re.search(r'id="as_of" value=""', then.text)
+    metrics = _get(store, OWNER, "/ui/metrics", as_of_position="1")
+    total = store.memory.get_metrics(as_of_position=1)["total_records"]
+    assert re.search(rf'<strong id="total">{total}</strong>', metrics.text)
+    record = _get(store, OWNER, f"/ui/records/{store.first}", as_of_position="1")
+    assert "Superseded" not in record.text and "staging" in record.text
+    assert _get(store, OWNER, f"/ui/records/{store.moved}", as_of_position="1").status_code == 404
+    # an error page keeps the position in its time control
+    both = _get(store, OWNER, "/ui/", as_of_position="1", level="top")
+    assert both.status_code == 400 and re.search(r'id="as_of_position" value="1"', both.text)
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
         ({"as_of": "yesterday"}, "as_of"),
+        ({"as_of_position": "-1"}, "as_of_position"),
+        ({"as_of_position": "seven"}, "as_of_position"),
+        ({"as_of_position": "9" * 40}, "as_of_position"),
+        ({"as_of_position": "1000000"}, "as_of_position"),  # past the log's head
+        ({"as_of_position": "1", "as_of": "2026-01-01T00:00:00Z"}, "as_of_position"),
         ({"page": "0"}, "page"),
         ({"level": "top"}, "level"),
         ({"type": "fact"}, "type"),

@@ -331,3 +331,38 @@ def test_changes_come_in_bounded_pages_under_the_ceiling(memory: Membrane) -> No
         assert "after" in await error(client, "changes", after=-1)
 
     session(memory, Caller(max_sensitivity=Sensitivity.MEDIUM), body)
+
+
+def test_reads_as_of_a_log_position(memory: Membrane) -> None:
+    """Each read takes a position the changes tool gave: the store right after that event."""
+
+    async def body(client: Client) -> None:
+        first = (await call(client, "create_record", record=fact("staging")))["record"]
+        made = (await call(client, "changes", limit=10))["changes"][0]["position"]
+        await call(client, "reinforce", id=first["id"], rationale="it helped")
+        await call(client, "create_record", record=fact("production"), resolve=False)
+        at = {"as_of_position": made}
+        got = await call(client, "get", id=first["id"], detail=True, **at)
+        assert [a["action"] for a in got["record"]["audit_log"]] == ["create"]
+        for tool, arguments in (
+            ("retrieve", {"task": "Orchid"}),
+            ("retrieve_graph", {"task": "Orchid"}),
+            ("list", {}),
+        ):
+            answer = await call(client, tool, **arguments, **at)
+            records = answer.get("records") or answer.get("nodes")
+            assert [r["id"] for r in records] == [first["id"]], (tool, answer)
+        context = await call(client, "context", task="Orchid deploy target", **at)
+        assert context["ids"] == [first["id"]]
+        assert "production" not in context["text"]
+        # before the first event: nothing yet
+        assert (await call(client, "list", as_of_position=0))["records"] == []
+        for bad in (-1, 10_000):
+            said = await error(client, "get", id=first["id"], as_of_position=bad)
+            assert "as_of_position" in said
+        said = await error(client, "retrieve", task="Orchid", as_of_position="x")
+        assert "as_of_position" in said and "\n" not in said
+        both = await error(client, "get", id=first["id"], as_of="2026-01-01T00:00:00Z", **at)
+        assert "as_of_position" in both and "not both" in both
+
+    session(memory, Caller(), body)
