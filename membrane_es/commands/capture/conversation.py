@@ -3,11 +3,11 @@
 A reply rarely repeats what it answers ("yes, last week — it was so powerful!"), so the turn
 alone is a poor document to find it by; the words of the exchange it belongs to are what a
 later question uses. Capture notes with each turn (content with a ``speaker``: see
-:mod:`membrane_es.schema.conversation`) *which turn every participant last said before it in
-the same sitting*: for each speaker, their latest earlier turn captured into the same scope
-from the same source, with an event time at most :data:`SITTING_SECONDS` before this one's
-(in a two-party conversation: the turn this one answers and the speaker's own turn before
-that). Their ids, oldest first, go into the primary record's ``environment.context`` under
+:mod:`membrane_es.schema.conversation`) *which turn every other participant last said before
+it in the same sitting*: for each speaker, their latest earlier turn captured into the same
+scope from the same source, with an event time at most :data:`SITTING_SECONDS` before this
+one's — and the speaker's own latest turn when it was answered (below). In a two-party
+conversation: the turn this one answers and the speaker's own turn before that. Their ids, oldest first, go into the primary record's ``environment.context`` under
 :data:`~membrane_es.schema.conversation.SAID_AFTER`; the text index searches the turn with
 their text (never its vector: the vector reads what the turn itself says).
 
