@@ -1,7 +1,8 @@
 """LongMemEval's retrieval evaluation: a user's chat history, and the turns and sessions that
 answer a question about it, with plain baselines in the same run.
 
-Run: ``python -m bench.longmemeval PATH [--limit N] [--embedder E] [--no-cache] [--timing N]``,
+Run: ``python -m bench.longmemeval PATH [--limit N | --questions IDS] [--embedder E] [--no-cache]
+[--timing N]``,
 PATH a LongMemEval file (JSON, or gzipped JSON: a list of questions, each with
 ``question_type``, ``question``, ``question_date``, ``answer_session_ids``, ``haystack_dates``,
 ``haystack_session_ids``, ``haystack_sessions`` — lists of ``{"role", "content",
@@ -175,6 +176,18 @@ def stratified(questions: Sequence[Question], limit: int) -> list[Question]:
         step = len(members) / quota
         chosen.update(members[int(i * step)].id for i in range(quota))
     return [question for question in questions if question.id in chosen]
+
+
+def chosen(questions: Sequence[Question], ids: str, limit: int) -> list[Question]:
+    """The questions named in ``ids`` (comma-separated, in file order), else the
+    :func:`stratified` subset of ``limit``."""
+    wanted = {item.strip() for item in ids.split(",") if item.strip()}
+    if not wanted:
+        return stratified(questions, limit)
+    missing = wanted - {question.id for question in questions}
+    if missing:
+        raise SystemExit(f"--questions: no question {', '.join(sorted(missing))} in the file")
+    return [question for question in questions if question.id in wanted]
 
 
 # --- the engine ---------------------------------------------------------------------------
@@ -402,12 +415,18 @@ def main() -> None:
         choices=["minilm", "minilm-fp32", "minilm-torch", "hashing", "none"],
         default="minilm",
     )
+    parser.add_argument(
+        "--questions",
+        default="",
+        metavar="IDS",
+        help="only these question ids (comma-separated), instead of --limit's subset",
+    )
     parser.add_argument("--no-cache", action="store_true", help="run the model on every text")
     parser.add_argument(
         "--timing", type=int, default=0, help="time ingestion on this many questions (no cache)"
     )
     args = parser.parse_args()
-    questions = stratified(load(args.path), args.limit)
+    questions = chosen(load(args.path), args.questions, args.limit)
     model = make_embedder(args.embedder)
     embedder: Embedder | None = model
     if model is not None and not args.no_cache and args.embedder != "hashing":

@@ -104,6 +104,8 @@ def in_turn(first: Ranking, others: list[Ranking], limit: int) -> Ranking:
                 if row not in seen:
                     seen.add(row)
                     picks.append((which, place))
+    # A redacted record comes after every record read in full, as in each ranking taken.
+    picks.sort(key=lambda pick: bool(rankings[pick[0]].ranked.redacted[pick[1]]))
     if limit > 0:
         picks = picks[:limit]
 

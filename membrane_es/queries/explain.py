@@ -13,7 +13,8 @@ explains itself as of T: every figure is the one that read used.
 A record returned redacted is explained by its rank, its salience (metadata the redacted copy
 shows anyway) and ``trust: redacted`` alone: its score and every part of it are withheld
 (None), so a reader cannot probe what a record above its trust is about by asking questions
-and reading how well each one matched.
+and reading how well each one matched; nor by its rank, which its content does not set
+(:func:`membrane_es.queries.ranking.redacted_last`).
 """
 
 from __future__ import annotations

@@ -55,6 +55,13 @@ scores 0, and ``retrieve`` leaves it out (graph roots fall back to salience orde
 nothing matches). The weights are fixed by construction — the reference's split, and equal
 shares for each kind of evidence — not fitted to any dataset.
 
+A record returned redacted (one level above the caller's trust) has no content evidence: its
+words, meaning and speaker are not the caller's to see, so they neither place it nor decide
+whether a task lists it (only its event time, which the redacted copy shows, can). Where a
+task ranks, it comes after every record the caller reads in full, redacted ones ordered
+among themselves by the tie-breaks alone (:func:`redacted_last`): a reader who asks question
+after question learns nothing of a hidden record from where it ranks.
+
 Ties, wherever an order is produced, are broken by salience (higher first), then creation
 time (newer first), then id (ascending), so equal inputs give the same order every time.
 """
@@ -144,6 +151,16 @@ def relevance(
 def blend(relevance: Array, salience: Array) -> Array:
     """Relevance discounted by how faded each record is (see above)."""
     return relevance * (EVIDENCE_WEIGHT + SALIENCE_WEIGHT * np.clip(salience, 0.0, 1.0))
+
+
+REDACTED_PLACE = -1.0
+"""The score a redacted record is ordered by in a ranked read: below every record scored by
+its evidence (≥ 0), the same for every redacted record, so salience, newer, then id order them."""
+
+
+def redacted_last(primary: Array, redacted: Array) -> Array:
+    """``primary`` with each redacted candidate's score replaced by :data:`REDACTED_PLACE`."""
+    return np.where(redacted, REDACTED_PLACE, primary)
 
 
 def order(

@@ -42,7 +42,14 @@ from membrane_es.queries.candidates import Candidates, Filters, admit, find, typ
 from membrane_es.queries.explain import Evidence, Placed, explain_rows, turns_searched_with
 from membrane_es.queries.lexical import coverage, matches
 from membrane_es.queries.periods import named_periods
-from membrane_es.queries.ranking import blend, lexical_evidence, order, relative, relevance
+from membrane_es.queries.ranking import (
+    blend,
+    lexical_evidence,
+    order,
+    redacted_last,
+    relative,
+    relevance,
+)
 from membrane_es.queries.selector import (
     DEFAULT_THRESHOLD,
     Selection,
@@ -162,6 +169,8 @@ class Ranking:
     # the rows of the records the task's vector was moved toward (relevance feedback);
     # empty when the read searched once
     searched_toward: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # whether ``scores`` came from the task's evidence (else: salience, nothing matched)
+    by_evidence: bool = False
 
 
 def retrieve(query: Retrieve, sources: Sources) -> RetrieveResult:
@@ -497,7 +506,8 @@ def _rank_by_evidence(
         index, plan.query_vector, shortlisted, found.rows, also, table.content["scope"]
     )
     ranking = _ranked(snapshot, plan, found, lexical, similarity, selectable, threshold)
-    if ranking.scores is None or len(ranking.ranked) < plan.limit:
+    if not ranking.by_evidence or ranking.scores is None or len(ranking.ranked) < plan.limit:
+        # (with no evidence among these rows, every candidate is ordered by salience)
         return None
     if not len(ranking.scores) or ranking.scores[-1] <= 0.0:
         return None
@@ -543,10 +553,13 @@ def _ranked(
             snapshot.views.passages, plan.query_vector, found.rows, similarity, snapshot.size
         )
 
-    if lexical is not None and found.redacted.any():
-        # A record returned redacted shows the caller none of its words: words it cannot
-        # see are no evidence that it answers the task (and ranking by them would leak them).
-        lexical = np.where(found.redacted, 0.0, lexical)
+    hidden = found.redacted.any()
+    if hidden:
+        # A record returned redacted shows the caller none of its content: its words and
+        # its meaning are no evidence that it answers the task, and ranking by them would
+        # leak them (nor may its vector set the scale other records' similarity is read on).
+        lexical = None if lexical is None else np.where(found.redacted, 0.0, lexical)
+        similarity = None if similarity is None else np.where(found.redacted, np.nan, similarity)
     periods = named_periods(plan.descriptor, snapshot.moment)
     timing = periods.contain(created).astype(np.float64) if periods else None
     spoken = _said_by_named(snapshot, plan, found)
@@ -555,8 +568,12 @@ def _ranked(
         if plan.descriptor.strip() and asks_when(plan.descriptor)
         else None
     )
+    if hidden and dated is not None:
+        dated = np.where(found.redacted, 0.0, dated)
     evidence = relevance(similarity, lexical, timing, spoken, dated)
     primary = found.salience if evidence is None else blend(evidence, found.salience)
+    if hidden and evidence is not None:
+        primary = redacted_last(primary, found.redacted)
     picks = order(primary, found.salience, created, id_of, plan.limit)
     if plan.evidence_only:
         # Records with evidence rank above every one without, so the cut keeps the best.
@@ -584,6 +601,7 @@ def _ranked(
         primary[picks],
         kept,
         None if passage is None else passage[picks],
+        by_evidence=evidence is not None,
     )
 
 

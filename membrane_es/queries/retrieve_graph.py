@@ -212,9 +212,10 @@ def _root_candidates(
     scores = [0.0] * len(pool) if ranking.scores is None else ranking.scores.tolist()
     if MemoryType.ENTITY in (plan.filters.types or LAYERS):
         named = entity_roots(snapshot, descriptor, plan.trust, plan.filters, root_limit)
-        joined = _first_of_each(
-            [*pool, *zip(named.rows.tolist(), named.redacted.tolist(), strict=True)]
-        )
+        # Only entities the caller reads in full join by name: a redacted one joining would
+        # tell that the hidden entity bears the name the descriptor says.
+        readable = named.rows[~named.redacted].tolist()
+        joined = _first_of_each([*pool, *((row, False) for row in readable)])
         # Entities joined for their name alone bring no ranking score of their own: their
         # boost (the descriptor is their name) is what places them.
         scores += [0.0] * (len(joined) - len(pool))

@@ -2,8 +2,9 @@
 
 A capture whose content is an object with a ``speaker`` (a non-blank string) is a turn of a
 conversation. Capture notes, in the episodic record's ``environment.context`` under
-:data:`SAID_AFTER`, the ids of the turns it was said after (what each participant last said
-before it in the sitting: :mod:`membrane_es.commands.capture.conversation`). Only ids are
+:data:`SAID_AFTER`, the ids of the turns it was said after (what each other participant last
+said before it in the sitting, and its speaker's own turn before that when it was answered:
+:mod:`membrane_es.commands.capture.conversation`). Only ids are
 kept, never words: the text index searches a turn together with the text of those turns
 (:mod:`membrane_es.projections.said_after`), so forgetting an earlier turn takes its words out
 of every later turn's search as well.

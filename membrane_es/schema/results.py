@@ -85,7 +85,9 @@ class Explanation(_Result):
 
     A record returned ``redacted`` has its score and every part of it withheld (None, and
     ``boost`` 0): how well a record above the caller's trust matched would tell what it is
-    about. Its rank and salience stay (the redacted copy shows its salience anyway).
+    about. Its rank and salience stay (the redacted copy shows its salience anyway); the rank
+    tells nothing either: a redacted hit is placed after every readable one, by salience,
+    newer, then id (:mod:`membrane_es.queries.ranking`).
     """
 
     record_id: str

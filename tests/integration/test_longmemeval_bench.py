@@ -59,6 +59,17 @@ def test_loading_orders_sessions_by_date_and_leaves_out_abstention(dataset: Path
     assert [q.id for q in longmemeval.stratified(questions, 1)] == ["q1", "q2"]  # one a type
 
 
+def test_questions_named_are_taken_in_file_order_and_an_unknown_one_is_refused(
+    dataset: Path,
+) -> None:
+    questions = longmemeval.load(dataset)
+
+    assert [q.id for q in longmemeval.chosen(questions, " q2, q1 ", 0)] == ["q1", "q2"]
+    assert [q.id for q in longmemeval.chosen(questions, "", 1)] == ["q1", "q2"]  # stratified
+    with pytest.raises(SystemExit, match="no question q9"):
+        longmemeval.chosen(questions, "q1,q9", 0)
+
+
 def test_every_method_is_scored_at_both_levels(dataset: Path) -> None:
     results = longmemeval.evaluate(longmemeval.load(dataset), HashingEmbedder(64))
 

@@ -3,13 +3,20 @@
 A reply rarely repeats what it answers ("yes, last week — it was so powerful!"), so the turn
 alone is a poor document to find it by; the words of the exchange it belongs to are what a
 later question uses. Capture notes with each turn (content with a ``speaker``: see
-:mod:`membrane_es.schema.conversation`) *which turn every participant last said before it in
-the same sitting*: for each speaker, their latest earlier turn captured into the same scope
-from the same source, with an event time at most :data:`SITTING_SECONDS` before this one's
-(in a two-party conversation: the turn this one answers and the speaker's own turn before
-that). Their ids, oldest first, go into the primary record's ``environment.context`` under
+:mod:`membrane_es.schema.conversation`) *which turn every other participant last said before
+it in the same sitting*: for each speaker, their latest earlier turn captured into the same
+scope from the same source, with an event time at most :data:`SITTING_SECONDS` before this
+one's — and the speaker's own latest turn when it was answered (below). In a two-party
+conversation: the turn this one answers and the speaker's own turn before that. Their ids, oldest first, go into the primary record's ``environment.context`` under
 :data:`~membrane_es.schema.conversation.SAID_AFTER`; the text index searches the turn with
 their text (never its vector: the vector reads what the turn itself says).
+
+A speaker's own earlier turn counts only when someone answered it before this turn: then
+this one goes on with the exchange ("How was it?" — "So powerful!" goes on with "I went to
+the support group"). A speaker's turns one after another with no one answering in between
+are separate messages — an agent noting one thing after another, a user sending a question
+about ramen and then one about the budget — and none borrows the words of the one before:
+they would make it match words it does not relate to.
 
 Only turns no more sensitive than the new one are noted: their words must not let a reader
 who may see this turn find it by words of one they may not see.
@@ -52,8 +59,8 @@ def with_conversation(
 
 
 def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
-    """The id of each participant's latest turn before this capture's, in the sitting, oldest
-    first."""
+    """The id of each other participant's latest turn before this capture's, in the sitting,
+    and of the speaker's own latest one if it was answered since; oldest first."""
     happened = _timestamp(request)
     level = Sensitivity(request.sensitivity).level
     # speaker (casefolded) -> (place in the sitting, their latest earlier turn)
@@ -69,7 +76,12 @@ def preceding_turns(request: CaptureMemory, uow: UnitOfWork) -> list[str]:
         speaker = speaker_of(_captured_content(record))
         if speaker and _source(record) == request.source and record.sensitivity.level <= level:
             latest[speaker.casefold()] = (place, record)
-    return [record.id for _, record in sorted(latest.values(), key=lambda item: item[0])]
+    # The speaker's own latest turn, only when another participant spoke after it.
+    own = latest.pop(speaker_of(request.content).casefold(), None)
+    earlier = list(latest.values())
+    if own is not None and any(place > own[0] for place, _ in earlier):
+        earlier.append(own)
+    return [record.id for _, record in sorted(earlier, key=lambda item: item[0])]
 
 
 def _captured_content(record: MemoryRecord) -> object:

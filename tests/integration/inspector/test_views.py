@@ -207,23 +207,23 @@ def test_search_counts_its_results_and_cuts_off_below_a_relevance(store: Store) 
 
 
 def test_a_redacted_hit_shows_no_score_to_a_reader_who_asks_questions(store: Store) -> None:
-    seen = []
     now = str(int(datetime.now(UTC).timestamp()) + 1)  # one moment: one salience
+    page = _get(store, READER, "/ui/", as_of=now)  # listed, by salience
+    card = re.search(
+        rf'<li class="hit redacted" data-record="{store.sensitive}">(.*?)</li>', page.text, re.S
+    )
+    assert card is not None
+    assert "score" not in card.group(1).replace("Its score is withheld", "")
+    assert "<svg" not in card.group(1) and "meaning" not in card.group(1)
+    exported = _get(store, READER, "/ui/", format="json", as_of=now).json()
+    (hit,) = [r for r in exported["results"] if r["record"]["id"] == store.sensitive]
+    why = hit["explanation"]
+    assert why["trust"] == "redacted" and why["score"] is None
+    assert why["vector_score"] is None and why["vector_similarity"] is None
+    # a question near it and one far from it answer alike: neither lists it
     for question in ("Orchid vault combination ninety", "Orchid weather tomorrow"):
-        page = _get(store, READER, "/ui/", q=question, as_of=now)
-        card = re.search(
-            rf'<li class="hit redacted" data-record="{store.sensitive}">(.*?)</li>', page.text, re.S
-        )
-        assert card is not None, question
-        assert "score" not in card.group(1).replace("Its score is withheld", "")
-        assert "<svg" not in card.group(1) and "meaning" not in card.group(1)
-        exported = _get(store, READER, "/ui/", q=question, format="json", as_of=now).json()
-        (hit,) = [r for r in exported["results"] if r["record"]["id"] == store.sensitive]
-        why = hit["explanation"]
-        assert why["trust"] == "redacted" and why["score"] is None
-        assert why["vector_score"] is None and why["vector_similarity"] is None
-        seen.append({k: v for k, v in why.items() if k not in ("rank", "moment")})
-    assert seen[0] == seen[1]
+        asked = _get(store, READER, "/ui/", q=question, format="json", as_of=now).json()
+        assert store.sensitive not in [r["record"]["id"] for r in asked["results"]], question
     # a cut-off cannot be used to probe it either: it leaves every redacted hit out
     cut = _get(store, READER, "/ui/", q="Orchid vault combination ninety", min="0")
     assert store.sensitive not in hits(cut.text)
