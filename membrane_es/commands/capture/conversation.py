@@ -7,9 +7,10 @@ later question uses. Capture notes with each turn (content with a ``speaker``: s
 it in the same sitting*: for each speaker, their latest earlier turn captured into the same
 scope from the same source, with an event time at most :data:`SITTING_SECONDS` before this
 one's — and the speaker's own latest turn when it was answered (below). In a two-party
-conversation: the turn this one answers and the speaker's own turn before that. Their ids, oldest first, go into the primary record's ``environment.context`` under
-:data:`~membrane_es.schema.conversation.SAID_AFTER`; the text index searches the turn with
-their text (never its vector: the vector reads what the turn itself says).
+conversation: the turn this one answers and the speaker's own turn before that. Their ids,
+oldest first, go into the primary record's ``environment.context`` under
+:data:`~membrane_es.schema.conversation.SAID_AFTER`; the text index searches the turn with their
+text (never its vector: the vector reads what the turn itself says).
 
 A speaker's own earlier turn counts only when someone answered it before this turn: then
 this one goes on with the exchange ("How was it?" — "So powerful!" goes on with "I went to
