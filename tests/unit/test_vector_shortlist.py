@@ -158,7 +158,7 @@ def test_shortlisted_scores_are_the_bits_of_a_full_scan(coded_from_ten: None) ->
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 10)
         patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep the shortlist as it is
         scan = index.scan_codes(query, None, len(matrix))
-        found = vectors.nearest(index, query, scan, partial(vectors.held, candidates), 3)
+        found = vectors.nearest(index, query, scan, partial(vectors.held, candidates), 3, scope_of)
         assert found is not None
         got = vectors.scored(index, query, found, candidates, also, scope_of)
     rows, exact = index.similarities(query, None)
