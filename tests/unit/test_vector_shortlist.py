@@ -211,18 +211,18 @@ def test_a_kept_shortlist_holds_the_exact_top_rows(seed: int) -> None:
         for block in index.blocks.values():
             block.keep_codes()
         admitted = partial(vectors.held, np.arange(count, dtype=np.int64))
+        scope_of = np.zeros(count, dtype=np.int64)
         kept = 0
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(vectors, "SHORTLIST_PER_RESULT", 100)  # a cluster's size, as at scale
             for query in queries:
-                found = vectors.nearest(
-                    index, query, index.scan_codes(query, None, count), admitted, limit
-                )
+                scan = index.scan_codes(query, None, count)
+                found = vectors.nearest(index, query, scan, admitted, limit, scope_of)
                 if found is None:
                     continue
                 kept += 1
                 exact_top = np.argsort(-(matrix @ query), kind="stable")[:limit]
-                assert set(exact_top.tolist()) <= set(found.scan.rows[found.picks].tolist())
+                assert set(exact_top.tolist()) <= set(found.rows.tolist())
         assert kept >= 5 if clustered else kept == 0
 
 
