@@ -60,6 +60,7 @@ StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (row
 CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
 CODE_CHUNK_ROWS = 16_384  # 768 kB of 384-bit codes: few numpy calls per scan, stays in cache
 CODED_MIN_ROWS = 16_384  # about where a shortlist starts to beat an exact scan and admission
+FEW_ROWS = 32  # vectors gathered one by one rather than chunk by chunk
 
 
 def code_words(dimensions: int) -> int:
@@ -88,6 +89,11 @@ class Block:
         self.row_chunks: list[Array] = []  # (CHUNK_ROWS,) int64 each
         self.code_chunks: list[Array] | None = None  # (code_words, CODE_CHUNK_ROWS) uint64
         self.size = 0
+        # Every row in one array (capacity doubling), filled from the chunks when a lookup
+        # asks (:meth:`flat_rows`): finding rows' places costs no copy of the block's rows.
+        self._flat = np.zeros(0, dtype=np.int64)
+        self._flat_size = 0
+        self._flat_lock = threading.Lock()
 
     @classmethod
     def of(cls, dimensions: int, rows: Array, matrix: Array) -> Block:
@@ -172,6 +178,24 @@ class Block:
         self.row_chunks.append(rows)
         return chunk, rows
 
+    def flat_rows(self) -> Array:
+        """Every row, in order, as one array (a view: rows appended since are filled in
+        first, so each row is copied into it once)."""
+        with self._flat_lock:
+            size, done = self.size, self._flat_size
+            if done < size:
+                if len(self._flat) < size:
+                    grown = np.zeros(max(size, 2 * len(self._flat), CHUNK_ROWS), dtype=np.int64)
+                    grown[:done] = self._flat[:done]
+                    self._flat = grown
+                while done < size:
+                    chunk, offset = divmod(done, CHUNK_ROWS)
+                    take = min(CHUNK_ROWS - offset, size - done)
+                    self._flat[done : done + take] = self.row_chunks[chunk][offset : offset + take]
+                    done += take
+                self._flat_size = size
+            return self._flat[:size]
+
     @property
     def rows(self) -> Array:
         """Every row, in order (a copy)."""
@@ -229,6 +253,12 @@ class Block:
     def gather_into(self, positions: Array, out: Array) -> None:
         """Copy the vectors at ``positions`` (ascending) into ``out``."""
         if not len(positions):
+            return
+        if len(positions) <= FEW_ROWS:  # a few rows (an index's candidates): one at a time
+            chunks, offsets = np.divmod(positions, CHUNK_ROWS)
+            pairs = zip(chunks.tolist(), offsets.tolist(), strict=True)
+            for i, (chunk, offset) in enumerate(pairs):
+                out[i] = self.chunks[chunk][offset]
             return
         first, last = int(positions[0]) // CHUNK_ROWS, int(positions[-1]) // CHUNK_ROWS
         edges = np.arange(first, last + 2) * CHUNK_ROWS
@@ -652,12 +682,10 @@ class EmbeddingIndex:
         """The stored vector of each of ``rows`` (any order; ``scopes``: the block each one's
         vector is in), a row of NaN where there is none."""
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
-        for scope in np.unique(scopes).tolist():
-            chosen = self.chosen([int(scope)], None)
-            if not chosen or not chosen[0][2]:
+        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None):
+            if not count:
                 continue
-            _, block, count = chosen[0]
-            segment = block.rows[:count]  # ascending
+            segment = block.flat_rows()[:count]  # ascending
             wanted = np.flatnonzero(scopes == scope)
             places = np.minimum(np.searchsorted(segment, rows[wanted]), count - 1)
             held = segment[places] == rows[wanted]

@@ -49,8 +49,8 @@ WIDEN_SHARE = 16  # a shortlist widened past 1/n of the rows searched gives way 
 # The approximate index's candidates given exact scores: this many per result asked for, and
 # at least MIN_CANDIDATES; a search whose admitted candidates are too few is tried once
 # more with this many times the candidates and lists.
-CANDIDATES_PER_RESULT = 16
-MIN_CANDIDATES = 128
+CANDIDATES_PER_RESULT = 10
+MIN_CANDIDATES = 64
 FEW_ADMITTED_WIDEN = 8
 # An approximate index serves reads over at least this share of the store's vectors (a read
 # of a few scopes' blocks is fast on its own, and would find few of the index's candidates
