@@ -433,10 +433,15 @@ READING = [
     "Reading these figures:",
     "",
     "- Each store runs with its defaults, as a user would start: membrane_es durable (one"
-    " synced commit per batch), its sign-code shortlist where the codes vouch for it and an"
-    " exact scan where they do not; Chroma's HNSW index (inner product, default search"
-    " breadth); LanceDB without a vector index (its reads are exact scans until one is"
-    " built).",
+    " synced commit per batch), from 50,000 vectors on its approximate index (FAISS IVF,"
+    " 8-bit codes: candidates scored exactly) where the lists it scanned vouch for them, else"
+    " its sign-code shortlist where the codes vouch for it, else an exact scan; 'membrane_es,"
+    " no index' is the same engine with `approximate_index=False`; Chroma's HNSW index"
+    " (inner product, default search breadth); LanceDB without a vector index (its reads are"
+    " exact scans until one is built).",
+    "- **opened again + its first unscoped read**: the closed store opened in the same"
+    " process, then one unscoped read, which reads the vectors back from the log and (with"
+    " the index) builds the approximate index: it is not checkpointed.",
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
