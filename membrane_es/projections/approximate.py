@@ -49,6 +49,7 @@ VECTORS_PER_LIST = 39  # k-means wants at least this many training vectors per c
 TRAIN_ITERATIONS = 10
 SEED = 1234
 PROBES = 32  # lists scanned per query (of up to MAX_LISTS)
+SLAB = 8192  # vectors handled at a time when training and building (bounds the copies)
 # How far past its centroid's score a list's best vector plausibly reaches, in standard
 # deviations of a residual's projection on the query (the largest of a thousand normal
 # draws is about 3.2 of them).
@@ -103,16 +104,10 @@ class ApproximateIndex:
             self.size = int(self._index.ntotal)
             self.rows_below = max(self.rows_below, int(rows[-1]) + 1)
 
-    def train(self, rows: Array, vectors: Array) -> int:
-        """Train on the first :attr:`min_vectors` of these vectors (rows ascending, from the
-        first row with a vector) and add them all; returns how many vectors (not erased)
-        there were, which is less than :attr:`min_vectors` when it could not train."""
-        keep = np.flatnonzero(np.any(vectors != 0.0, axis=1))
-        rows, vectors = rows[keep], vectors[keep]
-        if len(rows) < self.min_vectors:
-            return len(rows)
-        sample = np.ascontiguousarray(vectors[: self.min_vectors], dtype=np.float32)
-        lists = max(1, min(MAX_LISTS, len(sample) // VECTORS_PER_LIST))
+    def train(self, rows: Array, vectors: Array) -> None:
+        """Train on these vectors — the first :attr:`min_vectors` not erased, rows ascending,
+        float32 and contiguous (used as given: no copy) — and add them."""
+        lists = max(1, min(MAX_LISTS, len(vectors) // VECTORS_PER_LIST))
         with self._lock:
             faiss.omp_set_num_threads(1)
             quantizer = faiss.IndexFlatIP(self.dimensions)
@@ -126,26 +121,30 @@ class ApproximateIndex:
             )
             index.cp.seed = SEED
             index.cp.niter = TRAIN_ITERATIONS
-            index.cp.max_points_per_centroid = len(sample)  # train on every one: no sampling
-            index.train(sample)
+            index.cp.max_points_per_centroid = len(vectors)  # train on every one: no sampling
+            index.train(vectors)
             index.nprobe = min(PROBES, lists)
             centroids = index.quantizer.reconstruct_n(0, lists)
             # Each list's spread: the root mean square distance of its training vectors
-            # from its centroid (a list no training vector fell in: the widest).
-            _, assigned = index.quantizer.search(sample, 1)
-            residual = np.einsum(
-                "ij,ij->i", sample - centroids[assigned[:, 0]], sample - centroids[assigned[:, 0]]
-            )
-            counts = np.bincount(assigned[:, 0], minlength=lists)
-            sums = np.bincount(assigned[:, 0], weights=residual, minlength=lists)
+            # from its centroid (a list no training vector fell in: the widest); a slab at a
+            # time, so training holds no second copy of its vectors.
+            counts = np.zeros(lists, dtype=np.int64)
+            sums = np.zeros(lists, dtype=np.float64)
+            for first in range(0, len(vectors), SLAB):
+                part = vectors[first : first + SLAB]
+                _, assigned = index.quantizer.search(part, 1)
+                residual = part - centroids[assigned[:, 0]]
+                squared = np.einsum("ij,ij->i", residual, residual)
+                counts += np.bincount(assigned[:, 0], minlength=lists)
+                sums += np.bincount(assigned[:, 0], weights=squared, minlength=lists)
             spread = np.sqrt(sums / np.maximum(counts, 1))
             spread[counts == 0] = spread.max()
             self._centroids = np.ascontiguousarray(centroids, dtype=np.float32)
             self._reach = (REACH_SIGMAS * spread / np.sqrt(self.dimensions)).astype(np.float32)
             self._index = index
-            self.trained_below = int(rows[self.min_vectors - 1]) + 1
-        self.add(rows, vectors)
-        return len(rows)
+            self.trained_below = int(rows[-1]) + 1
+        for first in range(0, len(rows), SLAB):
+            self.add(rows[first : first + SLAB], vectors[first : first + SLAB])
 
     def erase(self, row: int) -> None:
         """Remove ``row``'s code (a forgotten record's vector is not kept, even quantised)."""

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.approximate import ApproximateIndex
+from membrane_es.projections.approximate import SLAB, ApproximateIndex
 
 Array = npt.NDArray[Any]
 StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (rows, codes)
@@ -560,32 +560,35 @@ class EmbeddingIndex:
             else:
                 self._build_approximate()
 
-    def _build_approximate(self, slab: int = 65_536) -> None:
+    def _build_approximate(self) -> None:
         """Build the approximate index from every block (read back first if need be), row
-        after row in order, ``slab`` rows at a time (never a second copy of every vector)."""
+        after row in order, a slab at a time: the first vectors (not erased) fill its
+        training set, the rest are added once it is trained (never a second copy of every
+        vector)."""
         start = self.approximate_from
         assert start is not None
         blocks = list(self.blocks.values())
         approximate = ApproximateIndex(self.dimensions, start)
-        held = [(block, block.rows[: block.size]) for block in blocks]
+        held = [(block, block.flat_rows()) for block in blocks]
         end = max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
-        waiting: list[tuple[Array, Array]] = []  # slabs read until there are enough to train
-        for first in range(0, end, slab):
-            rows, matrix = _slab(held, first, first + slab, self.dimensions)
-            if approximate.trained:
-                approximate.add(rows, matrix)
-                continue
-            waiting.append((rows, matrix))
-            if sum(len(r) for r, _ in waiting) >= start or first + slab >= end:
-                all_rows = np.concatenate([r for r, _ in waiting])
-                all_vectors = np.concatenate([m for _, m in waiting])
-                found = approximate.train(all_rows, all_vectors)
-                waiting = []
-                if not approximate.trained and first + slab < end:
-                    waiting = [(all_rows, all_vectors)]
-                elif not approximate.trained:
-                    # Too few vectors not erased: try again once that many more are written.
-                    self._approximate_retry = self.size + (start - found)
+        sample = np.empty((start, self.dimensions), dtype=np.float32)
+        sample_rows = np.empty(start, dtype=np.int64)
+        filled = 0
+        for first in range(0, end, SLAB):
+            rows, matrix = _slab(held, first, first + SLAB, self.dimensions)
+            if not approximate.trained:
+                kept = np.flatnonzero(np.any(matrix != 0.0, axis=1))[: start - filled]
+                sample[filled : filled + len(kept)] = matrix[kept]
+                sample_rows[filled : filled + len(kept)] = rows[kept]
+                filled += len(kept)
+                if filled < start:
+                    continue
+                approximate.train(sample_rows, sample)
+                del sample
+            approximate.add(rows, matrix)  # rows under the sample's last are passed over
+        if not approximate.trained:
+            # Too few vectors not erased: try again once that many more are written.
+            self._approximate_retry = self.size + (start - filled)
         self._approximate, self._approximate_stale = approximate, False
 
     def chosen(
