@@ -23,9 +23,10 @@ is appended to its list in row order. So the same events give the same index, an
 (one thread: FAISS's fastest setting for one query) the same candidates. A forgotten
 record's code is removed from its list at once.
 
-The index is not checkpointed (it would add its codes, a quarter of a vector, to every record
-on disk): after an open it is built again from the blocks' vectors when a search first needs
-it. The engine works without FAISS (the ``ann`` extra): reads are then what they were.
+The index's codes are not checkpointed (they would add a quarter of a vector to every record
+on disk), only its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB): after an
+open the vectors are added again, from the blocks, when a search first needs the index. The
+engine works without FAISS (the ``ann`` extra): reads are then what they were.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -77,6 +79,7 @@ class ApproximateIndex:
         self._lock = threading.Lock()  # FAISS's lists are not safe to grow while searched
         self._centroids: Array = np.zeros((0, dimensions), dtype=np.float32)
         self._reach: Array = np.zeros(0, dtype=np.float32)  # each list's plausible reach
+        self._trained_state = b""
 
     @property
     def trained(self) -> bool:
@@ -124,6 +127,9 @@ class ApproximateIndex:
             index.cp.max_points_per_centroid = len(vectors)  # train on every one: no sampling
             index.train(vectors)
             index.nprobe = min(PROBES, lists)
+            # The trained index, empty (its centroids and code ranges, 1.5 MB): what a
+            # checkpoint keeps, so an open has only to add the vectors again.
+            self._trained_state = faiss.serialize_index(index).tobytes()
             centroids = index.quantizer.reconstruct_n(0, lists)
             # Each list's spread: the root mean square distance of its training vectors
             # from its centroid (a list no training vector fell in: the widest); a slab at a
@@ -145,6 +151,45 @@ class ApproximateIndex:
             self.trained_below = int(rows[-1]) + 1
         for first in range(0, len(rows), SLAB):
             self.add(rows[first : first + SLAB], vectors[first : first + SLAB])
+
+    def saved(self) -> bytes:
+        """The trained index without its vectors (empty until trained): see :meth:`restored`."""
+        if self._index is None:
+            return b""
+        return msgspec.msgpack.encode(
+            {
+                "min_vectors": self.min_vectors,
+                "dimensions": self.dimensions,
+                "trained_below": self.trained_below,
+                "reach": self._reach.astype("<f4").tobytes(),
+                "index": self._trained_state,
+            }
+        )
+
+    @classmethod
+    def restored(cls, data: bytes, dimensions: int, min_vectors: int) -> ApproximateIndex | None:
+        """An index trained as :meth:`saved` says, holding no vector yet; None when it was
+        trained for another threshold or width (it is then trained again)."""
+        if faiss is None or not data:
+            return None
+        try:
+            state = msgspec.msgpack.decode(data)
+            if state["min_vectors"] != max(1, min_vectors) or state["dimensions"] != dimensions:
+                return None
+            index = faiss.deserialize_index(np.frombuffer(state["index"], dtype=np.uint8))
+            reach = np.frombuffer(state["reach"], dtype="<f4").astype(np.float32)
+            trained_below = int(state["trained_below"])
+        except (msgspec.DecodeError, KeyError, TypeError, RuntimeError):
+            return None  # trained again: the index is a cache of what the log says
+        if int(index.ntotal) or len(reach) != int(index.nlist):
+            return None
+        out = cls(dimensions, min_vectors)
+        out._index, out._reach, out._trained_state = index, reach, state["index"]
+        out._centroids = np.ascontiguousarray(
+            index.quantizer.reconstruct_n(0, int(index.nlist)), dtype=np.float32
+        )
+        out.trained_below = trained_below
+        return out
 
     def erase(self, row: int) -> None:
         """Remove ``row``'s code (a forgotten record's vector is not kept, even quantised)."""

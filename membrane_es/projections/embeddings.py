@@ -326,6 +326,7 @@ class EmbeddingIndex:
         self._approximate: ApproximateIndex | None = None
         self._approximate_stale = False
         self._approximate_retry = 0
+        self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
         # Held while vectors are written or erased and while the approximate index is built
         # from the blocks: a build sees every block as it stands between two writes.
         self._writing = threading.RLock()
@@ -545,6 +546,14 @@ class EmbeddingIndex:
             approximate = self._approximate
         return approximate if approximate is not None and approximate.trained else None
 
+    def approximate_state(self) -> bytes:
+        """The approximate index's training for a checkpoint (empty when it is not trained):
+        the live index's, or the one a checkpoint gave it not yet built again."""
+        approximate = self._approximate
+        if approximate is not None and approximate.trained and not self._approximate_stale:
+            return approximate.saved()
+        return self.approximate_saved if self.approximate_from is not None else b""
+
     def _follow(self, rows: Array, matrix: Array) -> None:
         """Hand rows just written (ascending) to the approximate index, training it once the
         store reaches its threshold (under ``_writing``)."""
@@ -568,7 +577,9 @@ class EmbeddingIndex:
         start = self.approximate_from
         assert start is not None
         blocks = list(self.blocks.values())
-        approximate = ApproximateIndex(self.dimensions, start)
+        approximate = ApproximateIndex.restored(
+            self.approximate_saved, self.dimensions, start
+        ) or ApproximateIndex(self.dimensions, start)
         held = [(block, block.flat_rows()) for block in blocks]
         end = max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
         sample = np.empty((start, self.dimensions), dtype=np.float32)

@@ -180,14 +180,30 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
         live = [followed.search(q, 100, COUNT).tolist() for q in queries]
         answers = [_ids(memory, q) for q in queries]
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
-        assert memory.views.embeddings._approximate is None  # not in the checkpoint
-        built = memory.views.embeddings.approximate_index()
+        assert memory.views.embeddings._approximate is None  # its codes: not in the checkpoint
+        with pytest.MonkeyPatch.context() as patch:  # its training is: not trained again
+            patch.setattr(approximate.ApproximateIndex, "train", _never)
+            built = memory.views.embeddings.approximate_index()
         assert built is not None and built.size == followed.size
         assert built.trained_below == followed.trained_below
         assert [built.search(q, 100, COUNT).tolist() for q in queries] == live
         assert [_ids(memory, q) for q in queries] == answers
         memory.rebuild_views()
         assert [_ids(memory, q) for q in queries] == answers
+
+
+def _never(*args: Any) -> None:
+    raise AssertionError("trained again")
+
+
+def test_an_index_trained_for_another_threshold_is_trained_again(tmp_path: Path) -> None:
+    matrix, queries = _corpus()
+    with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
+        _fill(memory, matrix)
+    with Membrane.open(tmp_path / "store", embedder=None, **_min(1200)) as memory:
+        index = memory.views.embeddings.approximate_index()
+        assert index is not None and index.trained_below == 1200
+        assert _ids(memory, queries[0]) == _ids(memory, queries[0], exact=True)
 
 
 def test_the_same_events_give_the_same_index() -> None:
