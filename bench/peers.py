@@ -441,7 +441,8 @@ READING = [
     " exact scans until one is built).",
     "- **opened again + its first unscoped read**: the closed store opened in the same"
     " process, then one unscoped read, which reads the vectors back from the log and (with"
-    " the index) builds the approximate index: it is not checkpointed.",
+    " the index) adds them to the approximate index again (the checkpoint keeps its"
+    " training, not its codes).",
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
