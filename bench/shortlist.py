@@ -81,6 +81,7 @@ def measure(n: int, kind: str, queries: int, seed: int) -> Outcome:
         block.keep_codes()
     index.coded = True
     admitted = partial(vectors.held, np.arange(n, dtype=np.int64))
+    scope_of = np.zeros(n, dtype=np.int64)  # one block: scope 0
     kept = widened = exact = 0
     overlaps: list[float] = []
     shortlist_times: list[float] = []
@@ -88,7 +89,8 @@ def measure(n: int, kind: str, queries: int, seed: int) -> Outcome:
     wanted = max(vectors.SHORTLIST_PER_RESULT * TOP, n // vectors.SHORTLIST_SHARE)
     for query in query_vectors:
         start = time.perf_counter()
-        found = vectors.nearest(index, query, index.scan_codes(query, None, n), admitted, TOP)
+        scan = index.scan_codes(query, None, n)
+        found = vectors.nearest(index, query, scan, admitted, TOP, scope_of)
         shortlist_times.append(time.perf_counter() - start)
         start = time.perf_counter()
         scores = matrix @ query
@@ -98,11 +100,11 @@ def measure(n: int, kind: str, queries: int, seed: int) -> Outcome:
             exact += 1
             overlaps.append(1.0)  # the read scores every vector
             continue
-        if len(found.picks) > wanted:
+        if len(found.rows) > wanted:
             widened += 1
         else:
             kept += 1
-        rows = found.scan.rows[found.picks]
+        rows = found.rows
         best = rows[np.argsort(-found.cosine, kind="stable")[:TOP]]
         overlaps.append(len(set(best.tolist()) & set(top.tolist())) / TOP)
     return Outcome(

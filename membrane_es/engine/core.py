@@ -25,7 +25,12 @@ from membrane_es.embedding.protocol import Embedder
 from membrane_es.engine.checkpoints import Checkpoints
 from membrane_es.engine.event_store_unit_of_work import EventStoreUnitOfWork
 from membrane_es.engine.follower import LogFollower
-from membrane_es.engine.options import EngineOptions, OptionChoices, options_of
+from membrane_es.engine.options import (
+    EngineOptions,
+    OptionChoices,
+    approximate_from,
+    options_of,
+)
 from membrane_es.errors import (
     ConflictError,
     IntegrityError,
@@ -131,6 +136,7 @@ class EngineCore:
                 else Checkpoints(views_dir, chained.hash_at, chained.chain.key)
             )
         self._views: ReadModel = ReadModel()
+        self._views.embeddings.keep_approximate(approximate_from(options))
         try:
             if discard_unfinished_import and read_only:
                 raise ValidationError(
@@ -208,6 +214,7 @@ class EngineCore:
         if loaded is not None:
             self._views.close()
             self._views = loaded
+            loaded.embeddings.keep_approximate(approximate_from(self._options))
         self._views.catch_up(app)
         index = self._views.embeddings
         stored = index.model if index.dimensions else ""

@@ -16,7 +16,12 @@ from typing import Self, Unpack
 from membrane_es.engine.addresses import IN_MEMORY, StoreAddress, holds_store
 from membrane_es.engine.core import EngineCore
 from membrane_es.engine.follower import LogFollower
-from membrane_es.engine.options import EngineOptions, OptionChoices, options_of
+from membrane_es.engine.options import (
+    EngineOptions,
+    OptionChoices,
+    approximate_from,
+    options_of,
+)
 from membrane_es.engine.store_check import verify_store
 from membrane_es.errors import MembraneError, ReadOnlyError, StoreNotFoundError, ValidationError
 from membrane_es.projections.read_model import ReadModel
@@ -388,6 +393,7 @@ class Opening(EngineCore):
         """Replace the read side by one rebuilt from the whole log; ``progress(applied,
         total)`` is called after each page of the log."""
         rebuilt = ReadModel.rebuild(self._app, progress)
+        rebuilt.embeddings.keep_approximate(approximate_from(self._options))
         with self._write_lock:
             old, self._views = self._views, rebuilt
         with self._advanced:

@@ -17,6 +17,8 @@ from typing import TypedDict, Unpack
 from membrane_es.commands.interpreter import Interpreter
 from membrane_es.embedding.default import AUTOMATIC, EmbedderChoice
 from membrane_es.errors import ValidationError
+from membrane_es.projections import approximate
+from membrane_es.projections.approximate import DEFAULT_MIN_VECTORS
 from membrane_es.queries.selector import DEFAULT_THRESHOLD
 from membrane_es.schema.enums import Sensitivity
 from membrane_es.schema.predicates import PredicateVocabulary
@@ -60,6 +62,13 @@ class EngineOptions:
     :param single_valued: predicates this store holds one value of at a time, besides the
         built-in ones (:mod:`membrane_es.schema.predicates`).
     :param many_valued: predicates that hold many values at once, besides the built-in ones.
+    :param approximate_index: an approximate nearest-neighbour index over the store's
+        vectors (:mod:`membrane_es.projections.approximate`), which reads over most of a large
+        store search before scoring its candidates exactly. None (the default): kept from
+        ``approximate_min_vectors`` vectors on when FAISS (the ``ann`` extra) is installed;
+        True: the same, FAISS required; False: never (reads scan the sign codes or every
+        vector, as below the threshold).
+    :param approximate_min_vectors: the number of vectors from which the index is kept.
     """
 
     clock: MonotonicClock | None = None
@@ -72,12 +81,15 @@ class EngineOptions:
     resolve_writes: bool = True
     single_valued: tuple[str, ...] = ()
     many_valued: tuple[str, ...] = ()
+    approximate_index: bool | None = None
+    approximate_min_vectors: int = DEFAULT_MIN_VECTORS
 
     def __post_init__(self) -> None:
         check_unit_interval("selection_threshold", self.selection_threshold)
         check_default_sensitivity(self.default_sensitivity)
         check_chain_key(self.chain_key)
         check_flag("resolve_writes", self.resolve_writes)
+        check_approximate(self.approximate_index, self.approximate_min_vectors)
         vocabulary = PredicateVocabulary().declared(
             single=self.single_valued, many=self.many_valued
         )
@@ -110,6 +122,8 @@ class OptionChoices(TypedDict, total=False):
     resolve_writes: bool
     single_valued: tuple[str, ...]
     many_valued: tuple[str, ...]
+    approximate_index: bool | None
+    approximate_min_vectors: int
 
 
 def options_of(options: EngineOptions | None, choices: OptionChoices) -> EngineOptions:
@@ -119,6 +133,28 @@ def options_of(options: EngineOptions | None, choices: OptionChoices) -> EngineO
         raise ValidationError("options", f"must be EngineOptions: {options!r}")
     base = DEFAULT_OPTIONS if options is None else options
     return base.replace(**choices) if choices else base
+
+
+def check_approximate(choice: object, min_vectors: object) -> None:
+    """The approximate index's switch and threshold (FAISS must be there if it is asked for)."""
+    if choice is not None and not isinstance(choice, bool):
+        raise ValidationError("approximate_index", f"must be true, false or null: {choice!r}")
+    if isinstance(min_vectors, bool) or not isinstance(min_vectors, int) or min_vectors < 1:
+        raise ValidationError(
+            "approximate_min_vectors", f"must be a positive integer: {min_vectors!r}"
+        )
+    if choice is True and not approximate.available():
+        raise ValidationError(
+            "approximate_index", "needs FAISS: install the 'ann' extra (membrane-es[ann])"
+        )
+
+
+def approximate_from(options: EngineOptions) -> int | None:
+    """From how many vectors on an engine with these options keeps an approximate index
+    (None: never)."""
+    if options.approximate_index is False or not approximate.available():
+        return None
+    return options.approximate_min_vectors
 
 
 def check_default_sensitivity(value: object) -> str:

@@ -34,6 +34,12 @@ block is read, so the index ends as if it had been read at once. Where the check
 the blocks' sign codes, a search that shortlists by codes does not wait for that read: it
 scans a stand-in holding the rows and codes and reads only its picks' vectors
 (:mod:`membrane_es.projections.coded_blocks`).
+
+Kept on request (:meth:`EmbeddingIndex.keep_approximate`), an approximate index over every
+vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on:
+each vector appended to the blocks is appended to it, in row order. Restored from a
+checkpoint (which does not keep it), it is built again from the blocks when a search first
+asks for it (:meth:`EmbeddingIndex.approximate_index`).
 """
 
 from __future__ import annotations
@@ -46,12 +52,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.approximate import SLAB, ApproximateIndex
+
 Array = npt.NDArray[Any]
 StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (rows, codes)
 
 CHUNK_ROWS = 1024  # 1.5 MB of 384-dimension vectors: few calls per scan, little spare
 CODE_CHUNK_ROWS = 16_384  # 768 kB of 384-bit codes: few numpy calls per scan, stays in cache
 CODED_MIN_ROWS = 16_384  # about where a shortlist starts to beat an exact scan and admission
+FEW_ROWS = 32  # vectors gathered one by one rather than chunk by chunk
 
 
 def code_words(dimensions: int) -> int:
@@ -80,6 +89,11 @@ class Block:
         self.row_chunks: list[Array] = []  # (CHUNK_ROWS,) int64 each
         self.code_chunks: list[Array] | None = None  # (code_words, CODE_CHUNK_ROWS) uint64
         self.size = 0
+        # Every row in one array (capacity doubling), filled from the chunks when a lookup
+        # asks (:meth:`flat_rows`): finding rows' places costs no copy of the block's rows.
+        self._flat = np.zeros(0, dtype=np.int64)
+        self._flat_size = 0
+        self._flat_lock = threading.Lock()
 
     @classmethod
     def of(cls, dimensions: int, rows: Array, matrix: Array) -> Block:
@@ -164,6 +178,24 @@ class Block:
         self.row_chunks.append(rows)
         return chunk, rows
 
+    def flat_rows(self) -> Array:
+        """Every row, in order, as one array (a view: rows appended since are filled in
+        first, so each row is copied into it once)."""
+        with self._flat_lock:
+            size, done = self.size, self._flat_size
+            if done < size:
+                if len(self._flat) < size:
+                    grown = np.zeros(max(size, 2 * len(self._flat), CHUNK_ROWS), dtype=np.int64)
+                    grown[:done] = self._flat[:done]
+                    self._flat = grown
+                while done < size:
+                    chunk, offset = divmod(done, CHUNK_ROWS)
+                    take = min(CHUNK_ROWS - offset, size - done)
+                    self._flat[done : done + take] = self.row_chunks[chunk][offset : offset + take]
+                    done += take
+                self._flat_size = size
+            return self._flat[:size]
+
     @property
     def rows(self) -> Array:
         """Every row, in order (a copy)."""
@@ -221,6 +253,12 @@ class Block:
     def gather_into(self, positions: Array, out: Array) -> None:
         """Copy the vectors at ``positions`` (ascending) into ``out``."""
         if not len(positions):
+            return
+        if len(positions) <= FEW_ROWS:  # a few rows (an index's candidates): one at a time
+            chunks, offsets = np.divmod(positions, CHUNK_ROWS)
+            pairs = zip(chunks.tolist(), offsets.tolist(), strict=True)
+            for i, (chunk, offset) in enumerate(pairs):
+                out[i] = self.chunks[chunk][offset]
             return
         first, last = int(positions[0]) // CHUNK_ROWS, int(positions[-1]) // CHUNK_ROWS
         edges = np.arange(first, last + 2) * CHUNK_ROWS
@@ -281,6 +319,17 @@ class EmbeddingIndex:
         self._stand_in: StandIn | None = None
         self._reading = threading.Lock()  # guards the unread blocks and what is noted for them
         self._io = threading.Lock()  # one read back at a time
+        # The approximate index, when kept: from how many vectors on (None: not kept), the
+        # index, whether it is to be built again from the blocks before its next use, and
+        # the size below which that is not tried again (too few vectors not erased).
+        self.approximate_from: int | None = None
+        self._approximate: ApproximateIndex | None = None
+        self._approximate_stale = False
+        self._approximate_retry = 0
+        self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
+        # Held while vectors are written or erased and while the approximate index is built
+        # from the blocks: a build sees every block as it stands between two writes.
+        self._writing = threading.RLock()
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -295,9 +344,12 @@ class EmbeddingIndex:
         if len(vector) != self.dimensions:
             self.skipped += 1
             return
-        self._prepare(1)
-        self._write(scope, np.array([row], dtype=np.int64), np.atleast_2d(vector))
-        self.size += 1
+        rows, matrix = np.array([row], dtype=np.int64), np.atleast_2d(vector)
+        with self._writing:
+            self._prepare(1)
+            self._write(scope, rows, matrix)
+            self.size += 1
+            self._follow(rows, matrix)
 
     def add_many(self, entries: list[tuple[int, int, str, bytes]]) -> None:
         """:meth:`add` for each ``(row, scope, model, float32 little-endian bytes)``, in
@@ -312,15 +364,17 @@ class EmbeddingIndex:
         self.skipped += len(entries) - len(kept)
         if not kept:
             return
-        self._prepare(len(kept))
         data = b"".join(entry[3] for entry in kept)
         matrix = np.frombuffer(data, dtype="<f4").reshape(len(kept), self.dimensions)
         rows = np.array([entry[0] for entry in kept], dtype=np.int64)
         scopes = np.array([entry[1] for entry in kept], dtype=np.int64)
-        for scope in dict.fromkeys(entry[1] for entry in kept):
-            picks = np.flatnonzero(scopes == scope)
-            self._write(scope, rows[picks], matrix[picks])
-        self.size += len(kept)
+        with self._writing:
+            self._prepare(len(kept))
+            for scope in dict.fromkeys(entry[1] for entry in kept):
+                picks = np.flatnonzero(scopes == scope)
+                self._write(scope, rows[picks], matrix[picks])
+            self.size += len(kept)
+            self._follow(rows, matrix)
 
     def restore(self, blocks: dict[int, Block]) -> None:
         """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
@@ -330,6 +384,7 @@ class EmbeddingIndex:
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
         self._prepare(0)
+        self._approximate, self._approximate_stale = None, True
 
     def restore_later(
         self,
@@ -446,6 +501,13 @@ class EmbeddingIndex:
 
     def erase(self, row: int) -> None:
         """Zero the vector of ``row``, wherever it is indexed (erasure)."""
+        with self._writing:
+            self._erase(row)
+            approximate = self._approximate
+            if approximate is not None and not self._approximate_stale:
+                approximate.erase(row)
+
+    def _erase(self, row: int) -> None:
         with self._reading:
             for pending in self._since.values():  # blocks not read: whichever holds the row
                 pending.append((np.array([row], dtype=np.int64), None))
@@ -458,6 +520,87 @@ class EmbeddingIndex:
 
     def __len__(self) -> int:
         return self.size
+
+    # --- the approximate index ------------------------------------------------------------
+
+    def keep_approximate(self, min_vectors: int | None) -> None:
+        """Keep an approximate index from ``min_vectors`` vectors on (None: keep none); one
+        due already is built from the blocks when a search first asks for it."""
+        with self._writing:
+            self.approximate_from = min_vectors
+            self._approximate, self._approximate_stale = None, min_vectors is not None
+            self._approximate_retry = 0
+
+    def approximate_index(self) -> ApproximateIndex | None:
+        """The approximate index, trained, built first from the blocks if it is due and was
+        not followed (after a restore); None when none is kept or the store is too small."""
+        start = self.approximate_from
+        if start is None or self.size < max(start, self._approximate_retry):
+            return None
+        approximate = self._approximate
+        if approximate is not None and approximate.trained and not self._approximate_stale:
+            return approximate
+        with self._writing:
+            if self._approximate_stale or self._approximate is None:
+                self._build_approximate()
+            approximate = self._approximate
+        return approximate if approximate is not None and approximate.trained else None
+
+    def approximate_state(self) -> bytes:
+        """The approximate index's training for a checkpoint (empty when it is not trained):
+        the live index's, or the one a checkpoint gave it not yet built again."""
+        approximate = self._approximate
+        if approximate is not None and approximate.trained and not self._approximate_stale:
+            return approximate.saved()
+        return self.approximate_saved if self.approximate_from is not None else b""
+
+    def _follow(self, rows: Array, matrix: Array) -> None:
+        """Hand rows just written (ascending) to the approximate index, training it once the
+        store reaches its threshold (under ``_writing``)."""
+        start = self.approximate_from
+        if start is None or self._approximate_stale:
+            return
+        approximate = self._approximate
+        if approximate is not None and approximate.trained:
+            approximate.add(rows, matrix)
+        elif self.size >= max(start, self._approximate_retry):
+            if self._unread:
+                self._approximate_stale = True  # built when a search asks (reads them)
+            else:
+                self._build_approximate()
+
+    def _build_approximate(self) -> None:
+        """Build the approximate index from every block (read back first if need be), row
+        after row in order, a slab at a time: the first vectors (not erased) fill its
+        training set, the rest are added once it is trained (never a second copy of every
+        vector)."""
+        start = self.approximate_from
+        assert start is not None
+        blocks = list(self.blocks.values())
+        approximate = ApproximateIndex.restored(
+            self.approximate_saved, self.dimensions, start
+        ) or ApproximateIndex(self.dimensions, start)
+        held = [(block, block.flat_rows()) for block in blocks]
+        end = max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
+        sample = np.empty((start, self.dimensions), dtype=np.float32)
+        sample_rows = np.empty(start, dtype=np.int64)
+        filled = 0
+        for first in range(0, end, SLAB):
+            rows, matrix = _slab(held, first, first + SLAB, self.dimensions)
+            if not approximate.trained:
+                kept = np.flatnonzero(np.any(matrix != 0.0, axis=1))[: start - filled]
+                sample[filled : filled + len(kept)] = matrix[kept]
+                sample_rows[filled : filled + len(kept)] = rows[kept]
+                filled += len(kept)
+                if filled < start:
+                    continue
+                approximate.train(sample_rows, sample)
+                del sample
+            approximate.add(rows, matrix)  # rows under the sample's last are passed over
+        if not approximate.trained:
+            # Too few vectors not erased: try again once that many more are written.
+            self._approximate_retry = self.size + (start - filled)
+        self._approximate, self._approximate_stale = approximate, False
 
     def chosen(
         self, scopes: list[int] | None, below: int | None, *, codes: bool = False
@@ -553,12 +696,10 @@ class EmbeddingIndex:
         """The stored vector of each of ``rows`` (any order; ``scopes``: the block each one's
         vector is in), a row of NaN where there is none."""
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
-        for scope in np.unique(scopes).tolist():
-            chosen = self.chosen([int(scope)], None)
-            if not chosen or not chosen[0][2]:
+        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None):
+            if not count:
                 continue
-            _, block, count = chosen[0]
-            segment = block.rows[:count]  # ascending
+            segment = block.flat_rows()[:count]  # ascending
             wanted = np.flatnonzero(scopes == scope)
             places = np.minimum(np.searchsorted(segment, rows[wanted]), count - 1)
             held = segment[places] == rows[wanted]
@@ -626,6 +767,25 @@ class CodeScan:
             held = segment[places] == rows[picks]
             out[picks[held]] = int(self.starts[i]) + places[held]
         return out
+
+
+def _slab(
+    held: list[tuple[Block, Array]], first: int, last: int, dimensions: int
+) -> tuple[Array, Array]:
+    """The rows in ``[first, last)`` of these blocks (each with its rows) and their vectors,
+    in row order."""
+    parts: list[tuple[Array, Array]] = []
+    for block, rows in held:
+        lo, hi = np.searchsorted(rows, [first, last]).tolist()
+        if lo < hi:
+            vectors = np.empty((hi - lo, dimensions), dtype=np.float32)
+            block.gather_into(np.arange(lo, hi), vectors)
+            parts.append((rows[lo:hi], vectors))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float32)
+    rows = np.concatenate([r for r, _ in parts])
+    order = np.argsort(rows, kind="stable")
+    return rows[order], np.concatenate([v for _, v in parts])[order]
 
 
 def _joined(chunks: list[Array], size: int, dtype: Any) -> Array:

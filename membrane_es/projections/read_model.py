@@ -53,6 +53,8 @@ TEXT_WORKER_MIN_BACKLOG = 50_000
 ENTRIES_FILE = "entries.sqlite"
 # Every record's outgoing relations, on their own: decoded when the graph is first used.
 GRAPH_FILE = "graph.msgpack"
+# The approximate index's training (its centroids), when it is trained: its codes are not kept.
+APPROXIMATE_FILE = "approximate.msgpack"
 
 
 class ReadModel:
@@ -268,6 +270,9 @@ class ReadModel:
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
+            trained = self.embeddings.approximate_state()
+            if trained:
+                (staging / APPROXIMATE_FILE).write_bytes(trained)
             self.text.save(staging / "text.sqlite")
             entries = self.entries
             if entries is not None:
@@ -392,6 +397,8 @@ class ReadModel:
             stand_in=lambda rows, codes: CodedBlock(dimensions, rows, codes, fetch),
         )
         model.graph.restore_later((current / GRAPH_FILE).read_bytes())
+        if (current / APPROXIMATE_FILE).exists():
+            index.approximate_saved = (current / APPROXIMATE_FILE).read_bytes()
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))

@@ -403,12 +403,50 @@ def _shortlist(snapshot: Snapshot, plan: Plan) -> vectors.Shortlist | None:
         return None
     assert plan.query_vector is not None
     index, scopes = snapshot.views.embeddings, _vector_scopes(snapshot, plan)
+    if plan.limit > 0:
+        found = _approximately(snapshot, plan, scopes)
+        if found is not None:
+            return found
     if not vectors.approximate(index, scopes, snapshot.size, plan.limit):
         return None
+    admitted = partial(_admitted, snapshot, plan)
+    scope_of = snapshot.table.content["scope"]
     scan = index.scan_codes(plan.query_vector, scopes, snapshot.size)
-    return vectors.nearest(
-        index, plan.query_vector, scan, partial(_admitted, snapshot, plan), plan.limit
+    return vectors.nearest(index, plan.query_vector, scan, admitted, plan.limit, scope_of)
+
+
+def _approximately(
+    snapshot: Snapshot, plan: Plan, scopes: list[int] | None
+) -> vectors.Shortlist | None:
+    """The shortlist from the approximate index, for a read over most of a store that keeps
+    one and that it can vouch for; else None."""
+    index, size = snapshot.views.embeddings, snapshot.size
+    approximate = index.approximate_index()
+    # A read as of a moment before the index was trained is read as it was then.
+    if approximate is None or size < approximate.trained_below:
+        return None
+    if scopes is not None:
+        searched = sum(count for _, _, count in index.chosen(scopes, size, codes=True))
+        if searched < vectors.APPROXIMATE_SHARE * len(index):
+            return None
+    assert plan.query_vector is not None
+    return vectors.approximate_nearest(
+        index,
+        approximate,
+        plan.query_vector,
+        size,
+        partial(_admitted_in, snapshot, plan, scopes),
+        plan.limit,
+        snapshot.table.content["scope"],
     )
+
+
+def _admitted_in(snapshot: Snapshot, plan: Plan, scopes: list[int] | None, rows: Array) -> Array:
+    """Mask of ``rows`` that pass every filter of the read and lie in its blocks."""
+    mask = _admitted(snapshot, plan, rows)
+    if scopes is not None:
+        mask &= np.isin(snapshot.table.content["scope"][rows], scopes)
+    return mask
 
 
 def _admitted(snapshot: Snapshot, plan: Plan, rows: Array) -> Array:
@@ -478,7 +516,7 @@ def _rank_by_evidence(
         selectable_rows = np.flatnonzero(np.isin(types[:size], type_codes(SELECTABLE)))
     else:
         selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
-    rows = np.union1d(shortlisted.scan.rows[shortlisted.picks], selectable_rows)
+    rows = np.union1d(shortlisted.rows, selectable_rows)
     # Long texts whose best passage is near the task, though their own vector may not be.
     near = snapshot.views.passages.nearest(plan.query_vector, size, max(plan.limit, 1))
     rows = np.union1d(rows, near if within is None else np.intersect1d(near, within))

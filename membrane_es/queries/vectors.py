@@ -30,11 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from membrane_es.projections.approximate import PROBES, ApproximateIndex
 from membrane_es.projections.embeddings import CODED_MIN_ROWS, CodeScan, EmbeddingIndex
 
 Array = npt.NDArray[Any]
@@ -44,6 +46,16 @@ SHORTLIST_PER_RESULT = 64  # exact scores for at least this many rows per result
 SHORTLIST_SHARE = 100  # ... and for at least this share (1/n) of the vectors searched
 VOUCH_SIGMAS = 2.5  # a shortlist is kept when it reaches this far past a top row's distance
 WIDEN_SHARE = 16  # a shortlist widened past 1/n of the rows searched gives way to exact scores
+# The approximate index's candidates given exact scores: this many per result asked for, and
+# at least MIN_CANDIDATES; a search whose admitted candidates are too few is tried once
+# more with this many times the candidates and lists.
+CANDIDATES_PER_RESULT = 10
+MIN_CANDIDATES = 64
+FEW_ADMITTED_WIDEN = 8
+# An approximate index serves reads over at least this share of the store's vectors (a read
+# of a few scopes' blocks is fast on its own, and would find few of the index's candidates
+# admitted).
+APPROXIMATE_SHARE = 0.5
 
 Admitted = Callable[[Array], Array]  # mask of the given rows (ascending) a query admits
 
@@ -58,12 +70,82 @@ def approximate(index: EmbeddingIndex, scopes: list[int] | None, size: int, limi
 
 @dataclass(frozen=True)
 class Shortlist:
-    """A read's pass over the sign codes, the places in it of the rows it scores (ascending)
-    and their exact similarities."""
+    """The rows a read scores exactly (found by the sign codes or by the approximate index)
+    and their exact similarities; ``more(rows)`` scores further rows (ascending) the same
+    way: those of them the searched blocks hold, and their similarities."""
 
-    scan: CodeScan
-    picks: Array
+    rows: Array
     cosine: Array
+    more: Callable[[Array], tuple[Array, Array]]
+
+
+def coded_shortlist(
+    index: EmbeddingIndex,
+    query: Array,
+    scan: CodeScan,
+    picks: Array,
+    cosine: Array,
+    scope_of: Array,
+) -> Shortlist:
+    """A shortlist of the rows at ``picks`` in a pass over the sign codes."""
+
+    def more(rows: Array) -> tuple[Array, Array]:
+        places = scan.places(rows, scope_of[rows])
+        extra = np.setdiff1d(places[places >= 0], picks)
+        return scan.rows[extra], index.scores_at(query, scan, extra)
+
+    return Shortlist(scan.rows[picks], cosine, more)
+
+
+def approximate_nearest(
+    index: EmbeddingIndex,
+    approximate: ApproximateIndex,
+    query: Array,
+    below: int,
+    admitted: Admitted,
+    limit: int,
+    scope_of: Array,
+) -> Shortlist | None:
+    """The admitted rows under ``below`` nearest the query, from the approximate index's
+    candidates given exact similarities (module doc of
+    :mod:`membrane_es.projections.approximate`); None when the admitted candidates are
+    fewer than ``limit`` even from a wider search, or when the lists a search would have to
+    scan to vouch for them are more than 1/:data:`WIDEN_SHARE` of all (the read then
+    searches as it would without the index)."""
+    wanted = max(CANDIDATES_PER_RESULT * limit, MIN_CANDIDATES)
+    probes = PROBES
+    for _ in range(2):
+        rows = approximate.search(query, wanted, below, probes)
+        rows = np.sort(rows[admitted(rows)])
+        cosine = exact_of(index, query, rows, scope_of)
+        known = np.flatnonzero(~np.isnan(cosine))
+        if len(known) >= limit:
+            kth = float(np.partition(cosine[known], len(known) - limit)[len(known) - limit])
+            needed = approximate.probes_for(query, kth)
+            if needed <= probes:
+                return Shortlist(rows, cosine, partial(_more, index, query, scope_of))
+            probes = needed  # lists left out could hold nearer rows: scan them too
+        else:
+            wanted, probes = wanted * FEW_ADMITTED_WIDEN, probes * FEW_ADMITTED_WIDEN
+        if probes * WIDEN_SHARE > approximate.lists:
+            return None
+    return None
+
+
+def exact_of(index: EmbeddingIndex, query: Array, rows: Array, scope_of: Array) -> Array:
+    """Exact similarity of each of ``rows`` (ascending) to ``query``, computed as
+    :meth:`~EmbeddingIndex.similarities` computes it; NaN where a row has no vector."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.float32)
+    found = index.vectors_of(rows, scope_of[rows])
+    cosine: Array = np.einsum("ij,j->i", found, np.ascontiguousarray(query, dtype=np.float32))
+    return cosine
+
+
+def _more(index: EmbeddingIndex, query: Array, scope_of: Array, rows: Array) -> tuple[Array, Array]:
+    cosine = exact_of(index, query, rows, scope_of)
+    held = ~np.isnan(cosine)
+    return rows[held], cosine[held]
 
 
 def exact_similarity(
@@ -77,7 +159,12 @@ def exact_similarity(
 
 
 def nearest(
-    index: EmbeddingIndex, query: Array, scan: CodeScan, admitted: Admitted, limit: int
+    index: EmbeddingIndex,
+    query: Array,
+    scan: CodeScan,
+    admitted: Admitted,
+    limit: int,
+    scope_of: Array,
 ) -> Shortlist | None:
     """The admitted rows nearest the query by their codes, with exact similarities; None
     when the codes cannot vouch for a shortlist of a size worth scoring (the read is then
@@ -85,17 +172,18 @@ def nearest(
     picks = shortlist(scan, admitted, limit)
     cosine = index.scores_at(query, scan, picks)
     if len(picks) < _wanted(scan, limit):  # every admitted row: nothing left out
-        return Shortlist(scan, picks, cosine)
+        return coded_shortlist(index, query, scan, picks, cosine, scope_of)
     kth = float(np.partition(cosine, len(cosine) - limit)[len(cosine) - limit])
     reach = plausible_distance(kth, index.dimensions)
     # Every admitted row nearer than the farthest pick is a pick (ties at it may not be).
     if reach < int(scan.distances[picks].max()):
-        return Shortlist(scan, picks, cosine)
+        return coded_shortlist(index, query, scan, picks, cosine, scope_of)
     widened = np.flatnonzero(scan.distances <= reach)
     if len(widened) * WIDEN_SHARE > len(scan.rows):
         return None
     widened = widened[admitted(scan.rows[widened])]
-    return Shortlist(scan, widened, index.scores_at(query, scan, widened))
+    cosine = index.scores_at(query, scan, widened)
+    return coded_shortlist(index, query, scan, widened, cosine, scope_of)
 
 
 def plausible_distance(cosine: float, bits: int) -> int:
@@ -115,15 +203,14 @@ def scored(
 ) -> Array:
     """Exact similarity of the shortlist and of the rows of ``also``, aligned to
     ``candidates`` (ascending, holding both); NaN elsewhere."""
-    scan, picks, cosine = found.scan, found.picks, found.cosine
+    rows, cosine = found.rows, found.cosine
     if also is not None and len(also):
-        places = scan.places(also, scope_of[also])
-        extra = np.setdiff1d(places[places >= 0], picks)
-        if len(extra):
-            picks = np.concatenate([picks, extra])
-            cosine = np.concatenate([cosine, index.scores_at(query, scan, extra)])
+        extra_rows, extra = found.more(np.setdiff1d(also, rows))
+        if len(extra_rows):
+            rows = np.concatenate([rows, extra_rows])
+            cosine = np.concatenate([cosine, extra])
     out = np.full(len(candidates), np.nan, dtype=np.float64)
-    out[np.searchsorted(candidates, scan.rows[picks])] = cosine
+    out[np.searchsorted(candidates, rows)] = cosine
     return out
 
 

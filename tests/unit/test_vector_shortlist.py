@@ -158,7 +158,7 @@ def test_shortlisted_scores_are_the_bits_of_a_full_scan(coded_from_ten: None) ->
         patch.setattr(vectors, "SHORTLIST_PER_RESULT", 10)
         patch.setattr(vectors, "VOUCH_SIGMAS", -100.0)  # keep the shortlist as it is
         scan = index.scan_codes(query, None, len(matrix))
-        found = vectors.nearest(index, query, scan, partial(vectors.held, candidates), 3)
+        found = vectors.nearest(index, query, scan, partial(vectors.held, candidates), 3, scope_of)
         assert found is not None
         got = vectors.scored(index, query, found, candidates, also, scope_of)
     rows, exact = index.similarities(query, None)
@@ -211,18 +211,18 @@ def test_a_kept_shortlist_holds_the_exact_top_rows(seed: int) -> None:
         for block in index.blocks.values():
             block.keep_codes()
         admitted = partial(vectors.held, np.arange(count, dtype=np.int64))
+        scope_of = np.zeros(count, dtype=np.int64)
         kept = 0
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(vectors, "SHORTLIST_PER_RESULT", 100)  # a cluster's size, as at scale
             for query in queries:
-                found = vectors.nearest(
-                    index, query, index.scan_codes(query, None, count), admitted, limit
-                )
+                scan = index.scan_codes(query, None, count)
+                found = vectors.nearest(index, query, scan, admitted, limit, scope_of)
                 if found is None:
                     continue
                 kept += 1
                 exact_top = np.argsort(-(matrix @ query), kind="stable")[:limit]
-                assert set(exact_top.tolist()) <= set(found.scan.rows[found.picks].tolist())
+                assert set(exact_top.tolist()) <= set(found.rows.tolist())
         assert kept >= 5 if clustered else kept == 0
 
 
