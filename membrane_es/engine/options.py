@@ -64,10 +64,11 @@ class EngineOptions:
     :param many_valued: predicates that hold many values at once, besides the built-in ones.
     :param approximate_index: an approximate nearest-neighbour index over the store's
         vectors (:mod:`membrane_es.projections.approximate`), which reads over most of a large
-        store search before scoring its candidates exactly. None (the default): kept from
-        ``approximate_min_vectors`` vectors on when FAISS (the ``ann`` extra) is installed;
-        True: the same, FAISS required; False: never (reads scan the sign codes or every
-        vector, as below the threshold).
+        store search before scoring its candidates exactly. False (the default): never (reads
+        scan the sign codes or every vector) — the index costs a pause to train it at the
+        threshold, memory for its codes and a rebuild on a reopened store's first search, so a
+        store asks for it; True: kept from ``approximate_min_vectors`` vectors on, FAISS (the
+        ``ann`` extra) required; None: the same when FAISS is installed, else never.
     :param approximate_min_vectors: the number of vectors from which the index is kept.
     """
 
@@ -81,7 +82,7 @@ class EngineOptions:
     resolve_writes: bool = True
     single_valued: tuple[str, ...] = ()
     many_valued: tuple[str, ...] = ()
-    approximate_index: bool | None = None
+    approximate_index: bool | None = False
     approximate_min_vectors: int = DEFAULT_MIN_VECTORS
 
     def __post_init__(self) -> None:

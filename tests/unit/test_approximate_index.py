@@ -223,11 +223,16 @@ def test_the_same_events_give_the_same_index() -> None:
 
 def test_small_stores_and_the_switch(used: list[bool]) -> None:
     matrix, queries = _corpus(600)
-    with Membrane.in_memory(embedder=None, approximate_min_vectors=1500) as memory:
+    with Membrane.in_memory(embedder=None, **_min(1500)) as memory:
         _fill(memory, matrix)
         assert memory.views.embeddings.approximate_index() is None  # below the threshold
+    with Membrane.in_memory(embedder=None, approximate_min_vectors=10) as memory:
+        _fill(memory, matrix)
+        assert memory.views.embeddings.approximate_index() is None  # off unless asked for
         _ids(memory, queries[0])
-    with Membrane.in_memory(embedder=None, approximate_index=False, **_min(10)) as memory:
+    with Membrane.in_memory(
+        embedder=None, approximate_index=False, approximate_min_vectors=10
+    ) as memory:
         _fill(memory, matrix)
         assert memory.views.embeddings.approximate_index() is None
     assert not used
@@ -238,7 +243,8 @@ def test_small_stores_and_the_switch(used: list[bool]) -> None:
 
 
 def _min(count: int) -> dict[str, Any]:
-    return {"approximate_min_vectors": count}
+    """On where FAISS is installed (None), from ``count`` vectors."""
+    return {"approximate_index": None, "approximate_min_vectors": count}
 
 
 def test_the_engine_without_faiss(monkeypatch: pytest.MonkeyPatch) -> None:
