@@ -4,6 +4,13 @@ A memory budget for open stores is kept against the process's resident set (what
 counts against it), read from ``/proc/self/statm`` where there is one. After stores close,
 glibc keeps the freed heap for reuse; :func:`give_back_freed_memory` asks it to return what
 it can, so the resident set the budget is checked against falls when stores are closed.
+
+That is not enough by itself. glibc serves a block of 128 KiB or more from a mapping of its
+own (returned whole when freed), but each time such a block is freed it raises that threshold
+to the block's size, so the next store's arrays of that size come from the heap instead, among
+small objects that outlive them: a process that opens and closes stores keeps growing
+(measured: +100 MiB over 150 stores closed with 50 open, flat without the raise).
+:func:`keep_large_blocks_apart` fixes the threshold where it starts.
 """
 
 from __future__ import annotations
@@ -46,6 +53,27 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return trim
     except (OSError, AttributeError):  # not glibc
         return None
+
+
+# mallopt's parameter for the size from which a block gets a mapping of its own; setting it
+# also turns off glibc's raising of it (mallopt(3)).
+_M_MMAP_THRESHOLD = -3
+_LARGE_BLOCK = 128 * 1024  # glibc's starting threshold
+
+
+@cache
+def keep_large_blocks_apart() -> bool:
+    """Give every block of 128 KiB or more a mapping of its own for the life of the process
+    (glibc's ``mallopt(M_MMAP_THRESHOLD)``), so freeing it returns it to the system; returns
+    whether that was done (not on other C libraries). Once per process."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt: Callable[[int, int], int] = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGE_BLOCK))
 
 
 def give_back_freed_memory() -> None:

@@ -38,10 +38,10 @@ class Opener:
             self.most_at_once = max(self.most_at_once, sum(self.live.values()))
         close = engine.close
 
-        def closed() -> None:
+        def closed(**how: int) -> None:
             already = engine._closed
             time.sleep(self.close_delay)  # a slow checkpoint
-            close()
+            close(**how)
             if not already:
                 with self.lock:
                     self.live[tenant] -= 1
