@@ -300,6 +300,9 @@ def main() -> None:
                     )
                 finally:
                     daemon.stop()
+                if runs and runs[-1].bound == bound and runs[-1].failures:
+                    said = "".join(daemon.lines[-12:])
+                    print(f"bound {bound or 'none'}: the daemon's last lines:\n{said}")
             print(report(args.backend, args.tenants, args.records, runs))
 
 
