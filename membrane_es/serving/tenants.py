@@ -116,10 +116,6 @@ class Tenants:
         self._open = open_engine
         self._open_existing = open_existing
         self.bounds = bounds or StoreBounds()
-        if self.bounds.bounded:
-            # Stores opened and closed all day: their large arrays must go back to the
-            # system when they close, not stay in the heap (see keep_large_blocks_apart).
-            keep_large_blocks_apart()
         self._slots: dict[str, _Slot] = {}
         self._changed = threading.Condition()
         self._clock = itertools.count(1)
@@ -337,6 +333,11 @@ class Tenants:
                 return
             tenant, slot = item
             assert slot.engine is not None
+            # Stores opened and closed all day: their large blocks must go back to the
+            # system when they close, not stay in the heap (see keep_large_blocks_apart).
+            # Not before the first close: a process with a few large stores keeps glibc's
+            # faster default.
+            keep_large_blocks_apart()
             try:
                 slot.engine.close(replay_allowance=EVICTION_REPLAY_ALLOWANCE)
             except Exception:  # the next open catches up from the last good checkpoint
