@@ -175,20 +175,23 @@ def serve_and_measure(
                     seen.add(tenant)
                 auth = {"Authorization": f"Bearer {keys[tenant]}"}
                 began = time.perf_counter()
-                if chooser.random() < SEARCH_SHARE:
-                    query = " ".join(chooser.sample(WORDS, 2))
-                    answer = http.get("/v1/memory/entries", params={"q": query}, headers=auth)
-                    ok = answer.status_code == 200
-                else:
-                    body = {"type": "reference", "title": f"{tenant} served {index}"}
-                    answer = http.post("/v1/memory/entries", json=body, headers=auth)
-                    ok = answer.status_code == 201
+                try:
+                    if chooser.random() < SEARCH_SHARE:
+                        query = " ".join(chooser.sample(WORDS, 2))
+                        answer = http.get("/v1/memory/entries", params={"q": query}, headers=auth)
+                        ok, said = answer.status_code == 200, answer.text
+                    else:
+                        body = {"type": "reference", "title": f"{tenant} served {index}"}
+                        answer = http.post("/v1/memory/entries", json=body, headers=auth)
+                        ok, said = answer.status_code == 201, answer.text
+                except httpx.HTTPError as error:  # a timeout counts as a failed request
+                    ok, said = False, f"{type(error).__name__}: {error}"
                 took = time.perf_counter() - began
                 with lock:
                     run.requests += 1
                     if not ok:
                         run.failures += 1
-                        run.first_failure = run.first_failure or answer.text[:200]
+                        run.first_failure = run.first_failure or said[:200]
                     elif first:
                         run.cold.append(took)
                     elif tenant in hot:
@@ -297,6 +300,9 @@ def main() -> None:
                     )
                 finally:
                     daemon.stop()
+                if runs and runs[-1].bound == bound and runs[-1].failures:
+                    said = "".join(daemon.lines[-12:])
+                    print(f"bound {bound or 'none'}: the daemon's last lines:\n{said}")
             print(report(args.backend, args.tenants, args.records, runs))
 
 

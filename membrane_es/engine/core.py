@@ -137,6 +137,10 @@ class EngineCore:
             )
         self._views: ReadModel = ReadModel()
         self._views.embeddings.keep_approximate(approximate_from(options))
+        # What the checkpoint on disk holds (:meth:`_view_state`), None when there is none
+        # this engine loaded or saved: a close that finds the views where the checkpoint
+        # left them has nothing to save, so an idle store closes without writing.
+        self._checkpointed: tuple[int, int] | None = None
         try:
             if discard_unfinished_import and read_only:
                 raise ValidationError(
@@ -164,7 +168,6 @@ class EngineCore:
         except BaseException:
             self._abandon()
             raise
-        self._checkpointed = self._views.position
         # The views hold a row per record the log created: new records are numbered after.
         app.numbering.start(self._views.table.size)
 
@@ -215,6 +218,7 @@ class EngineCore:
             self._views.close()
             self._views = loaded
             loaded.embeddings.keep_approximate(approximate_from(self._options))
+            self._checkpointed = self._view_state()
         self._views.catch_up(app)
         index = self._views.embeddings
         stored = index.model if index.dimensions else ""
@@ -233,6 +237,13 @@ class EngineCore:
             time_keeper = app.abilities.time_keeper
             if time_keeper is not None:
                 time_keeper.observe_event_time(last)
+
+    def _view_state(self) -> tuple[int, int]:
+        """Where the views stand, as a checkpoint of them would record it: their log
+        position and the entries view's (-1 before that view is built)."""
+        views = self._views
+        entries = views.entries
+        return views.position, -1 if entries is None else entries.position
 
     @property
     def embedder(self) -> Embedder | None:

@@ -340,27 +340,50 @@ class Opening(EngineCore):
         task.start()
 
     def _checkpoint_if_moved(self) -> None:
-        if self._checkpoints is not None and self._views.position != self._checkpointed:
-            position = self._views.position
+        if self._checkpoints is not None and self._view_state() != self._checkpointed:
             self._save_checkpoint()
-            self._checkpointed = position
+
+    def _replay_after_checkpoint(self) -> int:
+        """How many events an open from the checkpoint on disk would replay to reach the
+        views as they stand (every one, with no checkpoint; a view built since the
+        checkpoint replays the log from its start)."""
+        position, entries = self._view_state()
+        if self._checkpointed is None:
+            return max(position, entries, 1)
+        saved_position, saved_entries = self._checkpointed
+        if (position, entries) == (saved_position, saved_entries):
+            return 0
+        entries_lag = entries - saved_entries if saved_entries >= 0 else entries
+        return max(position - saved_position, entries_lag, 1)
 
     def _save_checkpoint(self) -> None:
         """Pack the large events written alone since the last checkpoint (where the store
         packs: LMDB), then save the read views."""
         assert self._checkpoints is not None
+        # Taken first: views that move while they are saved are saved again next time.
+        state = self._view_state()
         packer = self._app.abilities.packer
         if packer is not None:
             packer.repack()
         self._checkpoints.save(self._views)
+        self._checkpointed = state
 
-    def close(self) -> None:
-        """Checkpoint the read side (durable stores) and release the store.
+    def close(self, *, replay_allowance: int = 0) -> None:
+        """Checkpoint the read side (durable stores: unless it is where the last checkpoint
+        left it) and release the store.
+
+        :param replay_allowance: skip the checkpoint when the next open would replay at most
+            this many events after the last one (a store closed to make room for another:
+            replaying a few events costs less than saving every view again).
 
         The store is released whatever happens: a checkpoint that cannot be written (a full
         disk) is logged and skipped, the last good one staying in place, and the next open
         catches up from it.
         """
+        if isinstance(replay_allowance, bool) or not isinstance(replay_allowance, int):
+            raise ValidationError("replay_allowance", "must be a whole number of events")
+        if replay_allowance < 0:
+            raise ValidationError("replay_allowance", "must be 0 or more")
         if self._closed:
             return
         self._closed = True
@@ -378,7 +401,8 @@ class Opening(EngineCore):
             if self._checkpoints is not None and not self._read_only:
                 try:
                     self._views.catch_up(self._app)
-                    self._save_checkpoint()
+                    if self._replay_after_checkpoint() > replay_allowance:
+                        self._save_checkpoint()
                 except (OSError, MembraneError) as error:
                     # The last good checkpoint stays; the next open catches up from it.
                     log.warning("read views not checkpointed at close: %s", error)
@@ -396,6 +420,7 @@ class Opening(EngineCore):
         rebuilt.embeddings.keep_approximate(approximate_from(self._options))
         with self._write_lock:
             old, self._views = self._views, rebuilt
+            self._checkpointed = None  # the checkpoint on disk is of the views replaced
         with self._advanced:
             self._advanced.notify_all()
         old.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import shutil
 import threading
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ import msgspec
 import numpy as np
 from eventsourcing.persistence import Tracking
 
+from membrane_es.projections.array_files import load_arrays, save_arrays
 from membrane_es.projections.block_vectors import block_vectors, reads_by_key
 from membrane_es.projections.coded_blocks import CodedBlock
 from membrane_es.projections.embeddings import EmbeddingIndex
@@ -248,7 +248,7 @@ class ReadModel:
             staging.mkdir()
             # From a dict dropped once written (the sign codes in it are copies), before the
             # manifest is encoded: a save holds one of the two at a time, not both.
-            _save_arrays(staging / "arrays.npz", self._checkpoint_arrays())
+            save_arrays(staging / "arrays.npz", self._checkpoint_arrays())
             table = self.table
             timeline = table.timeline
             manifest = {
@@ -336,54 +336,54 @@ class ReadModel:
             return None
         model = cls()
         table = model.table
-        with np.load(current / "arrays.npz") as arrays:
-            n = len(manifest["ids"])
-            for columns, prefix in ((table.content, "content"), (table.state, "state")):
-                for name in columns:
-                    data = arrays[f"{prefix}.{name}"]
-                    columns[name] = np.zeros(max(1024, 2 * n), dtype=data.dtype)
-                    columns[name][:n] = data
-            table.size = n
-            table.set_ids(list(manifest["ids"]))
-            table.scope_names = list(manifest["scopes"])
-            table.scope_ids = {s: i for i, s in enumerate(table.scope_names)}
-            timeline = table.timeline
-            size = len(arrays["timeline.times"])
-            timeline.times = np.zeros(max(1024, 2 * size), dtype="i8")
-            timeline.times[:size] = arrays["timeline.times"]
-            timeline.rows = np.zeros(max(1024, 2 * size), dtype="i4")
-            timeline.rows[:size] = arrays["timeline.rows"]
-            for name in timeline.values:
-                data = arrays[f"timeline.{name}"]
-                timeline.values[name] = np.zeros(max(1024, 2 * size), dtype=data.dtype)
-                timeline.values[name][:size] = data
-            timeline.size = size
-            timeline.interval = manifest["interval"]
-            timeline.checkpoints = [
-                (count, csize, {k: arrays[f"checkpoint.{i}.{k}"] for k in table.state})
-                for i, (count, csize) in enumerate(manifest["checkpoints"])
-            ]
-            model.metrics.restore(
-                arrays["metrics.figures"],
-                arrays["metrics.audit_times"],
-                arrays["metrics.audit_codes"],
-                table.content["type"][:n],
+        arrays = load_arrays(current / "arrays.npz")
+        n = len(manifest["ids"])
+        for columns, prefix in ((table.content, "content"), (table.state, "state")):
+            for name in columns:
+                data = arrays[f"{prefix}.{name}"]
+                columns[name] = np.zeros(max(1024, 2 * n), dtype=data.dtype)
+                columns[name][:n] = data
+        table.size = n
+        table.set_ids(list(manifest["ids"]))
+        table.scope_names = list(manifest["scopes"])
+        table.scope_ids = {s: i for i, s in enumerate(table.scope_names)}
+        timeline = table.timeline
+        size = len(arrays["timeline.times"])
+        timeline.times = np.zeros(max(1024, 2 * size), dtype="i8")
+        timeline.times[:size] = arrays["timeline.times"]
+        timeline.rows = np.zeros(max(1024, 2 * size), dtype="i4")
+        timeline.rows[:size] = arrays["timeline.rows"]
+        for name in timeline.values:
+            data = arrays[f"timeline.{name}"]
+            timeline.values[name] = np.zeros(max(1024, 2 * size), dtype=data.dtype)
+            timeline.values[name][:size] = data
+        timeline.size = size
+        timeline.interval = manifest["interval"]
+        timeline.checkpoints = [
+            (count, csize, {k: arrays[f"checkpoint.{i}.{k}"] for k in table.state})
+            for i, (count, csize) in enumerate(manifest["checkpoints"])
+        ]
+        model.metrics.restore(
+            arrays["metrics.figures"],
+            arrays["metrics.audit_times"],
+            arrays["metrics.audit_codes"],
+            table.content["type"][:n],
+        )
+        index = model.embeddings
+        index.model, index.dimensions = manifest["model"], manifest["dimensions"]
+        index.skipped = manifest["skipped"]
+        if "passages.rows" in arrays:
+            model.passages.restore(
+                arrays["passages.rows"], arrays["passages.numbers"], arrays["passages.vectors"]
             )
-            index = model.embeddings
-            index.model, index.dimensions = manifest["model"], manifest["dimensions"]
-            index.skipped = manifest["skipped"]
-            if "passages.rows" in arrays.files:
-                model.passages.restore(
-                    arrays["passages.rows"], arrays["passages.numbers"], arrays["passages.vectors"]
-                )
-            block_rows, block_codes = (
-                {
-                    int(key.split(".")[1]): arrays[key]
-                    for key in arrays.files
-                    if key.startswith("block.") and key.endswith(f".{part}")
-                }
-                for part in ("rows", "codes")
-            )
+        block_rows, block_codes = (
+            {
+                int(key.split(".")[1]): arrays[key]
+                for key in arrays
+                if key.startswith("block.") and key.endswith(f".{part}")
+            }
+            for part in ("rows", "codes")
+        )
         position, ids, dimensions = manifest["position"], table.ids, index.dimensions
 
         def fetch(rows: Any) -> Any:
@@ -408,21 +408,6 @@ class ReadModel:
             model.entries = EntryIndex.load(current / ENTRIES_FILE)
         model.position = position
         return model
-
-
-def _save_arrays(path: Path, arrays: dict[str, Any]) -> None:
-    """``arrays`` as an ``.npz`` file (what ``np.load`` reads), deflated at level 1: the
-    columns are times, enums and repeated defaults, which shrink about sixfold, at a tenth
-    of the time numpy's own compressed save takes. Sign codes are stored as they are: they
-    are random bits, which deflate only slows down."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zipped:
-        for name, array in arrays.items():
-            member_name: str | zipfile.ZipInfo = f"{name}.npy"
-            if name.endswith(".codes"):
-                member_name = zipfile.ZipInfo(f"{name}.npy")
-                member_name.compress_type = zipfile.ZIP_STORED
-            with zipped.open(member_name, "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 @contextmanager

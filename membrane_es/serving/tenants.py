@@ -33,13 +33,21 @@ from pathlib import Path
 from membrane_es.access.keys import DEFAULT_TENANT
 from membrane_es.engine import IN_MEMORY, Membrane, holds_store
 from membrane_es.errors import StoreClosedError, StoreNotFoundError
-from membrane_es.serving.resident_memory import give_back_freed_memory, resident_bytes
+from membrane_es.serving.resident_memory import (
+    give_back_freed_memory,
+    keep_large_blocks_apart,
+    resident_bytes,
+)
 
 log = logging.getLogger("membrane_es.serving.tenants")
 
 # Stores a daemon keeps open by default: about 2 MiB and 6 descriptors each when small, so
 # 100 stay well inside the usual 1,024 descriptors and a few hundred MiB.
 DEFAULT_MAX_OPEN = 100
+# A store closed to make room skips its checkpoint when its next open would replay at most
+# this many events: replaying them takes a few milliseconds, while saving every view again
+# takes tens to hundreds (and a close holds back the opens waiting for a place).
+EVICTION_REPLAY_ALLOWANCE = 200
 # A memory budget that cannot be met (every open store busy) is said at most this often.
 _OVER_BUDGET_NOTICE_SECONDS = 60.0
 
@@ -325,8 +333,13 @@ class Tenants:
                 return
             tenant, slot = item
             assert slot.engine is not None
+            # Stores opened and closed all day: their large blocks must go back to the
+            # system when they close, not stay in the heap (see keep_large_blocks_apart).
+            # Not before the first close: a process with a few large stores keeps glibc's
+            # faster default.
+            keep_large_blocks_apart()
             try:
-                slot.engine.close()
+                slot.engine.close(replay_allowance=EVICTION_REPLAY_ALLOWANCE)
             except Exception:  # the next open catches up from the last good checkpoint
                 log.exception("closing the store of tenant %s failed", tenant)
             give_back_freed_memory()

@@ -60,7 +60,11 @@ from membrane_es.errors import KeyStoreError, MembraneError, StorageFullError
 
 KEY_BYTES = 32  # AES-256
 KEY_ID_BYTES = 16
-POOL_SIZE = 4096  # keys made per durable write (one sync; 192 kB)
+POOL_SIZE = 4096  # the most keys made per durable write (one sync; 192 kB)
+# The first pool's size, doubled at each refill up to POOL_SIZE: a store that writes a few
+# records between its open and close (a tenant among thousands) makes a few keys, not 4,096
+# made, written and deleted again at close; one that writes many soon makes them in bulk.
+FIRST_POOL = 16
 CACHE_SIZE = 8_192  # keys kept in memory (about 1.4 MB: bytes and their dict entries)
 READ_AHEAD = 256  # the most keys read at once on a cache miss (a read of the log in order)
 DESTROY_PAGE = 10_000  # keys deleted in one write by destroy_all
@@ -173,6 +177,8 @@ class KeyStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: list[tuple[bytes, bytes]] = []
+        self._pool_size = FIRST_POOL  # keys the next refill makes
+        self._issued_until = 0  # the time prefix the next pool's ids start from, at least
         # key id -> key, oldest first (evicted in O(1)); written under the lock, read without
         self._cache: OrderedDict[bytes, bytes] = OrderedDict()
         # Read-ahead that adapts to the access pattern: a miss reads ``_run`` keys, doubled
@@ -195,15 +201,22 @@ class KeyStore:
                 # Ids in issue order (a time prefix, then random bytes): the keys of records
                 # written one after another sit together in the store, so a read of the log
                 # in order finds each run of keys with one lookup (see :meth:`get`).
-                start = time.time_ns()
+                count = self._pool_size
+                start = max(time.time_ns(), self._issued_until)
+                # One read of the system's randomness for the whole pool, cut in pieces.
+                random_part = KEY_ID_BYTES - 8
+                piece = random_part + KEY_BYTES
+                noise = os.urandom(count * piece)
                 made = [
                     (
-                        (start + i).to_bytes(8, "big") + os.urandom(KEY_ID_BYTES - 8),
-                        os.urandom(KEY_BYTES),
+                        (start + i).to_bytes(8, "big") + noise[at : at + random_part],
+                        noise[at + random_part : at + piece],
                     )
-                    for i in range(POOL_SIZE)
+                    for i, at in enumerate(range(0, count * piece, piece))
                 ]
                 self._insert(made)
+                self._pool_size = min(count * 2, POOL_SIZE)
+                self._issued_until = start + count
                 self._pool = made[::-1]
             key_id, key = self._pool.pop()
             self._remember(key_id, key)

@@ -9,6 +9,7 @@ import pytest
 
 from membrane_es import KeyStoreError, MembraneError
 from membrane_es.stores.key_store import (
+    FIRST_POOL,
     KEY_STORE_FILE,
     KEY_STORE_PATH,
     POOL_SIZE,
@@ -45,7 +46,7 @@ def test_keys_are_durable_found_by_another_store_and_destroyed_for_good(tmp_path
 def test_ids_follow_issue_order_and_unused_pool_keys_go_on_close(tmp_path: Path) -> None:
     path = tmp_path / KEY_STORE_FILE
     keys = SqliteKeyStore(path)
-    ids = [keys.issue()[0] for _ in range(POOL_SIZE + 2)]  # two pools made
+    ids = [keys.issue()[0] for _ in range(2 * POOL_SIZE + 2)]  # pools growing to full size
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     keys.close()
     reopened = SqliteKeyStore(path)
@@ -53,6 +54,31 @@ def test_ids_follow_issue_order_and_unused_pool_keys_go_on_close(tmp_path: Path)
     assert count == len(ids)
     assert reopened.get(ids[0]) is not None
     reopened.close()
+
+
+def test_pools_start_small_and_double_up_to_their_full_size(tmp_path: Path) -> None:
+    keys = SqliteKeyStore(tmp_path / KEY_STORE_FILE)
+
+    def stored() -> int:
+        (count,) = keys._db.execute("SELECT count(*) FROM data_keys").fetchone()
+        return int(count)
+
+    keys.issue()
+    assert stored() == FIRST_POOL  # a store that writes once makes a few keys
+    for _ in range(FIRST_POOL):
+        keys.issue()
+    assert stored() == FIRST_POOL * 3  # the second pool is twice the first
+    while stored() < 4 * POOL_SIZE:
+        keys.issue()
+    # the pools stop growing at POOL_SIZE: the last one made is full size, no larger
+    sizes, made = [], 0
+    size = FIRST_POOL
+    while made < stored():
+        sizes.append(size)
+        made += size
+        size = min(size * 2, POOL_SIZE)
+    assert made == stored() and sizes[-1] == POOL_SIZE
+    keys.close()
 
 
 def test_each_kind_of_log_gets_a_key_store_that_outlives_the_process(tmp_path: Path) -> None:

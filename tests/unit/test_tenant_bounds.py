@@ -38,10 +38,10 @@ class Opener:
             self.most_at_once = max(self.most_at_once, sum(self.live.values()))
         close = engine.close
 
-        def closed() -> None:
+        def closed(**how: int) -> None:
             already = engine._closed
             time.sleep(self.close_delay)  # a slow checkpoint
-            close()
+            close(**how)
             if not already:
                 with self.lock:
                     self.live[tenant] -= 1
@@ -118,6 +118,24 @@ def test_slow_closes_hold_back_new_opens_so_the_bound_holds(tmp_path: Path) -> N
         assert [_events(tenants, name) for name in ("a", "f")] == [1, 1]
     finally:
         tenants.close()
+
+
+def test_a_store_evicted_a_few_events_past_its_checkpoint_replays_them_when_reopened(
+    tmp_path: Path,
+) -> None:
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    views = tmp_path / "tenants" / "few" / "views" / "current"
+    try:
+        _write(tenants, "few", "r1")
+        _write(tenants, "other", "r1")  # makes "few" go
+        assert tenants.settle() and tenants.open_tenants() == ["other"]
+        assert not views.exists()  # one event to replay: not worth a checkpoint
+        assert _events(tenants, "few") == 1  # reopened: the write replayed from the log
+        assert opener.opens["few"] == 2
+    finally:
+        tenants.close()
+    assert views.exists()  # a daemon that stops checkpoints every store it has open
 
 
 def test_the_default_tenant_is_never_closed(tmp_path: Path) -> None:
