@@ -109,25 +109,12 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[Change]:
 def record_values(record: MemoryRecord) -> dict[str, Any]:
     """The compared fields of a record as plain values, unflattened: what
     :func:`changes_between` compares (the change feed keeps one of these per record)."""
-    values = msgspec.to_builtins(
-        (
-            record.payload,
-            record.tags,
-            record.relations,
-            record.provenance,
-            record.scope,
-            record.confidence,
-            record.salience,
-        )
-    )
-    found = {name: value for name, value in zip(COMPARED, values, strict=True)}
+    found = dict(zip(REFERENCED, msgspec.to_builtins(record_refs(record)), strict=True))
     # As the record's own encoding omits them (its defaults), so do record_fields.
     if found["payload"] is None:
         del found["payload"]
     if not found["scope"]:
         del found["scope"]
-    found["pinned"] = record.lifecycle.pinned
-    found["last_reinforced_at"] = msgspec.to_builtins(record.lifecycle.last_reinforced_at)
     return found
 
 
