@@ -12,6 +12,7 @@ Flags take one or two dashes and ``-flag value`` or ``-flag=value``, as Go's ``f
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -196,6 +197,10 @@ def _serve(
 ) -> int:
     grpc = daemon is not None
     reload = None if watcher is None else watcher.reload
+    # What is alive now (modules, the embedder, the default store) lives as long as the
+    # daemon: out of the collector's way, so each full collection (which pauses every
+    # request) walks only what serving made.
+    gc.freeze()
     if grpc:
         warn_if_open(program, "gRPC", config.listen_addr, keys.enabled)
     if http is not None:
