@@ -344,3 +344,23 @@ def test_freed_memory_is_given_back_at_most_once_an_interval_unless_over_budget(
         assert len(trims) == over.evicted == 3  # over budget: every close gives back
     finally:
         over.close()
+
+
+def test_a_store_evicted_more_events_past_its_checkpoint_is_saved_for_its_next_open(
+    tmp_path: Path,
+) -> None:
+    from membrane_es.serving.tenants import EVICTION_REPLAY_ALLOWANCE
+
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    views = tmp_path / "tenants" / "many" / "views" / "current"
+    try:
+        with tenants.lease("many") as engine:
+            for n in range(EVICTION_REPLAY_ALLOWANCE + 1):
+                engine.ingest_event("note", f"r{n}", summary=f"note {n}")
+        _write(tenants, "other", "r1")  # makes "many" go
+        assert tenants.settle() and tenants.open_tenants() == ["other"]
+        assert views.exists()  # saved by the close: its next open replays nothing
+        assert _events(tenants, "many") == EVICTION_REPLAY_ALLOWANCE + 1
+    finally:
+        tenants.close()
