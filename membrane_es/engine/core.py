@@ -135,8 +135,10 @@ class EngineCore:
                 if chained is None
                 else Checkpoints(views_dir, chained.hash_at, chained.chain.key)
             )
-        self._views: ReadModel = ReadModel()
-        self._views.embeddings.keep_approximate(approximate_from(options))
+        # The read views are set by _open_views: the checkpoint's when it holds, else new
+        # ones the log is replayed into (none are made before, to be thrown away when a
+        # checkpoint loads: a tenant store's open would pay for them every time).
+        self._views: ReadModel
         # What the checkpoint on disk holds (:meth:`_view_state`), None when there is none
         # this engine loaded or saved: a close that finds the views where the checkpoint
         # left them has nothing to save, so an idle store closes without writing.
@@ -163,8 +165,11 @@ class EngineCore:
             if not read_only:
                 self._abandon()
                 raise
-            # Forensics: the views hold what could be replayed before the damage.
+            # Forensics: the views hold what could be replayed before the damage (none
+            # when the damage was found before any was).
             self.damage = damage
+            if "_views" not in self.__dict__:
+                self._views = ReadModel()
         except BaseException:
             self._abandon()
             raise
@@ -175,7 +180,9 @@ class EngineCore:
         """Release what a failed open holds (the store may then be opened again)."""
         self._closed = True
         try:
-            self._views.close()
+            views: ReadModel | None = self.__dict__.get("_views")
+            if views is not None:
+                views.close()
         finally:
             self._app.close()
 
@@ -215,10 +222,11 @@ class EngineCore:
             loaded.close()
             loaded = None
         if loaded is not None:
-            self._views.close()
             self._views = loaded
-            loaded.embeddings.keep_approximate(approximate_from(self._options))
             self._checkpointed = self._view_state()
+        else:
+            self._views = ReadModel()
+        self._views.embeddings.keep_approximate(approximate_from(self._options))
         self._views.catch_up(app)
         index = self._views.embeddings
         stored = index.model if index.dimensions else ""

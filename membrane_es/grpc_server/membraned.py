@@ -12,6 +12,7 @@ Flags take one or two dashes and ``-flag value`` or ``-flag=value``, as Go's ``f
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from membrane_es.serving.tenants import Tenants
 
 PROGRAM = "membraned"
+# How long a thread may hold the interpreter while others wait for it (see _serve).
+SWITCH_INTERVAL_SECONDS = 0.001
 
 
 def add_flags(parser: argparse.ArgumentParser, go_style: bool = True) -> None:
@@ -196,6 +199,15 @@ def _serve(
 ) -> int:
     grpc = daemon is not None
     reload = None if watcher is None else watcher.reload
+    # What is alive now (modules, the embedder, the default store) lives as long as the
+    # daemon: out of the collector's way, so each full collection (which pauses every
+    # request) walks only what serving made.
+    gc.freeze()
+    # A request's thread lets go of the interpreter at every read of a store and must get it
+    # back from threads opening other tenants' stores: a thread holding it is asked to let
+    # go after 1 ms rather than Python's 5 (measured, 500 tenants, one run each on a loaded
+    # machine: a hot tenant's p99 355 → 273 ms with stores bounded, 274 → 132 ms without).
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     if grpc:
         warn_if_open(program, "gRPC", config.listen_addr, keys.enabled)
     if http is not None:

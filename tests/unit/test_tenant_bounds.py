@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,130 @@ def test_the_bounds_come_from_the_file_the_environment_and_flags() -> None:
         apply_overrides(filed, environ={"MEMBRANE_MAX_OPEN_STORES": "lots"})
     with pytest.raises(ConfigError, match="max_open_stores"):
         DaemonConfig(max_open_stores=-1).validate()
+
+
+class GatedOpener(Opener):
+    """Opens (and closes) the tenants in ``gated`` only once ``gate`` is set: an open or a
+    close that takes as long as the test wants."""
+
+    def __init__(self, gated: set[str]) -> None:
+        super().__init__()
+        self.gated = gated
+        self.gate = threading.Event()
+        self.waiting = threading.Event()  # a gated open or close has begun
+
+    def __call__(self, tenant: str, path: Path | None) -> Membrane:
+        if tenant in self.gated:
+            self.waiting.set()
+            assert self.gate.wait(30)
+        engine = super().__call__(tenant, path)
+        if tenant in self.gated:
+            close = engine.close
+
+            def gated_close(**how: int) -> None:
+                self.waiting.set()
+                assert self.gate.wait(30)
+                close(**how)
+
+            engine.close = gated_close  # type: ignore[method-assign]
+        return engine
+
+
+def _in_thread(work: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_request_to_an_open_tenant_never_waits_for_another_tenants_open(
+    tmp_path: Path,
+) -> None:
+    opener = GatedOpener({"cold"})
+    tenants = _tenants(tmp_path, opener, max_open=3)
+    try:
+        _write(tenants, "hot", "r1")
+        opening = _in_thread(lambda: _write(tenants, "cold", "r1"))
+        assert opener.waiting.wait(30)  # the cold tenant's open has begun and is stuck
+        hot = _in_thread(lambda: _write(tenants, "hot", "r2"))
+        hot.join(30)
+        finished_while_cold_opened = not hot.is_alive()
+        opener.gate.set()
+        opening.join(30)
+        assert finished_while_cold_opened
+        assert [_events(tenants, name) for name in ("hot", "cold")] == [2, 1]
+    finally:
+        opener.gate.set()
+        tenants.close()
+
+
+def test_a_request_to_an_open_tenant_never_waits_for_another_tenants_close(
+    tmp_path: Path,
+) -> None:
+    opener = GatedOpener({"leaving"})
+    opener.gate.set()
+    tenants = _tenants(tmp_path, opener, max_open=2)
+    try:
+        _write(tenants, "leaving", "r1")
+        opener.gate.clear()
+        opener.waiting.clear()
+        _write(tenants, "hot", "r1")  # "leaving", least recent, is sent to be closed
+        assert opener.waiting.wait(30)  # and its close is stuck
+        hot = _in_thread(lambda: _write(tenants, "hot", "r2"))
+        hot.join(30)
+        finished_while_closing = not hot.is_alive()
+        opener.gate.set()
+        assert finished_while_closing
+        assert tenants.settle()
+        assert [_events(tenants, name) for name in ("hot", "leaving")] == [2, 1]
+    finally:
+        opener.gate.set()
+        tenants.close()
+
+
+def test_freed_memory_is_given_back_at_most_once_an_interval_unless_over_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from membrane_es.serving import tenants as tenants_module
+
+    trims: list[float] = []
+    monkeypatch.setattr(tenants_module, "give_back_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(tenants_module, "TRIM_INTERVAL_SECONDS", 3600.0)
+    tenants = _tenants(tmp_path, Opener(), max_open=2)
+    try:
+        for name in ("a", "b", "c", "d", "e"):
+            _write(tenants, name, "r1")
+        assert tenants.settle()
+        assert tenants.evicted == 4
+        assert len(trims) == 1  # the first close's; the others within the interval
+    finally:
+        tenants.close()
+    trims.clear()
+    (tmp_path / "over").mkdir()
+    over = _tenants(tmp_path / "over", Opener(), memory_budget=1)  # always over it
+    try:
+        for name in ("a", "b", "c"):
+            _write(over, name, "r1")
+        assert over.settle()
+        assert len(trims) == over.evicted == 3  # over budget: every close gives back
+    finally:
+        over.close()
+
+
+def test_a_store_evicted_more_events_past_its_checkpoint_is_saved_for_its_next_open(
+    tmp_path: Path,
+) -> None:
+    from membrane_es.serving.tenants import EVICTION_REPLAY_ALLOWANCE
+
+    opener = Opener()
+    tenants = _tenants(tmp_path, opener, max_open=1)
+    views = tmp_path / "tenants" / "many" / "views" / "current"
+    try:
+        with tenants.lease("many") as engine:
+            for n in range(EVICTION_REPLAY_ALLOWANCE + 1):
+                engine.ingest_event("note", f"r{n}", summary=f"note {n}")
+        _write(tenants, "other", "r1")  # makes "many" go
+        assert tenants.settle() and tenants.open_tenants() == ["other"]
+        assert views.exists()  # saved by the close: its next open replays nothing
+        assert _events(tenants, "many") == EVICTION_REPLAY_ALLOWANCE + 1
+    finally:
+        tenants.close()

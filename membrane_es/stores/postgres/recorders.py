@@ -67,10 +67,15 @@ from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, cr
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
+    from eventsourcing.utils import Environment, EnvType
     from psycopg import Cursor
     from psycopg.rows import DictRow
 
 VERIFY_CHUNK = 1000
+# A store's connection pool: its worker threads, and how long a connection above the pool's
+# size may stay idle before it is closed.
+POOL_WORKERS = 1
+POOL_IDLE_SECONDS = 60.0
 
 
 class ChainedApplicationRecorder(PostgresApplicationRecorder):
@@ -491,6 +496,16 @@ class ChainedPostgresFactory(PostgresFactory):
     chain key: nobody without the key can recompute it)."""
 
     POSTGRES_CHAIN_KEY = "POSTGRES_CHAIN_KEY"
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        # Set before the pool opens (it opens on first use). psycopg_pool's defaults suit one
+        # long-lived pool a process; a daemon opens and closes one per tenant store, so
+        # each keeps a single worker thread (not 3: fewer threads started at every open)
+        # and gives back a connection a burst added after POOL_IDLE_SECONDS (not 10 min).
+        pool = self.datastore.pool
+        pool.num_workers = POOL_WORKERS
+        pool.max_idle = POOL_IDLE_SECONDS
 
     def application_recorder(self) -> ChainedApplicationRecorder:
         prefix = self.env.name.lower() or "stored"
