@@ -124,9 +124,8 @@ Refs = tuple[Any, ...]
 
 
 def record_refs(record: MemoryRecord) -> Refs:
-    """The compared fields of a record as they are, unconverted (:data:`REFERENCED`): what
-    the change feed keeps of each record's last version to compare the next one with. It
-    holds references into the record, not copies: keeping it costs one tuple."""
+    """The compared fields of a record as they are, unconverted (:data:`REFERENCED`), in
+    one tuple: what :func:`differences_from` compares field by field."""
     lifecycle = record.lifecycle
     return (
         record.payload,
@@ -141,20 +140,22 @@ def record_refs(record: MemoryRecord) -> Refs:
     )
 
 
-def differences_from(before: Refs | None, record: MemoryRecord) -> tuple[Refs, list[Difference]]:
-    """:func:`differences` of the version ``before`` (None: none, the record's creation)
-    and ``record``, and ``record``'s :func:`record_refs` to compare its next version with.
+def added_fields(record: MemoryRecord) -> list[tuple[str, str]]:
+    """A created record's :func:`differences` from nothing, as ``(path, text)`` in path
+    order: every field added. One walk over its values, nothing to compare."""
+    flat: dict[str, str] = {}
+    flatten_into(record_values(record), "", flat)
+    return sorted(flat.items())
+
+
+def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Difference]:
+    """:func:`differences` of two versions of a record (``before`` the earlier).
 
     Fields equal as structs are skipped without being converted (most events change one or
     two); the others are converted and flattened as :func:`record_values` does, and compared
     as text — so a salience that merely decayed is no change, as with :func:`differences`."""
-    after = record_refs(record)
-    if before is None:  # all of it added: one walk, nothing to compare
-        flat: dict[str, str] = {}
-        flatten_into(record_values(record), "", flat)
-        return after, [(path, None, flat[path]) for path in sorted(flat)]
     found: list[Difference] = []
-    for name, was, now in zip(REFERENCED, before, after, strict=True):
+    for name, was, now in zip(REFERENCED, record_refs(before), record_refs(record), strict=True):
         if was is now or (type(was) is type(now) and was == now):
             continue
         old: dict[str, str] = {}
@@ -169,7 +170,7 @@ def differences_from(before: Refs | None, record: MemoryRecord) -> tuple[Refs, l
             if was_text != now_text:
                 found.append((path, was_text, now_text))
     found.sort()
-    return after, found
+    return found
 
 
 def _flatten_field(name: str, value: Any, out: dict[str, str]) -> None:
