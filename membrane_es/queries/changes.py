@@ -107,9 +107,9 @@ class ChangeFolder:
         if redacted:
             fields = []
         elif before is None:
+            added = added_fields(record)
             fields = [
-                FieldChange(path=path, kind="added", after=text)
-                for path, text in added_fields(record)
+                FieldChange(path=path, kind="added", after=added[path]) for path in sorted(added)
             ]
         else:
             fields = [

@@ -174,16 +174,17 @@ def record_refs(record: MemoryRecord) -> Refs:
     )
 
 
-def added_fields(record: MemoryRecord) -> list[tuple[str, str]]:
-    """A created record's :func:`differences` from nothing, as ``(path, text)`` in path
-    order: every field added. One walk over its values, nothing to compare."""
+def added_fields(record: MemoryRecord) -> dict[str, str]:
+    """A created record's :func:`differences` from nothing, as ``path → text`` (in the
+    walk's order: sort the paths): every field added. One walk over its values, nothing to
+    compare."""
     flat: dict[str, str] = {}
     for name, value in zip(REFERENCED, msgspec.to_builtins(record_refs(record)), strict=True):
         # As the record's own encoding omits them (its defaults), so does record_values.
         if (value is None and name == "payload") or (name == "scope" and not value):
             continue
         _put(value, name, flat)
-    return sorted(flat.items())
+    return flat
 
 
 def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Difference]:
