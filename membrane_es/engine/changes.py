@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from membrane_es.engine.core import _LEAST_PRIVILEGE, EngineCore
+from membrane_es.engine.subscribing import SubscriptionThread
 from membrane_es.errors import MembraneError, ValidationError
 from membrane_es.projections.log_pages import LogReader, event_decoder
 from membrane_es.queries.changes import ChangeFolder
@@ -171,41 +172,19 @@ class ChangeFeed(Iterator[Change]):
         self.close()
 
 
-class _Pump:
-    """The recorder's subscription after a position, handed over through a bounded queue."""
+class _Pump(SubscriptionThread):
+    """The recorder's subscription after a position, handed over through a bounded queue
+    (what it raises, too: the reader raises it)."""
 
     def __init__(self, app: MemoryApplication, after: int) -> None:
-        self._app = app
+        super().__init__(app, "membrane-changes", join_seconds=5.0)
         self._after = after
         self.ready: queue.Queue[Any] = queue.Queue(maxsize=PAGE_EVENTS)
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self._subscription: Any = None
-        self._thread = threading.Thread(target=self._run, name="membrane-changes", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            subscription = self._subscription
-        if subscription is not None:
-            subscription.stop()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
         try:
-            with self._app.recorder.subscribe(gt=self._after) as subscription:
-                with self._lock:
-                    self._subscription = subscription
-                if self._stopped.is_set():
-                    return
-                for notification in subscription:
-                    if not self._put(notification):
-                        return
-        except BaseException as error:  # handed to the reader, which raises it
+            self._follow(self._after, self._put)
+        except BaseException as error:
             if not self._stopped.is_set():
                 self._put(error)
 

@@ -12,12 +12,12 @@ false and the engine catches its views up at each read instead.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from eventsourcing.persistence import Notification, Subscription
+from eventsourcing.persistence import Notification
 
+from membrane_es.engine.subscribing import SubscriptionThread
 from membrane_es.projections.log_pages import event_decoder
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.wiring.application import MemoryApplication
@@ -28,7 +28,7 @@ RETRY_FIRST_SECONDS = 0.2
 RETRY_MAX_SECONDS = 5.0
 
 
-class LogFollower:
+class LogFollower(SubscriptionThread):
     """Applies the log to the views current at each moment (``views()``), on a thread of its
     own; ``applied(views, event)`` is called after each event it applies (``event`` None when
     it caught up from the log instead)."""
@@ -39,54 +39,36 @@ class LogFollower:
         views: Callable[[], ReadModel],
         applied: Callable[[ReadModel, Any | None], None],
     ) -> None:
-        self._app = app
+        super().__init__(app, "membrane-follower", join_seconds=None)
         self._views = views
         self._applied = applied
         self._decode = event_decoder(app.mapper)
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-        self._subscription: Subscription[Any] | None = None
-        self._thread = threading.Thread(target=self._run, name="membrane-follower", daemon=True)
-        self.following = False
+        self._delivered = 0  # the last notification this subscription handed over
+        self._pause = RETRY_FIRST_SECONDS
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop following (idempotent); returns once the thread has ended."""
-        self._stopped.set()
-        with self._lock:
-            subscription = self._subscription
-        if subscription is not None:
-            subscription.stop()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+    @property
+    def following(self) -> bool:
+        """Whether the log is followed now (if not, reads catch the views up themselves)."""
+        return self.subscribed
 
     def _run(self) -> None:
-        pause = RETRY_FIRST_SECONDS
         while not self._stopped.is_set():
+            self._delivered = 0
             try:
-                with self._app.recorder.subscribe(gt=self._views().position) as subscription:
-                    with self._lock:
-                        self._subscription = subscription
-                    if self._stopped.is_set():
-                        return
-                    self.following = True
-                    delivered = 0
-                    for notification in subscription:
-                        self._apply(notification, delivered)
-                        delivered = notification.id
-                        pause = RETRY_FIRST_SECONDS
+                self._follow(self._views().position, self._handle)
             except Exception:
                 if self._stopped.is_set():
                     return
-                log.exception("following the log failed; subscribing again in %.1f s", pause)
-            finally:
-                self.following = False
-                with self._lock:
-                    self._subscription = None
-            self._stopped.wait(pause)
-            pause = min(pause * 2, RETRY_MAX_SECONDS)
+                log.exception("following the log failed; subscribing again in %.1f s", self._pause)
+            self._stopped.wait(self._pause)
+            self._pause = min(self._pause * 2, RETRY_MAX_SECONDS)
+
+    def _handle(self, notification: Notification) -> bool:
+        """Apply one notification handed over (and go on: True)."""
+        self._apply(notification, self._delivered)
+        self._delivered = notification.id
+        self._pause = RETRY_FIRST_SECONDS
+        return True
 
     def _apply(self, notification: Notification, delivered: int) -> None:
         """Apply one notification; ``delivered`` is the last one the subscription handed

@@ -1,10 +1,12 @@
 """The change feed: the log's events, in log order, as changes a reader may see.
 
 :class:`ChangeFolder` is handed each event with its log position and keeps, per record, the
-aggregate its events rebuild so far and the fields the last change left (what the next
-change is compared with: :mod:`membrane_es.queries.field_diff`, the inspector's diff). A
-record first met after its creation (a feed resumed past it) is rebuilt from its events up
-to the version before, read from the store.
+aggregate its events rebuild so far, packed (:mod:`membrane_es.aggregates.packed_record`:
+a feed over a large log keeps many, and packed they add nothing to what the garbage
+collector walks). A change's fields are its record compared with the version before it
+(:mod:`membrane_es.queries.field_diff`, the inspector's diff); a creation's are all of its
+fields, taken in one walk. A record first met after its creation (a feed resumed past it)
+is rebuilt from its events up to the version before, read from the store.
 
 Trust is applied as reads apply it (:mod:`membrane_es.queries.trust`), per record — its
 sensitivity and scope are fixed at creation: a record the reader may read in full gives
@@ -21,11 +23,14 @@ from collections import OrderedDict
 from typing import Any, Protocol
 from uuid import UUID
 
+import msgspec
+
 from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.queries.field_diff import Refs, differences_from, record_refs
+from membrane_es.aggregates.packed_record import PackedRecord, pack, unpack
+from membrane_es.queries.field_diff import added_fields, differences_from
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
-from membrane_es.schema.records import TrustContext
+from membrane_es.schema.records import MemoryRecord, TrustContext
 
 # How many records' aggregates the fold keeps; one met again after it was let go is rebuilt
 # from the store (a few reads), so a feed over a large log stays within bounded memory.
@@ -51,17 +56,14 @@ class VersionLoader(Protocol):
         ...
 
 
-class _Folded:
-    """What the fold keeps of one record."""
+class _Folded(msgspec.Struct, gc=False):
+    """What the fold keeps of one record: what the reader may see of it, and the record as
+    its last event left it, packed (:mod:`~membrane_es.aggregates.packed_record`: nothing
+    the garbage collector walks, however many records are kept; None when nothing of it
+    is shown)."""
 
-    __slots__ = ("aggregate", "fields", "visibility")
-
-    def __init__(
-        self, aggregate: RecordAggregate | None, visibility: Visibility, fields: Refs | None
-    ) -> None:
-        self.aggregate = aggregate
-        self.visibility = visibility
-        self.fields = fields  # the last version's compared fields (None: before its creation)
+    visibility: Visibility
+    packed: PackedRecord | None
 
 
 class ChangeFolder:
@@ -70,7 +72,8 @@ class ChangeFolder:
     def __init__(self, loader: VersionLoader, trust: TrustContext) -> None:
         self._loader = loader
         self._trust = trust
-        self._records: OrderedDict[UUID, _Folded] = OrderedDict()
+        # By the number of the record's key (an int: a UUID is one more object to track).
+        self._records: OrderedDict[int, _Folded] = OrderedDict()
         # What the reader may see of a record, by its sensitivity and scope (fixed at its
         # creation): worked out once per pair, not once per record.
         self._visibility: dict[tuple[str, str], Visibility] = {}
@@ -82,25 +85,33 @@ class ChangeFolder:
             return None
         key: UUID = event.originator_id
         folded = self._folded(key, event)
-        if folded is None:
-            return None
-        if folded.visibility is Visibility.NONE:
-            return None  # nothing of it is shown: its aggregate is not even kept
+        if folded is None or folded.visibility is Visibility.NONE:
+            return None  # nothing of it is shown: not even its state is kept
+        redacted = folded.visibility is Visibility.REDACTED
+        at = event.timestamp
+        before: MemoryRecord | None = None
         aggregate: RecordAggregate
         if isinstance(event, RecordAggregate.Created):
             aggregate = RecordAggregate.from_created(event)
+        elif folded.packed is None:
+            return None  # never expected: a record is packed as its first event is applied
         else:
-            mutated: Any = event.mutate(folded.aggregate)
+            aggregate = unpack(key, folded.packed)
+            if not redacted:  # the last version, as its own change showed it
+                before = aggregate.view(aggregate.modified_on)
+            mutated: Any = event.mutate(aggregate)
             aggregate = mutated
-        folded.aggregate = aggregate
-        state = aggregate.state
-        at = event.timestamp
+        folded.packed = pack(aggregate)
         record = aggregate.view(at)
-        erased = state.forgotten or record.payload is None
-        redacted = folded.visibility is Visibility.REDACTED
-        fields: list[FieldChange] = []
-        if not redacted:
-            folded.fields, found = differences_from(folded.fields, record)
+        fields: list[FieldChange]
+        if redacted:
+            fields = []
+        elif before is None:
+            added = added_fields(record)
+            fields = [
+                FieldChange(path=path, kind="added", after=added[path]) for path in sorted(added)
+            ]
+        else:
             fields = [
                 FieldChange(
                     path=path,
@@ -108,7 +119,7 @@ class ChangeFolder:
                     before=was,
                     after=now,
                 )
-                for path, was, now in found
+                for path, was, now in differences_from(before, record)
             ]
         return Change(
             position=position,
@@ -125,34 +136,34 @@ class ChangeFolder:
             actor="" if redacted else event.actor,
             rationale="" if redacted else event.audit_rationale(),
             redacted=redacted,
-            erased=erased,
+            erased=aggregate.state.forgotten or record.payload is None,
             fields=fields,
             record=redact(record) if redacted else record,
         )
 
     def _folded(self, key: UUID, event: Any) -> _Folded | None:
         records = self._records
-        folded = records.get(key)
+        number = key.int
+        folded = records.get(number)
         if folded is not None:
-            records.move_to_end(key)
+            records.move_to_end(number)
             return folded
+        aggregate: RecordAggregate | None = None
         if isinstance(event, RecordAggregate.Created):
             record = event.record
-            aggregate = None
-            fields: Refs | None = None
         else:
             aggregate = self._loader.load_version(key, event.originator_version - 1)
             if aggregate is None:
                 return None  # its earlier events are not in the store: nothing to show
-            record = aggregate.view(aggregate.modified_on)
-            fields = record_refs(record)
+            record = aggregate.state.content
         seen = (record.sensitivity, record.scope)
         visibility = self._visibility.get(seen)
         if visibility is None:
             visibility = self._visibility[seen] = record_visibility(self._trust, *seen)
-        if visibility is Visibility.NONE:
-            aggregate, fields = None, None
-        folded = records[key] = _Folded(aggregate, visibility, fields)
+        packed = None  # a created record's is packed once its event is applied
+        if aggregate is not None and visibility is not Visibility.NONE:
+            packed = pack(aggregate)
+        folded = records[number] = _Folded(visibility, packed)
         if len(records) > FOLD_RECORDS:
             records.popitem(last=False)
         return folded
