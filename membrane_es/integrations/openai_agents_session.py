@@ -209,6 +209,7 @@ class MembraneSession:
     def _add(self, encoded: list[str]) -> None:
         with self._lock:
             captured = []
+            before = self._memory.position
             with self._memory.batch():
                 for item in encoded:
                     captured.append(
@@ -231,7 +232,12 @@ class MembraneSession:
                         turn = _Turn(*_creation(record), turn_item)
                         bisect.insort(self._turns, turn)
                         self._held[record.id] = turn
-            self._sync()  # and whatever else came before them
+            if before == self._seen and self._memory.position == before + len(captured):
+                # Each capture wrote at least one event: exactly that many after what the
+                # session had seen means nobody else wrote meanwhile, nothing to read back.
+                self._seen = before + len(captured)
+            else:
+                self._sync()  # and whatever else came before them
 
     def _pop(self) -> TResponseInputItem | None:
         with self._lock:
