@@ -6,7 +6,6 @@ anything is written.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -138,33 +137,11 @@ def check_finite(field: str, value: Any) -> None:
 
     Raises :class:`ValidationError` naming the path of the first one.
     """
-    if _json_finite(value) or _all_finite(value, 0):
+    if _all_finite(value, 0):
         return  # the usual case: walked once without naming every path on the way
     problem = _non_finite(value, field, 0)
     if problem is not None:
         raise ValidationError(problem, "must be a finite number (JSON has no NaN or infinity)")
-
-
-def _json_finite(value: Any) -> bool:
-    """True if ``value`` certainly holds no NaN or infinity: JSON's own encoder, which runs
-    in C, refuses them (several times faster than walking the value in Python); False when
-    it cannot tell (a non-finite number, perhaps deeper than :func:`_all_finite` looks, or a
-    value it cannot encode), and :func:`_all_finite` decides."""
-    try:
-        json.dumps(value, allow_nan=False, check_circular=False, default=_json_parts)
-    except (ValueError, TypeError, RecursionError):
-        return False
-    return True
-
-
-def _json_parts(value: Any) -> Any:
-    """What :func:`_all_finite` looks into of a value JSON has no encoding for: a Struct's
-    fields, a mapping's values; nothing of anything else."""
-    if isinstance(value, msgspec.Struct):
-        return [getattr(value, name) for name in value.__struct_fields__]
-    if isinstance(value, Mapping):
-        return list(value.values())
-    return None
 
 
 def _all_finite(value: Any, depth: int) -> bool:
