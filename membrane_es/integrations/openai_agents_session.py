@@ -40,6 +40,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -210,7 +211,8 @@ class MembraneSession:
         with self._lock:
             captured = []
             before = self._memory.position
-            with self._memory.batch():
+            # One item is one write already: a batch would only add its bookkeeping.
+            with self._memory.batch() if len(encoded) > 1 else nullcontext():
                 for item in encoded:
                     captured.append(
                         self._memory.capture_memory(
