@@ -22,6 +22,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TypeVar
 
 from membrane_es import (
@@ -45,6 +46,7 @@ def first_id(kind: str, *names: str) -> str:
     return str(uuid.uuid5(_IDS, "\x00".join((kind, *names))))
 
 
+@lru_cache(maxsize=4096)  # asked of each held record on every write and follow (a SHA-1 each)
 def successor_id(predecessor: str) -> str:
     """The id of the record that follows ``predecessor`` for its key (a revision of it, or
     the key written again after it was deleted): one id, whoever writes it."""

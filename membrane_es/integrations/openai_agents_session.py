@@ -40,6 +40,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -209,7 +210,9 @@ class MembraneSession:
     def _add(self, encoded: list[str]) -> None:
         with self._lock:
             captured = []
-            with self._memory.batch():
+            before = self._memory.position
+            # One item is one write already: a batch would only add its bookkeeping.
+            with self._memory.batch() if len(encoded) > 1 else nullcontext():
                 for item in encoded:
                     captured.append(
                         self._memory.capture_memory(
@@ -231,7 +234,12 @@ class MembraneSession:
                         turn = _Turn(*_creation(record), turn_item)
                         bisect.insort(self._turns, turn)
                         self._held[record.id] = turn
-            self._sync()  # and whatever else came before them
+            if before == self._seen and self._memory.position == before + len(captured):
+                # Each capture wrote at least one event: exactly that many after what the
+                # session had seen means nobody else wrote meanwhile, nothing to read back.
+                self._seen = before + len(captured)
+            else:
+                self._sync()  # and whatever else came before them
 
     def _pop(self) -> TResponseInputItem | None:
         with self._lock:

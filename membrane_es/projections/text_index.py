@@ -20,6 +20,7 @@ ranking of the documents alone) does not.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,11 @@ Array = npt.NDArray[Any]
 _JSON = msgspec.json.Encoder()
 _SAID_AFTER = "said_after"  # the table a saved index keeps its turns' links in
 _LENGTHS = "doc_lengths"  # the table a saved index keeps its documents' lengths in, as one blob
+# Documents added one write at a time are held and indexed together, in one transaction, when
+# this many are waiting or before anything reads the index: FTS5 then writes one segment for
+# them all, where a statement per document costs about five times as much each (a segment
+# per document, merged again later).
+HELD_DOCUMENTS = 256
 
 
 class TextIndex:
@@ -58,23 +64,36 @@ class TextIndex:
         # Tokens in each row's document; -1 for rows without one.
         self._lengths = np.full(1024, -1, dtype=np.int32)
         self.said_after = SaidAfter()
+        # Documents added but not indexed yet (folded), in row order: every read of the index
+        # indexes them first (:meth:`index_held`), so no reader can tell they were held.
+        self._held: list[tuple[int, str]] = []
+        self._held_lock = threading.RLock()
 
     def add(self, row: int, text: str) -> None:
         self.add_many([(row, text)])
 
     def add_many(self, documents: list[tuple[int, str]]) -> None:
-        """Index each ``(row, text)`` of rows not indexed yet (blank texts are not indexed),
-        in one transaction."""
+        """Index each ``(row, text)`` of rows not indexed yet (blank texts are not indexed).
+
+        A few documents (one write's) are held and indexed with the next ones, at the latest
+        before the index is next read; many are indexed at once, in one transaction."""
         documents = [(row, fold(text)) for row, text in documents if text.strip()]
         if not documents:
             return
+        with self._held_lock:
+            self._held.extend(documents)
+            if len(self._held) >= HELD_DOCUMENTS:
+                self.index_held()
+
+    def index_held(self) -> None:
+        """Index the documents held by :meth:`add_many`, in one transaction."""
+        with self._held_lock:
+            documents, self._held = self._held, []
+            if documents:
+                self._insert_now(documents)
+
+    def _insert_now(self, documents: list[tuple[int, str]]) -> None:
         db = self._db
-        if len(documents) == 1:  # one statement commits itself: no transaction to open
-            db.execute("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents[0])
-            row = documents[0][0]
-            (size,) = db.execute("SELECT sz FROM docs_docsize WHERE id = ?", (row,)).fetchone()
-            self._set_length(row, _varint(size))
-            return
         db.execute("BEGIN")
         try:
             db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", documents)
@@ -100,6 +119,7 @@ class TextIndex:
         Python the whole time (``executemany`` takes the GIL back for every row, and waits
         for it). JSON text cannot carry a NUL character, so documents with one are bound
         row by row."""
+        self.index_held()
         documents = [(row, fold(text)) for row, text in documents if text.strip()]
         if any("\x00" in text for _, text in documents):
             self._db.execute("BEGIN")
@@ -118,6 +138,7 @@ class TextIndex:
     def note_lengths(self, first: int, last: int) -> None:
         """Note the lengths of the documents of rows ``first`` to ``last`` (inclusive) that
         :meth:`insert_many` indexed."""
+        self.index_held()
         sizes = self._db.execute(
             "SELECT id, sz FROM docs_docsize WHERE id BETWEEN ? AND ?", (first, last)
         ).fetchall()
@@ -139,6 +160,10 @@ class TextIndex:
         index's segments (merged anew without them), and every page that held them zeroed."""
         if not rows:
             return
+        with self._held_lock:  # a document held is dropped: it never reaches the index
+            gone = set(rows)
+            self._held = [document for document in self._held if document[0] not in gone]
+        self.index_held()
         db = self._db
         db.execute("BEGIN")
         try:
@@ -152,11 +177,6 @@ class TextIndex:
             if row < len(self._lengths):
                 self._lengths[row] = -1
         self.said_after.remove(rows)
-        self._lengths_version += 1
-
-    def _set_length(self, row: int, length: int) -> None:
-        self._reserve(row)
-        self._lengths[row] = length
         self._lengths_version += 1
 
     def _reserve(self, row: int) -> None:
@@ -184,6 +204,7 @@ class TextIndex:
         self, terms: list[str], below: int
     ) -> list[tuple[Array, Array, Array, Array]]:
         """:meth:`postings_with_own` of terms already tokenized."""
+        self.index_held()
         result = []
         for term, again in dict.fromkeys((term, stem(term)) for term in terms):
             # One string of every occurrence's row, counted here: several times faster
@@ -223,6 +244,7 @@ class TextIndex:
 
         The last answer is kept until the index changes (a pass over every row's length
         costs ms in a large store; reads between writes ask the same question)."""
+        self.index_held()
         version = self._lengths_version  # read first: a write meanwhile makes the memo stale
         memo = self._corpus_memo
         if memo is not None and memo[0] == version and memo[1] == below:
@@ -242,6 +264,7 @@ class TextIndex:
         """Tokens in each row's document, with those of the turns it was said after at their
         weight (-1 for rows without a document)."""
         rows = np.asarray(rows, dtype=np.int64)
+        self.index_held()
         out = self.own_lengths(rows).astype(np.float64)
         places, earlier = self.said_after.earlier_of(rows)
         if len(places):
@@ -253,6 +276,7 @@ class TextIndex:
 
     def own_lengths(self, rows: Array) -> Array:
         """Tokens in each row's own document (-1 for rows without one)."""
+        self.index_held()
         rows = np.asarray(rows, dtype=np.int64)
         out = np.full(len(rows), -1, dtype=np.int64)
         known = rows < len(self._lengths)
@@ -261,6 +285,7 @@ class TextIndex:
 
     def search(self, query: str, limit: int = 1000) -> tuple[Array, Array]:
         """(rows, BM25 score — higher is better) of the best ``limit`` matches."""
+        self.index_held()
         # The query's own words, quoted: FTS5 tokenizes each as it did the documents.
         words = [w for w in fold(query).split() if set(tokens(w)) - STOP_TERMS]
         if not words:
@@ -279,6 +304,7 @@ class TextIndex:
         """The index, the turns each turn was said after (table ``said_after``) and every
         row's document length (table ``doc_lengths``: one blob of little-endian int32s, so a
         load takes them in one read rather than decoding FTS5's size of each document)."""
+        self.index_held()
         target = sqlite3.connect(path)
         try:
             self._db.backup(target)
@@ -293,6 +319,8 @@ class TextIndex:
             target.close()
 
     def load(self, path: Path) -> None:
+        with self._held_lock:
+            self._held = []  # replaced by the loaded index
         source = sqlite3.connect(path)
         try:
             source.backup(self._db)

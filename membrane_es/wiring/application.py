@@ -348,6 +348,9 @@ class MemoryApplication(Application):
         return events
 
     def exists(self, record_id: str) -> bool:
+        has_events = getattr(self.recorder, "has_events", None)  # a key looked up (LMDB)
+        if has_events is not None:
+            return bool(has_events(record_key(record_id)))
         return bool(self.recorder.select_events(record_key(record_id), limit=1))
 
     def settle_erasures(self, finish: bool = True) -> UnfinishedErasures:

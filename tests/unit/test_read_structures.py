@@ -162,6 +162,7 @@ def test_text_inserted_in_one_statement_equals_added_row_by_row(with_nul: bool) 
     inserted.insert_many(documents[:3])
     inserted.insert_many(documents[3:])
     inserted.note_lengths(0, len(TEXTS) - 1)
+    added.index_held()  # what a write adds waits for the next read (or more writes)
     query = "SELECT rowid, body FROM docs ORDER BY rowid"
     assert inserted._db.execute(query).fetchall() == added._db.execute(query).fetchall()
     rows = np.arange(len(TEXTS) + 2)
@@ -265,3 +266,32 @@ def test_a_checkpoint_takes_the_sign_codes_of_used_rows_only() -> None:
         every_chunk = np.concatenate(block.code_chunks, axis=1)
         np.testing.assert_array_equal(saved[scope], every_chunk[:, : sizes[scope]])
         assert saved[scope].base is None  # its own copy, not a view of every chunk's columns
+
+
+def test_text_held_by_single_writes_is_read_as_if_indexed_and_erased_before_indexing() -> None:
+    one_by_one, together = TextIndex(), TextIndex()
+    for row, text in enumerate(TEXTS):
+        one_by_one.add_many([(row, text)])  # held: fewer than HELD_DOCUMENTS
+    together.add_many(list(enumerate(TEXTS)))
+    together.index_held()
+    rows = np.arange(len(TEXTS) + 2)
+    np.testing.assert_array_equal(one_by_one.lengths(rows), together.lengths(rows))
+    assert one_by_one.corpus(len(TEXTS)) == together.corpus(len(TEXTS))
+    for got, want in zip(one_by_one.search("deploy"), together.search("deploy"), strict=True):
+        np.testing.assert_array_equal(got, want)
+    erased = TextIndex()
+    erased.add_many([(0, "the secret plan"), (1, "an open plan")])
+    erased.delete([0])  # still held: it never reaches SQLite
+    assert [row for row, _ in erased._db.execute("SELECT rowid, body FROM docs")] == [1]
+    assert erased.search("secret")[0].tolist() == []
+    assert erased.search("plan")[0].tolist() == [1]
+
+
+def test_text_index_indexes_what_it_holds_once_enough_is_held() -> None:
+    from membrane_es.projections.text_index import HELD_DOCUMENTS
+
+    index = TextIndex()
+    for row in range(HELD_DOCUMENTS):
+        index.add_many([(row, f"note {row}")])
+    (count,) = index._db.execute("SELECT count(*) FROM docs").fetchone()
+    assert count == HELD_DOCUMENTS

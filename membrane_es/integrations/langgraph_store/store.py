@@ -396,8 +396,11 @@ class MembraneStore(BaseStore):
             else:
                 results.append(None)
         if plan.writes:
+            # Planned against what this store held; after a lost race, planned again
+            # against what the winner wrote.
+            plans = iter([plan])
             retrying(
-                lambda: self._write(self._plan(plan.ops).writes, vectors),
+                lambda: self._write((next(plans, None) or self._plan(plan.ops)).writes, vectors),
                 self._lost_race,
             )
         return results

@@ -224,6 +224,20 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         with self.store.reading() as txn:
             return read_events(txn, events_db, originator_id, gt, lte, desc, limit)
 
+    def has_events(self, originator_id: UUID | str) -> bool:
+        """Whether the originator has any event: one key looked up, no event read (what
+        the engine asks of every record id a caller gives, before creating it)."""
+        events_db = self._db(self.events_table)
+        if events_db is None:
+            return False
+        prefix = originator_key(originator_id)
+        with self.store.reading_buffers() as txn:
+            cursor = txn.cursor(db=events_db)
+            if not cursor.set_range(prefix):
+                return False
+            found = cursor.key()
+            return len(found) == len(prefix) + 8 and found[: len(prefix)] == prefix
+
 
 class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
     """Records aggregate sequences and the hash-chained application sequence; every read
