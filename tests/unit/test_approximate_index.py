@@ -89,6 +89,7 @@ def test_the_index_returns_the_exact_top_ten(used: list[bool]) -> None:
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         index = memory.views.embeddings.approximate_index()
         assert index is not None and index.size == COUNT and index.trained_below == 1000
         shared = []
@@ -103,6 +104,7 @@ def test_trust_filters_are_the_exact_scans(used: list[bool], time: ManualTime) -
     clock = MonotonicClock(source=time)
     with Membrane.in_memory(clock=clock, embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         for trust in (
             TrustContext(),  # low: medium and high come back redacted, still ranked
             TrustContext(max_sensitivity="medium", scopes=["project:a", "project:b"]),
@@ -122,11 +124,13 @@ def test_a_read_as_of_a_moment_gives_that_moments_answer(time: ManualTime) -> No
     clock = MonotonicClock(source=time)
     with Membrane.in_memory(clock=clock, embedder=None, **ON) as memory:
         early = _fill(memory, matrix[:1500])
+        assert memory.wait_for_index()
         answers = [_ids(memory, query) for query in queries[:6]]
         then = clock.last
         assert then is not None
         time.advance(hours=1)
         _fill(memory, matrix, first=1500)
+        assert memory.wait_for_index()
         for query, answer in zip(queries[:6], answers, strict=True):
             again = _ids(memory, query, as_of=then)
             assert again == answer
@@ -137,6 +141,7 @@ def test_forgotten_and_retracted_records_are_never_returned(used: list[bool]) ->
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         ids = _fill(memory, matrix)
+        assert memory.wait_for_index()
         query = queries[0]
         top = _ids(memory, query)
         memory.forget(top[0], actor="test", rationale="asked")
@@ -155,6 +160,7 @@ def test_too_few_admitted_candidates_fall_back_to_the_exact_read(used: list[bool
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         # The rare scope is 1 % of the store: a scoped read never asks the index.
         rare = TrustContext(max_sensitivity="high", scopes=["project:rare"])
         for query in queries[:4]:
@@ -175,6 +181,7 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
         _fill(memory, matrix)
         memory.forget(memory.views.table.ids[7], actor="test", rationale="asked")
+        assert memory.wait_for_index()
         followed = memory.views.embeddings.approximate_index()
         assert followed is not None
         live = [followed.search(q, 100, COUNT).tolist() for q in queries]
@@ -183,6 +190,7 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
         assert memory.views.embeddings._approximate is None  # its codes: not in the checkpoint
         with pytest.MonkeyPatch.context() as patch:  # its training is: not trained again
             patch.setattr(approximate.ApproximateIndex, "train", _never)
+            assert memory.wait_for_index()
             built = memory.views.embeddings.approximate_index()
         assert built is not None and built.size == followed.size
         assert built.trained_below == followed.trained_below
@@ -201,6 +209,7 @@ def test_an_index_trained_for_another_threshold_is_trained_again(tmp_path: Path)
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
         _fill(memory, matrix)
     with Membrane.open(tmp_path / "store", embedder=None, **_min(1200)) as memory:
+        assert memory.wait_for_index()
         index = memory.views.embeddings.approximate_index()
         assert index is not None and index.trained_below == 1200
         assert _ids(memory, queries[0]) == _ids(memory, queries[0], exact=True)
@@ -215,6 +224,7 @@ def test_the_same_events_give_the_same_index() -> None:
                 with memory.batch():
                     for i in range(start, min(start + batch, COUNT)):
                         memory.create_record(_record(i), embedding=matrix[i])
+            assert memory.wait_for_index()
             index = memory.views.embeddings.approximate_index()
             assert index is not None
             found.append([index.search(q, 100, COUNT).tolist() for q in queries])
