@@ -567,7 +567,8 @@ class EmbeddingIndex:
                 self._start_build()
             approximate = self._approximate
             stale = self._approximate_stale
-        return approximate if approximate is not None and approximate.trained and not stale else None
+        ready = approximate is not None and approximate.trained and not stale
+        return approximate if ready else None
 
     def wait_approximate(self, timeout: float | None = None) -> bool:
         """Start building the approximate index if it is due, and wait up to ``timeout``
