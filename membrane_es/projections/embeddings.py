@@ -665,9 +665,9 @@ class EmbeddingIndex:
                 return
             held = self._held_blocks()
             saved = self.approximate_saved
-        approximate = ApproximateIndex.restored(
-            saved, self.dimensions, start
-        ) or ApproximateIndex(self.dimensions, start)
+        approximate = ApproximateIndex.restored(saved, self.dimensions, start) or ApproximateIndex(
+            self.dimensions, start
+        )
         end = _end_of(held)
         if not approximate.trained:
             filled = self._train(approximate, held, end, start)
