@@ -345,6 +345,13 @@ class EmbeddingIndex:
         self._built.set()
         self._erased_meanwhile: list[int] = []
         self._closed = False  # once closed, nothing is read back from the log
+        # Where each row's vector sits, for reads of a few rows anywhere (vectors_at): the
+        # block (its number in _placed_blocks) in the high 32 bits, the position in it in
+        # the low; -1 for none. Extended by the rows blocks gained since the last read.
+        self._places = np.full(0, -1, dtype=np.int64)
+        self._placed_blocks: list[Block] = []
+        self._placed: dict[int, int] = {}  # rows placed of each block, by its number
+        self._placing = threading.Lock()
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -826,6 +833,54 @@ class EmbeddingIndex:
             gathered = np.empty((int(held.sum()), self.dimensions), dtype=np.float32)
             block.gather_into(places[held][order], gathered)
             out[wanted[held][order]] = gathered
+        return out
+
+    def vectors_at(self, rows: Array, scopes: Array) -> Array:
+        """:meth:`vectors_of` for a few rows scattered over many blocks: each row's vector
+        found through one map from row to place, not block by block."""
+        if self._unread or not len(rows):
+            return self.vectors_of(rows, scopes)  # blocks not read back have no places yet
+        places = self._places_of(rows)
+        out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
+        blocks = self._placed_blocks
+        numbers, positions = (places >> 32).tolist(), (places & 0xFFFFFFFF).tolist()
+        for i, (number, position) in enumerate(zip(numbers, positions, strict=True)):
+            if number >= 0:
+                chunk, offset = divmod(position, CHUNK_ROWS)
+                out[i] = blocks[number].chunks[chunk][offset]
+        return out
+
+    def _places_of(self, rows: Array) -> Array:
+        """Each row's place (see ``_places``), the map first extended by what was written."""
+        with self._placing:
+            blocks = [self._blocks.get(scope) for scope in list(self._order)]
+            if len(self._placed_blocks) > len(blocks) or any(
+                mine is not theirs
+                for mine, theirs in zip(self._placed_blocks, blocks, strict=False)
+            ):
+                # Blocks were replaced (a restore): place every row again.
+                self._places = np.full(0, -1, dtype=np.int64)
+                self._placed_blocks, self._placed = [], {}
+            for number, block in enumerate(blocks):
+                if block is None:
+                    continue
+                if number == len(self._placed_blocks):
+                    self._placed_blocks.append(block)
+                done, size = self._placed.get(number, 0), block.size
+                if size <= done:
+                    continue
+                added = block.flat_rows()[done:size]
+                needed = int(added[-1]) + 1
+                if needed > len(self._places):
+                    grown = np.full(max(needed, 2 * len(self._places)), -1, dtype=np.int64)
+                    grown[: len(self._places)] = self._places
+                    self._places = grown
+                self._places[added] = (number << 32) | np.arange(done, size, dtype=np.int64)
+                self._placed[number] = size
+            known = self._places
+        inside = rows < len(known)
+        out = np.full(len(rows), -1, dtype=np.int64)
+        out[inside] = known[rows[inside]]
         return out
 
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
