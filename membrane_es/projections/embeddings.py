@@ -613,10 +613,10 @@ class EmbeddingIndex:
         """Hand rows just written (ascending) to the approximate index, or start building it
         once the store reaches its threshold (under ``_writing``); a build under way adds
         them itself."""
-        if self.approximate_from is None or self._approximate_stale:
+        if self.approximate_from is None:
             return
         approximate = self._approximate
-        if approximate is not None and approximate.trained:
+        if approximate is not None and approximate.trained and not self._approximate_stale:
             approximate.add(rows, matrix)
         elif self._due() and self._builder is None:
             if self._unread:
