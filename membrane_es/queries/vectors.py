@@ -47,10 +47,12 @@ SHORTLIST_SHARE = 100  # ... and for at least this share (1/n) of the vectors se
 VOUCH_SIGMAS = 2.5  # a shortlist is kept when it reaches this far past a top row's distance
 WIDEN_SHARE = 16  # a shortlist widened past 1/n of the rows searched gives way to exact scores
 # The approximate index's candidates given exact scores: this many per result asked for, and
-# at least MIN_CANDIDATES; a search whose admitted candidates are too few is tried once
-# more with this many times the candidates and lists.
-CANDIDATES_PER_RESULT = 10
-MIN_CANDIDATES = 64
+# at least MIN_CANDIDATES (8-bit codes order candidates almost as their vectors do: at
+# 60,000 clustered vectors, 4 a result kept the same 99 % of the exact top 10 as 10 did);
+# a search whose admitted candidates are too few is tried once more with this many times
+# the candidates and lists.
+CANDIDATES_PER_RESULT = 5
+MIN_CANDIDATES = 32
 FEW_ADMITTED_WIDEN = 8
 # Lists a search scans first (nearest centroid first); more only where the candidates' exact
 # scores cannot rule out nearer rows in the lists left out.
