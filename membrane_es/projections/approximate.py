@@ -25,8 +25,11 @@ record's code is removed from its list at once.
 
 The index's codes are not checkpointed (they would add a quarter of a vector to every record
 on disk), only its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB): after an
-open the vectors are added again, from the blocks, when a search first needs the index. The
-engine works without FAISS (the ``ann`` extra): reads are then what they were.
+open the vectors are added again, from the blocks, once a search first asks for the index.
+Training and filling it run on a thread of their own
+(:meth:`membrane_es.projections.embeddings.EmbeddingIndex.approximate_index`): reads search
+as without it until it is ready. The engine works without FAISS (the ``ann`` extra): reads
+are then what they were.
 """
 
 from __future__ import annotations
