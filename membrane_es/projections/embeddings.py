@@ -336,11 +336,10 @@ class EmbeddingIndex:
         # index takes the blocks' rows or publishes the index: between two writes.
         self._writing = threading.RLock()
         # The approximate index is built on a thread of its own (train, then add every
-        # vector; reads meanwhile search as without it) unless ``_background`` is off. A
-        # build publishes its index only if ``_generation`` has not moved since it started
-        # (a restore, a new threshold or a close moves it); rows erased while it runs are
-        # noted and erased from its index before it is published.
-        self._background = True
+        # vector; reads meanwhile search as without it). A build publishes its index only
+        # if ``_generation`` has not moved since it started (a restore, a new threshold or a
+        # close moves it); rows erased while it runs are noted and erased from its index
+        # before it is published.
         self._generation = 0
         self._builder: threading.Thread | None = None
         self._built = threading.Event()  # set while no build runs
@@ -551,16 +550,14 @@ class EmbeddingIndex:
 
     # --- the approximate index ------------------------------------------------------------
 
-    def keep_approximate(self, min_vectors: int | None, *, background: bool = True) -> None:
+    def keep_approximate(self, min_vectors: int | None) -> None:
         """Keep an approximate index from ``min_vectors`` vectors on (None: keep none), built
-        on a thread of its own (``background``) or by the write or read that finds it due;
-        one due already is built when a search first asks for it."""
+        on a thread of its own; one due already is built when a search first asks for it."""
         with self._writing:
             self._generation += 1
             self.approximate_from = min_vectors
             self._approximate, self._approximate_stale = None, min_vectors is not None
             self._approximate_retry = 0
-            self._background = background
 
     def approximate_index(self) -> ApproximateIndex | None:
         """The approximate index, trained and holding every vector; None when none is kept,
@@ -627,15 +624,11 @@ class EmbeddingIndex:
                 self._start_build()
 
     def _start_build(self) -> None:
-        """Build the approximate index: on a thread of its own, or here (under
-        ``_writing``) when builds are not in the background."""
+        """Start building the approximate index on a thread of its own (under ``_writing``)."""
         if self._builder is not None or self._closed:
             return
         generation = self._generation
         self._erased_meanwhile = []
-        if not self._background:
-            self._build_approximate(generation)
-            return
         self._built.clear()
         self._builder = threading.Thread(
             target=self._build_in_background,
@@ -698,7 +691,7 @@ class EmbeddingIndex:
                     return
                 held = self._held_blocks()
                 end = _end_of(held)
-                if end - done > SLAB and self._builder is threading.current_thread():
+                if end - done > SLAB:
                     continue  # many rows written meanwhile: add them without holding writes
                 _add_slabs(approximate, held, done, end, self.dimensions)
                 for row in self._erased_meanwhile:
