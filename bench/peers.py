@@ -481,9 +481,10 @@ READING = [
     " (inner product, default search breadth); LanceDB without a vector index (its reads are"
     " exact scans until one is built).",
     "- **opened again + its first unscoped read**: the closed store opened in the same"
-    " process, then one unscoped read, which reads the vectors back from the log and (with"
-    " the index) adds them to the approximate index again (the checkpoint keeps its"
-    " training, not its codes).",
+    " process, then one unscoped read, which (with the index) starts adding the vectors to"
+    " the approximate index again on a thread of its own (the checkpoint keeps its"
+    " training, not its codes) and does not wait for it: it shortlists by the checkpoint's"
+    " sign codes. Reads are timed once the index is ready (``Membrane.wait_for_index``).",
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
