@@ -156,6 +156,9 @@ class Store:
     def top(self, query: Matrix, scoped: bool) -> list[int]:
         raise NotImplementedError
 
+    def ready(self) -> None:
+        """Return once the store's own indexes are built (reads before would not use them)."""
+
     def close(self) -> None:
         pass
 
@@ -196,6 +199,9 @@ class MembraneStore(Store):
         # record ids in the measured process (it would count as the store's memory; the
         # other stores are given the row as their id).
         return [_row_of(record) for record in result.records]
+
+    def ready(self) -> None:
+        self.memory.wait_for_index()  # the approximate index is built on a thread of its own
 
     def close(self) -> None:
         self.memory.close()
@@ -304,54 +310,88 @@ def _disk(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def measure_store(store_name: str, n: int, kind: str, seed: int, queries: int) -> dict[str, Any]:
-    """In this (fresh) process: insert, read, size; returns the figures."""
+def measure_store(
+    store_name: str, n: int, kind: str, seed: int, queries: int, keep: str | None = None
+) -> dict[str, Any]:
+    """In this (fresh) process: insert, read, size; returns the figures. With ``keep``, the
+    store is built under that directory and kept; a later run given the same directory
+    opens it instead, reads with the code it runs, and reports the insert, disk and peak
+    memory figures of the run that built it (``built_by_earlier_run``: true)."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix=f"bench-peers-{store_name}-") as directory:
+            path = Path(directory) / "store"
+            return _measure_in(path, store_name, n, kind, seed, queries, save=False)
+    path = Path(keep) / f"{store_name}-{n}-{kind}-{seed}"
+    return _measure_in(path, store_name, n, kind, seed, queries, save=True)
+
+
+def _measure_in(
+    path: Path, store_name: str, n: int, kind: str, seed: int, queries: int, *, save: bool
+) -> dict[str, Any]:
     corpus = Corpus(n, kind, seed)
     query_vectors = corpus.queries(queries)
-    with tempfile.TemporaryDirectory(prefix=f"bench-peers-{store_name}-") as directory:
-        path = Path(directory) / "store"
-        path.mkdir()
-        before = _rss()
-        store = OPENERS[store_name](str(path))
+    built_file = path.parent / f"{path.name}.built.json"
+    built = json.loads(built_file.read_text()) if built_file.exists() else None
+    path.mkdir(parents=True, exist_ok=True)
+    before = _rss()
+    start = time.perf_counter()
+    store = OPENERS[store_name](str(path))
+    opened = time.perf_counter() - start
+    text_bytes = 0
+    if built is None:
         start = time.perf_counter()
-        text_bytes = 0
         for first, vectors, clusters in corpus.batches():
             store.insert(first, vectors, clusters)
             text_bytes += sum(
                 len(text_of(i, int(c))) for i, c in enumerate(clusters.tolist(), first)
             )
         insert_seconds = time.perf_counter() - start
-        times: dict[str, list[float]] = {"all": [], "scoped": []}
-        tops: dict[str, list[list[int]]] = {"all": [], "scoped": []}
-        for q in range(queries):
-            for name in ("all", "scoped"):
-                begin = time.perf_counter()
-                found = store.top(query_vectors[q], name == "scoped")
-                times[name].append(time.perf_counter() - begin)
-                tops[name].append(found)
-        store.close()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        disk = _disk(path)
-        reopened = (
-            store.reopened(str(path), query_vectors[0])
-            if isinstance(store, MembraneStore)
-            else None
-        )
-    return {
-        "reopened": reopened,
-        "insert_seconds": insert_seconds,
+    start = time.perf_counter()
+    store.ready()
+    index_wait = time.perf_counter() - start
+    times: dict[str, list[float]] = {"all": [], "scoped": []}
+    tops: dict[str, list[list[int]]] = {"all": [], "scoped": []}
+    for q in range(queries):
+        for name in ("all", "scoped"):
+            begin = time.perf_counter()
+            found = store.top(query_vectors[q], name == "scoped")
+            times[name].append(time.perf_counter() - begin)
+            tops[name].append(found)
+    store.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    figures: dict[str, Any] = {
         "p50": {name: statistics.median(samples[1:]) for name, samples in times.items()},
         "tops": tops,
-        "disk": disk,
-        "text_bytes": text_bytes,
-        "peak_rss_growth": peak - before,
+        "index_wait": index_wait,
     }
+    if built is None:
+        figures |= {
+            "insert_seconds": insert_seconds,
+            "disk": _disk(path),
+            "text_bytes": text_bytes,
+            "peak_rss_growth": peak - before,
+        }
+    else:
+        figures |= {
+            **built,
+            "built_by_earlier_run": True,
+            "open_seconds": opened,
+            "peak_rss_growth_reopened": peak - before,
+        }
+    figures["reopened"] = (
+        store.reopened(str(path), query_vectors[0]) if isinstance(store, MembraneStore) else None
+    )
+    if built is None and save:
+        kept = {k: figures[k] for k in ("insert_seconds", "disk", "text_bytes", "peak_rss_growth")}
+        built_file.write_text(json.dumps(kept))
+    return figures
 
 
-def run_child(args: list[str]) -> dict[str, Any]:
+def run_child(args: list[str], keep: str | None = None) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
+    kept = ["--keep", keep] if keep else []
     done = subprocess.run(
-        [sys.executable, "-m", "bench.peers", "--child", *args],
+        [sys.executable, "-m", "bench.peers", *kept, "--child", *args],
         cwd=root,
         capture_output=True,
         text=True,
@@ -441,9 +481,10 @@ READING = [
     " (inner product, default search breadth); LanceDB without a vector index (its reads are"
     " exact scans until one is built).",
     "- **opened again + its first unscoped read**: the closed store opened in the same"
-    " process, then one unscoped read, which reads the vectors back from the log and (with"
-    " the index) adds them to the approximate index again (the checkpoint keeps its"
-    " training, not its codes).",
+    " process, then one unscoped read, which (with the index) starts adding the vectors to"
+    " the approximate index again on a thread of its own (the checkpoint keeps its"
+    " training, not its codes) and does not wait for it: it shortlists by the checkpoint's"
+    " sign codes. Reads are timed once the index is ready (``Membrane.wait_for_index``).",
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
@@ -470,6 +511,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks.md")
     parser.add_argument("--child", nargs=4, metavar=("STORE", "N", "KIND", "QUERIES"))
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="build each membrane_es store under DIR and keep it; a later run with the same "
+        "DIR reads the kept stores instead of inserting again (its insert, disk and memory figures "
+        "are the building run's)",
+    )
     args = parser.parse_args()
     if args.child:
         store, n, kind, queries = args.child
@@ -477,7 +525,8 @@ def main() -> None:
         if store == "exact":
             print(json.dumps(exact_tops(corpus, corpus.queries(int(queries)))))
         else:
-            print(json.dumps(measure_store(store, int(n), kind, args.seed, int(queries))))
+            figures = measure_store(store, int(n), kind, args.seed, int(queries), args.keep)
+            print(json.dumps(figures))
         return
     start = time.perf_counter()
     load_before = os.getloadavg()[0]
@@ -487,7 +536,8 @@ def main() -> None:
             measured: dict[str, Any] = {}
             for store in ["exact", *args.stores.split(",")]:
                 print(f"{n:,} {kind}: {store}", file=sys.stderr, flush=True)
-                measured[store] = run_child([store, str(n), kind, str(args.queries)])
+                keep = args.keep if store.startswith("membrane_es") else None
+                measured[store] = run_child([store, str(n), kind, str(args.queries)], keep)
             results[(n, kind)] = measured
     load = f"{load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
     text = report(results, time.perf_counter() - start, load)

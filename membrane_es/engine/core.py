@@ -336,6 +336,12 @@ class EngineCore:
                 # LMDB store shared on one host): look at the log again shortly.
                 time.sleep(min(POSITION_RECHECK_SECONDS, left))
 
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: as long as it takes) for the approximate
+        index to be built, starting its build if it is due; True once it is ready or none is
+        due. Reads never wait for it (they search as without it meanwhile)."""
+        return self._views.embeddings.wait_approximate(timeout)
+
     def _views_moved(self, views: ReadModel, event: Any | None) -> None:
         """The follower applied an event (or caught up): wake readers waiting for a
         position, and keep the clock ahead of other processes' event times."""

@@ -25,8 +25,11 @@ record's code is removed from its list at once.
 
 The index's codes are not checkpointed (they would add a quarter of a vector to every record
 on disk), only its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB): after an
-open the vectors are added again, from the blocks, when a search first needs the index. The
-engine works without FAISS (the ``ann`` extra): reads are then what they were.
+open the vectors are added again, from the blocks, once a search first asks for the index.
+Training and filling it run on a thread of their own
+(:meth:`membrane_es.projections.embeddings.EmbeddingIndex.approximate_index`): reads search
+as without it until it is ready. The engine works without FAISS (the ``ann`` extra): reads
+are then what they were.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ MAX_LISTS = 1024  # centroids: about 1,000 vectors a list at a million
 VECTORS_PER_LIST = 39  # k-means wants at least this many training vectors per centroid
 TRAIN_ITERATIONS = 10
 SEED = 1234
-PROBES = 32  # lists scanned per query (of up to MAX_LISTS)
+PROBES = 32  # lists scanned per query (of up to MAX_LISTS) by :meth:`ApproximateIndex.search`
 SLAB = 8192  # vectors handled at a time when training and building (bounds the copies)
 # How far past its centroid's score a list's best vector plausibly reaches, in standard
 # deviations of a residual's projection on the query (the largest of a thousand normal
@@ -214,6 +217,50 @@ class ApproximateIndex:
             _, found = index.search(vector, count, params=params)
         rows: Array = found[0]
         return rows[rows >= 0]
+
+    def lists_by_score(self, query: Array) -> tuple[Array, Array]:
+        """Every list, nearest centroid first (ties by list), and its centroid's score: the
+        order a search scans lists in. By ``einsum``, not BLAS: one query's 1,024 dot
+        products are too few to pay for BLAS's threads, which slow what runs next."""
+        scores = np.einsum("ij,j->i", self._centroids, np.asarray(query, dtype=np.float32))
+        order = np.argsort(-scores, kind="stable")
+        return order, scores[order]
+
+    def search_lists(self, query: Array, lists: Array, count: int, below: int) -> Array:
+        """Up to ``count`` rows under ``below`` nearest ``query`` by their codes, nearest
+        first, from these lists alone (as :meth:`lists_by_score` gives them)."""
+        index = self._index
+        if index is None or count <= 0 or not len(lists):
+            return np.zeros(0, dtype=np.int64)
+        selector = faiss.IDSelectorRange(0, below) if below < self.rows_below else None
+        params = faiss.SearchParametersIVF(nprobe=len(lists), sel=selector)
+        vector = np.ascontiguousarray(np.atleast_2d(query), dtype=np.float32)
+        assign = np.ascontiguousarray(np.atleast_2d(lists), dtype=np.int64)
+        centroid = np.zeros(assign.shape, dtype=np.float32)  # unused: codes are not residuals
+        distances = np.empty((1, count), dtype=np.float32)
+        found = np.empty((1, count), dtype=np.int64)
+        with self._lock:
+            faiss.omp_set_num_threads(1)
+            index.search_preassigned_c(
+                1,
+                faiss.swig_ptr(vector),
+                count,
+                faiss.swig_ptr(assign),
+                faiss.swig_ptr(centroid),
+                faiss.swig_ptr(distances),
+                faiss.swig_ptr(found),
+                False,
+                params,
+            )
+        rows: Array = found[0]
+        return rows[rows >= 0]
+
+    def lists_reaching(self, order: Array, scores: Array, floor: float) -> int:
+        """How many of the lists in ``order`` (with their centroids' ``scores``, as
+        :meth:`lists_by_score` gives them) a search must scan so that no list left out
+        plausibly holds a vector scoring above ``floor``: see :meth:`probes_for`."""
+        reaching = np.flatnonzero(scores + self._reach[order] >= floor)
+        return 0 if not len(reaching) else int(reaching[-1]) + 1
 
     def probes_for(self, query: Array, floor: float) -> int:
         """How many lists, nearest centroid first, a search must scan so that no list left

@@ -37,13 +37,16 @@ scans a stand-in holding the rows and codes and reads only its picks' vectors
 
 Kept on request (:meth:`EmbeddingIndex.keep_approximate`), an approximate index over every
 vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on:
-each vector appended to the blocks is appended to it, in row order. Restored from a
-checkpoint (which does not keep it), it is built again from the blocks when a search first
-asks for it (:meth:`EmbeddingIndex.approximate_index`).
+each vector appended to the blocks is appended to it, in row order. It is built on a thread
+of its own — when the store reaches its threshold, or, restored from a checkpoint (which
+keeps only its training), when a search first asks for it
+(:meth:`EmbeddingIndex.approximate_index`) — and published between two writes once it holds
+every vector; until then reads search without it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +56,8 @@ import numpy as np
 import numpy.typing as npt
 
 from membrane_es.projections.approximate import SLAB, ApproximateIndex
+
+logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[Any]
 StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (rows, codes)
@@ -327,9 +332,27 @@ class EmbeddingIndex:
         self._approximate_stale = False
         self._approximate_retry = 0
         self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
-        # Held while vectors are written or erased and while the approximate index is built
-        # from the blocks: a build sees every block as it stands between two writes.
+        # Held while vectors are written or erased, and while a build of the approximate
+        # index takes the blocks' rows or publishes the index: between two writes.
         self._writing = threading.RLock()
+        # The approximate index is built on a thread of its own (train, then add every
+        # vector; reads meanwhile search as without it). A build publishes its index only
+        # if ``_generation`` has not moved since it started (a restore, a new threshold or a
+        # close moves it); rows erased while it runs are noted and erased from its index
+        # before it is published.
+        self._generation = 0
+        self._builder: threading.Thread | None = None
+        self._built = threading.Event()  # set while no build runs
+        self._built.set()
+        self._erased_meanwhile: list[int] = []
+        self._closed = False  # once closed, nothing is read back from the log
+        # Where each row's vector sits, for reads of a few rows anywhere (vectors_at): the
+        # block (its number in _placed_blocks) in the high 32 bits, the position in it in
+        # the low; -1 for none. Extended by the rows blocks gained since the last read.
+        self._places = np.full(0, -1, dtype=np.int64)
+        self._placed_blocks: list[Block] = []
+        self._placed: dict[int, int] = {}  # rows placed of each block, by its number
+        self._placing = threading.Lock()
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -384,7 +407,9 @@ class EmbeddingIndex:
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
         self._prepare(0)
-        self._approximate, self._approximate_stale = None, True
+        with self._writing:
+            self._generation += 1  # a build under way indexes blocks no longer held
+            self._approximate, self._approximate_stale = None, True
 
     def restore_later(
         self,
@@ -462,7 +487,7 @@ class EmbeddingIndex:
                     scopes = list(self._unread)
                 wanted = {s: self._unread[s] for s in scopes if s in self._unread}
                 read = self._read
-            if not wanted or read is None:
+            if not wanted or read is None or self._closed:
                 return
             matrices = read(wanted)  # raises (damage in the log) with nothing changed
             with self._reading:
@@ -506,6 +531,8 @@ class EmbeddingIndex:
             approximate = self._approximate
             if approximate is not None and not self._approximate_stale:
                 approximate.erase(row)
+            if self._builder is not None:
+                self._erased_meanwhile.append(row)
 
     def _erase(self, row: int) -> None:
         with self._reading:
@@ -524,27 +551,50 @@ class EmbeddingIndex:
     # --- the approximate index ------------------------------------------------------------
 
     def keep_approximate(self, min_vectors: int | None) -> None:
-        """Keep an approximate index from ``min_vectors`` vectors on (None: keep none); one
-        due already is built from the blocks when a search first asks for it."""
+        """Keep an approximate index from ``min_vectors`` vectors on (None: keep none), built
+        on a thread of its own; one due already is built when a search first asks for it."""
         with self._writing:
+            self._generation += 1
             self.approximate_from = min_vectors
             self._approximate, self._approximate_stale = None, min_vectors is not None
             self._approximate_retry = 0
 
     def approximate_index(self) -> ApproximateIndex | None:
-        """The approximate index, trained, built first from the blocks if it is due and was
-        not followed (after a restore); None when none is kept or the store is too small."""
-        start = self.approximate_from
-        if start is None or self.size < max(start, self._approximate_retry):
+        """The approximate index, trained and holding every vector; None when none is kept,
+        the store is too small, or it is still being built (a build is started if it is due
+        and none runs: after a restore, its first search's)."""
+        if not self._due():
             return None
         approximate = self._approximate
         if approximate is not None and approximate.trained and not self._approximate_stale:
             return approximate
         with self._writing:
             if self._approximate_stale or self._approximate is None:
-                self._build_approximate()
+                self._start_build()
             approximate = self._approximate
-        return approximate if approximate is not None and approximate.trained else None
+            stale = self._approximate_stale
+        ready = approximate is not None and approximate.trained and not stale
+        return approximate if ready else None
+
+    def wait_approximate(self, timeout: float | None = None) -> bool:
+        """Start building the approximate index if it is due, and wait up to ``timeout``
+        seconds (None: as long as it takes) for the build; True once none is under way."""
+        if self._due():
+            self.approximate_index()
+        return self._built.wait(timeout)
+
+    @property
+    def approximate_building(self) -> bool:
+        """Whether the approximate index is being built."""
+        return not self._built.is_set()
+
+    def close(self) -> None:
+        """Stop a build under way (it publishes nothing) and read nothing more back from the
+        log: once this returns, no thread of this index reads the log."""
+        with self._writing:
+            self._generation += 1
+        with self._io:  # a block being read back finishes first
+            self._closed = True
 
     def approximate_state(self) -> bytes:
         """The approximate index's training for a checkpoint (empty when it is not trained):
@@ -554,53 +604,124 @@ class EmbeddingIndex:
             return approximate.saved()
         return self.approximate_saved if self.approximate_from is not None else b""
 
-    def _follow(self, rows: Array, matrix: Array) -> None:
-        """Hand rows just written (ascending) to the approximate index, training it once the
-        store reaches its threshold (under ``_writing``)."""
+    def _due(self) -> bool:
         start = self.approximate_from
-        if start is None or self._approximate_stale:
+        return start is not None and self.size >= max(start, self._approximate_retry)
+
+    def _follow(self, rows: Array, matrix: Array) -> None:
+        """Hand rows just written (ascending) to the approximate index, or start building it
+        once the store reaches its threshold (under ``_writing``); a build under way adds
+        them itself."""
+        if self.approximate_from is None:
             return
         approximate = self._approximate
-        if approximate is not None and approximate.trained:
+        if approximate is not None and approximate.trained and not self._approximate_stale:
             approximate.add(rows, matrix)
-        elif self.size >= max(start, self._approximate_retry):
+        elif self._due() and self._builder is None:
             if self._unread:
                 self._approximate_stale = True  # built when a search asks (reads them)
             else:
-                self._build_approximate()
+                self._start_build()
 
-    def _build_approximate(self) -> None:
-        """Build the approximate index from every block (read back first if need be), row
-        after row in order, a slab at a time: the first vectors (not erased) fill its
-        training set, the rest are added once it is trained (never a second copy of every
-        vector)."""
+    def _start_build(self) -> None:
+        """Start building the approximate index on a thread of its own (under ``_writing``)."""
+        if self._builder is not None or self._closed:
+            return
+        generation = self._generation
+        self._erased_meanwhile = []
+        self._built.clear()
+        self._builder = threading.Thread(
+            target=self._build_in_background,
+            args=(generation,),
+            name="membrane-approximate-index",
+            daemon=True,
+        )
+        self._builder.start()
+
+    def _build_in_background(self, generation: int) -> None:
+        try:
+            self._build_approximate(generation)
+        except Exception:  # the log closed or damaged under it: reads go on without the index
+            logger.exception("the approximate index could not be built")
+        finally:
+            with self._writing:
+                self._builder = None
+                self._erased_meanwhile = []
+                self._built.set()
+
+    def _build_approximate(self, generation: int) -> None:
+        """Build the approximate index from every block (read back first, a block at a
+        time), in row order, a slab at a time: the first vectors not erased fill its
+        training set (unless a checkpoint kept its training), the rest are added once it is
+        trained (never a second copy of every vector). Only taking the blocks' rows and
+        publishing hold ``_writing``: writes go on meanwhile, and the rows they add are
+        caught up with, in order, before the index is published."""
         start = self.approximate_from
         assert start is not None
-        blocks = list(self.blocks.values())
-        approximate = ApproximateIndex.restored(
-            self.approximate_saved, self.dimensions, start
-        ) or ApproximateIndex(self.dimensions, start)
-        held = [(block, block.flat_rows()) for block in blocks]
-        end = max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
+        for scope in self.unread_scopes():
+            if generation != self._generation:
+                return
+            self.read_scope(scope)
+        with self._writing:
+            if generation != self._generation:
+                return
+            held = self._held_blocks()
+            saved = self.approximate_saved
+        approximate = ApproximateIndex.restored(saved, self.dimensions, start) or ApproximateIndex(
+            self.dimensions, start
+        )
+        end = _end_of(held)
+        if not approximate.trained:
+            filled = self._train(approximate, held, end, start)
+            if filled < start:
+                with self._writing:
+                    if generation == self._generation:
+                        # Too few vectors not erased: tried again once that many more are in.
+                        self._approximate_retry = self.size + (start - filled)
+                        self._approximate, self._approximate_stale = None, False
+                return
+        done = approximate.rows_below  # the training vectors are in
+        while True:
+            if generation != self._generation:
+                return
+            _add_slabs(approximate, held, done, end, self.dimensions)
+            done = end
+            with self._writing:
+                if generation != self._generation:
+                    return
+                held = self._held_blocks()
+                end = _end_of(held)
+                if end - done > SLAB:
+                    continue  # many rows written meanwhile: add them without holding writes
+                _add_slabs(approximate, held, done, end, self.dimensions)
+                for row in self._erased_meanwhile:
+                    approximate.erase(row)
+                self._approximate, self._approximate_stale = approximate, False
+                return
+
+    def _held_blocks(self) -> list[tuple[Block, Array]]:
+        """Every block read, with its rows (under ``_writing``)."""
+        blocks = [self._blocks.get(scope) for scope in self._order]
+        return [(block, block.flat_rows()) for block in blocks if block is not None]
+
+    def _train(
+        self, approximate: ApproximateIndex, held: list[tuple[Block, Array]], end: int, start: int
+    ) -> int:
+        """Train on the first ``start`` vectors not erased under ``end``; how many there
+        were (fewer than ``start``: not trained)."""
         sample = np.empty((start, self.dimensions), dtype=np.float32)
         sample_rows = np.empty(start, dtype=np.int64)
         filled = 0
         for first in range(0, end, SLAB):
             rows, matrix = _slab(held, first, first + SLAB, self.dimensions)
-            if not approximate.trained:
-                kept = np.flatnonzero(np.any(matrix != 0.0, axis=1))[: start - filled]
-                sample[filled : filled + len(kept)] = matrix[kept]
-                sample_rows[filled : filled + len(kept)] = rows[kept]
-                filled += len(kept)
-                if filled < start:
-                    continue
+            kept = np.flatnonzero(np.any(matrix != 0.0, axis=1))[: start - filled]
+            sample[filled : filled + len(kept)] = matrix[kept]
+            sample_rows[filled : filled + len(kept)] = rows[kept]
+            filled += len(kept)
+            if filled == start:
                 approximate.train(sample_rows, sample)
-                del sample
-            approximate.add(rows, matrix)  # rows under the sample's last are passed over
-        if not approximate.trained:
-            # Too few vectors not erased: try again once that many more are written.
-            self._approximate_retry = self.size + (start - filled)
-        self._approximate, self._approximate_stale = approximate, False
+                break
+        return filled
 
     def chosen(
         self, scopes: list[int] | None, below: int | None, *, codes: bool = False
@@ -709,6 +830,54 @@ class EmbeddingIndex:
             out[wanted[held][order]] = gathered
         return out
 
+    def vectors_at(self, rows: Array, scopes: Array) -> Array:
+        """:meth:`vectors_of` for a few rows scattered over many blocks: each row's vector
+        found through one map from row to place, not block by block."""
+        if self._unread or not len(rows):
+            return self.vectors_of(rows, scopes)  # blocks not read back have no places yet
+        places = self._places_of(rows)
+        out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
+        blocks = self._placed_blocks
+        numbers, positions = (places >> 32).tolist(), (places & 0xFFFFFFFF).tolist()
+        for i, (number, position) in enumerate(zip(numbers, positions, strict=True)):
+            if number >= 0:
+                chunk, offset = divmod(position, CHUNK_ROWS)
+                out[i] = blocks[number].chunks[chunk][offset]
+        return out
+
+    def _places_of(self, rows: Array) -> Array:
+        """Each row's place (see ``_places``), the map first extended by what was written."""
+        with self._placing:
+            blocks = [self._blocks.get(scope) for scope in list(self._order)]
+            if len(self._placed_blocks) > len(blocks) or any(
+                mine is not theirs
+                for mine, theirs in zip(self._placed_blocks, blocks, strict=False)
+            ):
+                # Blocks were replaced (a restore): place every row again.
+                self._places = np.full(0, -1, dtype=np.int64)
+                self._placed_blocks, self._placed = [], {}
+            for number, block in enumerate(blocks):
+                if block is None:
+                    continue
+                if number == len(self._placed_blocks):
+                    self._placed_blocks.append(block)
+                done, size = self._placed.get(number, 0), block.size
+                if size <= done:
+                    continue
+                added = block.flat_rows()[done:size]
+                needed = int(added[-1]) + 1
+                if needed > len(self._places):
+                    grown = np.full(max(needed, 2 * len(self._places)), -1, dtype=np.int64)
+                    grown[: len(self._places)] = self._places
+                    self._places = grown
+                self._places[added] = (number << 32) | np.arange(done, size, dtype=np.int64)
+                self._placed[number] = size
+            known = self._places
+        inside = rows < len(known)
+        out = np.full(len(rows), -1, dtype=np.int64)
+        out[inside] = known[rows[inside]]
+        return out
+
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows
         :meth:`similarities` would score, in the same order. Only when :attr:`coded`."""
@@ -767,6 +936,24 @@ class CodeScan:
             held = segment[places] == rows[picks]
             out[picks[held]] = int(self.starts[i]) + places[held]
         return out
+
+
+def _end_of(held: list[tuple[Block, Array]]) -> int:
+    """One past the last row these blocks hold."""
+    return max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
+
+
+def _add_slabs(
+    approximate: ApproximateIndex,
+    held: list[tuple[Block, Array]],
+    first: int,
+    last: int,
+    dimensions: int,
+) -> None:
+    """Add the rows in ``[first, last)`` of these blocks, in row order, a slab at a time."""
+    for low in range(first, last, SLAB):
+        rows, matrix = _slab(held, low, min(low + SLAB, last), dimensions)
+        approximate.add(rows, matrix)
 
 
 def _slab(

@@ -215,6 +215,7 @@ class ReadModel:
             self.text.delete(rows)
 
     def close(self) -> None:
+        self.embeddings.close()
         self.text.close()
         entries = self.entries
         if entries is not None:

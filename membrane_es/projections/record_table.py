@@ -103,6 +103,9 @@ class RecordTable:
         self.content = {n: np.zeros(capacity, dtype=d) for n, d in CONTENT_COLUMNS}
         self.state = {n: np.zeros(capacity, dtype=d) for n, d in STATE_COLUMNS}
         self.timeline = Timeline()
+        # Rows of some types, by the type codes asked for: (rows covered, those rows). A
+        # row's type never changes, so each read adds only the rows written since.
+        self._typed: dict[tuple[int, ...], tuple[int, Array]] = {}
 
     # --- writes (called by the read model, in log order) ---------------------------------
 
@@ -141,6 +144,20 @@ class RecordTable:
             valid_from,
             valid_until,
         )
+
+    def rows_of_types(self, codes: Array, below: int) -> Array:
+        """The rows under ``below`` (ascending) whose type is one of ``codes``: kept between
+        reads and extended by the rows written since, so a read of a large store does not
+        pass over every row's type."""
+        key = tuple(sorted(int(code) for code in codes))
+        covered, rows = self._typed.get(key, (0, np.zeros(0, dtype=np.int64)))
+        if below > covered:
+            added = covered + np.flatnonzero(np.isin(self.content["type"][covered:below], key))
+            covered, rows = below, np.concatenate([rows, added])
+            self._typed[key] = (covered, rows)  # one assignment: a concurrent reader sees either
+        if below >= covered:
+            return rows
+        return rows[: int(np.searchsorted(rows, below))]
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all (growing by doubling, as appends do)."""

@@ -513,7 +513,7 @@ def _rank_by_evidence(
         matched = matches(snapshot.views.text, plan.descriptor, size, within)
     types = table.content["type"]
     if within is None:
-        selectable_rows = np.flatnonzero(np.isin(types[:size], type_codes(SELECTABLE)))
+        selectable_rows = table.rows_of_types(type_codes(SELECTABLE), size)
     else:
         selectable_rows = within[np.isin(types[within], type_codes(SELECTABLE))]
     rows = np.union1d(shortlisted.rows, selectable_rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +90,7 @@ def test_the_index_returns_the_exact_top_ten(used: list[bool]) -> None:
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         index = memory.views.embeddings.approximate_index()
         assert index is not None and index.size == COUNT and index.trained_below == 1000
         shared = []
@@ -103,6 +105,7 @@ def test_trust_filters_are_the_exact_scans(used: list[bool], time: ManualTime) -
     clock = MonotonicClock(source=time)
     with Membrane.in_memory(clock=clock, embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         for trust in (
             TrustContext(),  # low: medium and high come back redacted, still ranked
             TrustContext(max_sensitivity="medium", scopes=["project:a", "project:b"]),
@@ -122,11 +125,13 @@ def test_a_read_as_of_a_moment_gives_that_moments_answer(time: ManualTime) -> No
     clock = MonotonicClock(source=time)
     with Membrane.in_memory(clock=clock, embedder=None, **ON) as memory:
         early = _fill(memory, matrix[:1500])
+        assert memory.wait_for_index()
         answers = [_ids(memory, query) for query in queries[:6]]
         then = clock.last
         assert then is not None
         time.advance(hours=1)
         _fill(memory, matrix, first=1500)
+        assert memory.wait_for_index()
         for query, answer in zip(queries[:6], answers, strict=True):
             again = _ids(memory, query, as_of=then)
             assert again == answer
@@ -137,6 +142,7 @@ def test_forgotten_and_retracted_records_are_never_returned(used: list[bool]) ->
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         ids = _fill(memory, matrix)
+        assert memory.wait_for_index()
         query = queries[0]
         top = _ids(memory, query)
         memory.forget(top[0], actor="test", rationale="asked")
@@ -155,6 +161,7 @@ def test_too_few_admitted_candidates_fall_back_to_the_exact_read(used: list[bool
     matrix, queries = _corpus()
     with Membrane.in_memory(embedder=None, **ON) as memory:
         _fill(memory, matrix)
+        assert memory.wait_for_index()
         # The rare scope is 1 % of the store: a scoped read never asks the index.
         rare = TrustContext(max_sensitivity="high", scopes=["project:rare"])
         for query in queries[:4]:
@@ -175,6 +182,7 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
         _fill(memory, matrix)
         memory.forget(memory.views.table.ids[7], actor="test", rationale="asked")
+        assert memory.wait_for_index()
         followed = memory.views.embeddings.approximate_index()
         assert followed is not None
         live = [followed.search(q, 100, COUNT).tolist() for q in queries]
@@ -183,6 +191,7 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
         assert memory.views.embeddings._approximate is None  # its codes: not in the checkpoint
         with pytest.MonkeyPatch.context() as patch:  # its training is: not trained again
             patch.setattr(approximate.ApproximateIndex, "train", _never)
+            assert memory.wait_for_index()
             built = memory.views.embeddings.approximate_index()
         assert built is not None and built.size == followed.size
         assert built.trained_below == followed.trained_below
@@ -201,6 +210,7 @@ def test_an_index_trained_for_another_threshold_is_trained_again(tmp_path: Path)
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
         _fill(memory, matrix)
     with Membrane.open(tmp_path / "store", embedder=None, **_min(1200)) as memory:
+        assert memory.wait_for_index()
         index = memory.views.embeddings.approximate_index()
         assert index is not None and index.trained_below == 1200
         assert _ids(memory, queries[0]) == _ids(memory, queries[0], exact=True)
@@ -215,6 +225,7 @@ def test_the_same_events_give_the_same_index() -> None:
                 with memory.batch():
                     for i in range(start, min(start + batch, COUNT)):
                         memory.create_record(_record(i), embedding=matrix[i])
+            assert memory.wait_for_index()
             index = memory.views.embeddings.approximate_index()
             assert index is not None
             found.append([index.search(q, 100, COUNT).tolist() for q in queries])
@@ -286,3 +297,135 @@ def test_the_engine_imports_and_reads_where_faiss_cannot_be_imported() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def held_back(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Training waits until the event is set: a build under way, for as long as a test wants."""
+    release = threading.Event()
+    original = approximate.ApproximateIndex.train
+
+    def slow(self: approximate.ApproximateIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
+        assert release.wait(60)
+        original(self, rows, vectors)
+
+    monkeypatch.setattr(approximate.ApproximateIndex, "train", slow)
+    yield release
+    release.set()
+
+
+def test_the_write_that_reaches_the_threshold_does_not_wait_for_the_build(
+    held_back: threading.Event, used: list[bool]
+) -> None:
+    matrix, queries = _corpus()
+    with Membrane.in_memory(embedder=None, **ON) as memory:
+        _fill(memory, matrix)  # returns while the index is still being trained
+        index = memory.views.embeddings
+        assert index.approximate_building and index.approximate_index() is None
+        assert not memory.wait_for_index(timeout=0.05)
+        before = [_ids(memory, q) for q in queries[:5]]  # answered without the index
+        assert not used
+        held_back.set()
+        assert memory.wait_for_index(timeout=60)
+        built = index.approximate_index()
+        assert built is not None and built.size == COUNT  # rows written meanwhile are in
+        assert [_ids(memory, q) for q in queries[:5]] == before
+        assert used and all(used)
+
+
+def test_rows_written_and_erased_during_a_build_are_caught_up_with(
+    held_back: threading.Event,
+) -> None:
+    matrix, queries = _corpus()
+    with Membrane.in_memory(embedder=None, **ON) as memory:
+        ids = _fill(memory, matrix[:1500])
+        memory.forget(ids[1200], actor="test", rationale="asked")
+        _fill(memory, matrix, first=1500)
+        held_back.set()
+        assert memory.wait_for_index(timeout=60)
+        built = memory.views.embeddings.approximate_index()
+        assert built is not None and built.size == COUNT - 1
+        assert 1200 not in built.search(matrix[1200], 50, COUNT).tolist()
+    # The same events, the index built as they were written: the same index.
+    with Membrane.in_memory(embedder=None, **ON) as memory:
+        _fill(memory, matrix[:1500])
+        assert memory.wait_for_index(timeout=60)
+        memory.forget(memory.views.table.ids[1200], actor="test", rationale="asked")
+        _fill(memory, matrix, first=1500)
+        followed = memory.views.embeddings.approximate_index()
+        assert followed is not None
+        assert [followed.search(q, 100, COUNT).tolist() for q in queries] == [
+            built.search(q, 100, COUNT).tolist() for q in queries
+        ]
+
+
+def test_a_reopened_stores_first_search_does_not_wait_for_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matrix, queries = _corpus()
+    with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
+        _fill(memory, matrix)
+        assert memory.wait_for_index()
+        answers = [_ids(memory, q) for q in queries[:5]]
+    release = threading.Event()
+    original = approximate.ApproximateIndex.add
+
+    def slow(self: approximate.ApproximateIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
+        assert release.wait(60)
+        original(self, rows, vectors)
+
+    monkeypatch.setattr(approximate.ApproximateIndex, "add", slow)
+    with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
+        assert [_ids(memory, q) for q in queries[:5]] == answers  # the index is being built
+        assert memory.views.embeddings.approximate_building
+        release.set()
+        assert memory.wait_for_index(timeout=60)
+        assert memory.views.embeddings.approximate_index() is not None
+        assert [_ids(memory, q) for q in queries[:5]] == answers
+
+
+def test_closing_during_a_build_stops_it(held_back: threading.Event) -> None:
+    matrix, _ = _corpus()
+    memory = Membrane.in_memory(embedder=None, **ON)
+    _fill(memory, matrix)
+    index = memory.views.embeddings
+    assert index.approximate_building
+    memory.close()  # does not wait for the training
+    held_back.set()
+    assert index.wait_approximate(timeout=60)
+    assert index._approximate is None  # nothing published after the close
+
+
+def test_vectors_found_by_place_are_the_blocks_vectors() -> None:
+    matrix, _ = _corpus()
+    with Membrane.in_memory(embedder=None, **ON) as memory:
+        ids = _fill(memory, matrix)
+        memory.forget(ids[5], actor="test", rationale="asked")
+        index, scope_of = memory.views.embeddings, memory.views.table.content["scope"]
+        rows = np.array([0, 5, 17, 999, 1000, COUNT - 1, COUNT + 3], dtype=np.int64)
+        scopes = scope_of[np.minimum(rows, COUNT - 1)]
+        by_place, by_block = index.vectors_at(rows, scopes), index.vectors_of(rows, scopes)
+        assert np.array_equal(by_place, by_block, equal_nan=True)
+        assert not by_place[1].any() and np.isnan(by_place[-1]).all()  # erased; none
+        _fill(memory, np.concatenate([matrix, matrix[:10]]), first=COUNT)  # places extended
+        scopes = scope_of[rows]
+        by_place, by_block = index.vectors_at(rows, scopes), index.vectors_of(rows, scopes)
+        assert np.array_equal(by_place, by_block, equal_nan=True)
+        assert np.allclose(by_place[-1], matrix[3], atol=1e-3)  # kept at half precision
+
+
+def test_rows_of_types_kept_between_reads_are_those_of_every_row() -> None:
+    from membrane_es.queries.candidates import type_codes
+    from membrane_es.schema.enums import MemoryType
+
+    codes = type_codes([MemoryType.COMPETENCE, MemoryType.SEMANTIC])
+    with Membrane.in_memory(embedder=None) as memory:
+        table = memory.views.table
+        for i in range(30):
+            record = _record(i) if i % 3 else {**_record(i), "type": "episodic"}
+            if i % 3 == 0:
+                record["payload"] = {"kind": "episodic", "timeline": []}
+            memory.create_record(record)
+            every = np.flatnonzero(np.isin(table.content["type"][: table.size], codes))
+            assert table.rows_of_types(codes, table.size).tolist() == every.tolist()
+        assert table.rows_of_types(codes, 10).tolist() == [r for r in every if r < 10]
