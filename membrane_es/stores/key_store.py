@@ -565,11 +565,24 @@ class PostgresKeyStore(KeyStore):
         self._sql = sql
         self._db_lock = threading.Lock()
         with self._db_lock:
-            self._connection.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, key bytea NOT NULL)"
-                ).format(self._table)
-            )
+            self._create_table()
+
+    def _create_table(self) -> None:
+        """Make the keys' table if it is missing: checked first, so the open of an existing
+        store runs no DDL (which takes locks and writes the catalogue)."""
+        from psycopg import errors
+
+        name = self._table.as_string(self._connection)
+        row = self._connection.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        if row is not None and row[0] is not None:
+            return
+        create = self._sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, key bytea NOT NULL)"
+        ).format(self._table)
+        try:
+            self._connection.execute(create)
+        except (errors.UniqueViolation, errors.DuplicateTable):
+            pass  # another process made it in the meantime
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
         statement = self._sql.SQL("INSERT INTO {} (id, key) VALUES (%s, %s)").format(self._table)

@@ -145,22 +145,6 @@ def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: st
         pass  # another process created it in the meantime
 
 
-@contextmanager
-def creating_tables(
-    connection: psycopg.Connection[tuple[object, ...]], schema: str
-) -> Iterator[None]:
-    """Hold a lock (an advisory one, per schema) while a process creates the store's tables:
-    processes opening one store at the same moment would otherwise run eventsourcing's
-    ``CREATE OR REPLACE FUNCTION`` at once, and PostgreSQL refuses one of them ("tuple
-    concurrently updated")."""
-    key = f"membrane_es tables {schema}"
-    connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    try:
-        yield
-    finally:
-        connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-
-
 def store_location(settings: dict[str, str]) -> str:
     """Where a store is, for messages: server, database and schema (never the password)."""
     return (
