@@ -41,10 +41,10 @@ _SETTINGS = {
 # The library's default is 5 pooled connections (+10 overflow) per store; the daemon keeps a
 # store per tenant, and idle connections count against the server's max_connections. Two: a
 # following store's LISTEN holds one for as long as it is open, the other serves its reads
-# and writes; four more at most under load. With its key store's own connection, a store
-# holds 3 when idle and at most STORE_CONNECTIONS.
+# and writes; four more at most under load. Its key store shares the pool, so a store
+# holds 2 when idle and at most STORE_CONNECTIONS.
 _POOL = {"POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "4"}
-STORE_CONNECTIONS = 7
+STORE_CONNECTIONS = 6
 
 
 def postgres_settings(dsn: str, schema: str = DEFAULT_SCHEMA) -> dict[str, str]:

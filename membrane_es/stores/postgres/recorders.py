@@ -329,7 +329,9 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 with contextlib.suppress(DuplicateObject), conn.transaction():
                     conn.execute(statement, prepare=False)
         with conn.transaction(), conn.cursor() as curs:
-            self._create_table(curs)
+            for statement in self.sql_create_statements:
+                if "CREATE TYPE" not in statement.as_string():
+                    curs.execute(statement, prepare=False)
             curs.execute(self._mark_tables)
         self.datastore.register_type_adapters()
 
