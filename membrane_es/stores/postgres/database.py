@@ -8,7 +8,8 @@ variables, then the compiled ones), as ``psql`` would.
 
 Each store lives in one schema (tables ``memory_events`` and friends, made by its first open
 and marked with the version that made them, so later opens run no DDL): the daemon gives
-every tenant its own schema, so isolation is a matter of names the server keeps apart. psycopg is the ``postgres`` extra, imported only when a Postgres store is opened.
+every tenant its own schema, so isolation is a matter of names the server keeps apart.
+psycopg is the ``postgres`` extra, imported only when a Postgres store is opened.
 """
 
 from __future__ import annotations
