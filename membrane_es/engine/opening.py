@@ -30,7 +30,6 @@ from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
     DEFAULT_SCHEMA,
     connect,
-    creating_tables,
     ensure_schema,
     has_store,
     postgres_settings,
@@ -268,9 +267,8 @@ class Opening(EngineCore):
             if not create and not has_store(connection, settings, EVENTS_TABLE):
                 raise StoreNotFoundError(store_location(settings))
             ensure_schema(connection, settings["POSTGRES_SCHEMA"])
-            with creating_tables(connection, settings["POSTGRES_SCHEMA"]):
-                # creates the tables (CREATE_TABLE)
-                app = MemoryApplication(settings, read_only=read_only)
+            # creates the tables (CREATE_TABLE) if they are not made yet
+            app = MemoryApplication(settings, read_only=read_only)
             try:
                 identity = store_identity(connection, settings, EVENTS_TABLE)
             except BaseException:

@@ -48,8 +48,8 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,16 +93,21 @@ def key_store_file(env: Mapping[str, str]) -> Path | None:
     return None
 
 
-def open_key_store(env: Mapping[str, str]) -> KeyStore:
+def open_key_store(
+    env: Mapping[str, str],
+    connections: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> KeyStore:
     """The key store of the store these eventsourcing settings open: ``keys.sqlite`` in the
     LMDB directory (or at ``KEY_STORE_PATH``), a table beside a PostgreSQL log, a file beside
-    an eventsourcing SQLite database, or memory for a store that lives in memory."""
+    an eventsourcing SQLite database, or memory for a store that lives in memory.
+    ``connections``: the PostgreSQL log's pool (a connection for a ``with`` block), which its
+    key store then shares rather than holding a connection of its own."""
     module = env.get("PERSISTENCE_MODULE", "") or "eventsourcing.popo"
     path = key_store_file(env)
     if path is not None:
         return SqliteKeyStore(path)
     if "postgres" in module:
-        return PostgresKeyStore(dict(env))
+        return PostgresKeyStore(env, connections)
     if "sqlite" in module or module.endswith("popo"):
         return SqliteKeyStore(None)
     raise MembraneError(
@@ -547,49 +552,88 @@ class SqliteKeyStore(KeyStore):
 
 
 class PostgresKeyStore(KeyStore):
-    """Keys in the ``memory_keys`` table of a PostgreSQL schema."""
+    """Keys in the ``memory_keys`` table of a PostgreSQL schema, reached through the store's
+    own connection pool when it is given one (``connections``: a connection for the length
+    of a ``with`` block), else through a connection of the key store's own."""
 
     TABLE = "memory_keys"
     DOOMED_TABLE = "memory_doomed_keys"  # the keys an erasure has yet to destroy (see doom)
 
-    def __init__(self, settings: dict[str, str]) -> None:
+    def __init__(
+        self,
+        settings: Mapping[str, str],
+        connections: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         super().__init__()
         from psycopg import sql
+        from psycopg.rows import tuple_row
 
-        from membrane_es.stores.postgres.database import open_connection
+        self._own: Any = None
+        if connections is None:
+            from membrane_es.stores.postgres.database import open_connection
 
-        self._connection: Any = open_connection(settings)
+            self._own = open_connection(dict(settings))
+            connections = self._own_connection
+        self._db_lock = threading.Lock()
+        self._connections = connections
+        self._rows = tuple_row  # the pool's connections give dicts; this code reads tuples
         schema = settings.get("POSTGRES_SCHEMA") or "public"
         self._table = sql.Identifier(schema, self.TABLE)
         self._doomed_table = sql.Identifier(schema, self.DOOMED_TABLE)
         self._sql = sql
-        self._db_lock = threading.Lock()
-        with self._db_lock:
-            self._connection.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, key bytea NOT NULL)"
-                ).format(self._table)
-            )
+        self._create_table()
+
+    @contextmanager
+    def _own_connection(self) -> Iterator[Any]:
+        with self._db_lock:  # one connection, one user at a time
+            yield self._own
+
+    @contextmanager
+    def _cursor(self, *, transaction: bool = False) -> Iterator[Any]:
+        with self._connections() as connection:
+            if transaction:
+                with connection.transaction():
+                    yield connection.cursor(row_factory=self._rows)
+            else:
+                yield connection.cursor(row_factory=self._rows)
+
+    def _create_table(self) -> None:
+        """Make the keys' table if it is missing: checked first, so the open of an existing
+        store runs no DDL (which takes locks and writes the catalogue)."""
+        from psycopg import errors
+
+        with self._cursor() as cursor:
+            name = self._table.as_string(cursor.connection)
+            row = cursor.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+            if row is not None and row[0] is not None:
+                return
+            create = self._sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (id bytea PRIMARY KEY, key bytea NOT NULL)"
+            ).format(self._table)
+            try:
+                cursor.execute(create)
+            except (errors.UniqueViolation, errors.DuplicateTable):
+                pass  # another process made it in the meantime
 
     def _insert(self, keys: Sequence[tuple[bytes, bytes]]) -> None:
         statement = self._sql.SQL("INSERT INTO {} (id, key) VALUES (%s, %s)").format(self._table)
-        with self._db_lock, self._connection.transaction():
-            self._connection.cursor().executemany(statement, keys)
+        with self._cursor(transaction=True) as cursor:
+            cursor.executemany(statement, keys)
 
     def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         statement = self._sql.SQL(
             "SELECT id, key FROM {} WHERE id >= %s ORDER BY id LIMIT %s"
         ).format(self._table)
-        with self._db_lock:
-            rows = self._connection.execute(statement, (key_id, limit)).fetchall()
+        with self._cursor() as cursor:
+            rows = cursor.execute(statement, (key_id, limit)).fetchall()
         return [(bytes(found), bytes(key)) for found, key in rows]
 
     def _delete(self, key_ids: Sequence[bytes]) -> None:
         statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._table)
-        with self._db_lock:
-            self._connection.execute(statement, (list(key_ids),))
+        with self._cursor() as cursor:
+            cursor.execute(statement, (list(key_ids),))
             # Deleted tuples stay in the table's pages until it is rewritten.
-            self._connection.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
+            cursor.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
 
     def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
         # Made by the first erasure: an open creates nothing for it.
@@ -602,33 +646,35 @@ class PostgresKeyStore(KeyStore):
             " ON CONFLICT (id) DO UPDATE SET record_id = EXCLUDED.record_id,"
             " erasure = EXCLUDED.erasure"
         ).format(self._doomed_table)
-        with self._db_lock, self._connection.transaction():
-            self._connection.execute(create)
-            self._connection.cursor().executemany(insert, rows)
+        with self._cursor(transaction=True) as cursor:
+            cursor.execute(create)
+            cursor.executemany(insert, rows)
 
     def _doomed(self) -> list[tuple[bytes, str, str]]:
         select = self._sql.SQL("SELECT id, record_id, erasure FROM {} ORDER BY erasure, id").format(
             self._doomed_table
         )
-        with self._db_lock:
-            if not self._has_doomed_keys():
+        with self._cursor() as cursor:
+            if not self._has_doomed_keys(cursor):
                 return []
-            rows = self._connection.execute(select).fetchall()
+            rows = cursor.execute(select).fetchall()
         return [
             (bytes(key_id), str(record_id), str(erasure)) for key_id, record_id, erasure in rows
         ]
 
     def _undoom(self, key_ids: Sequence[bytes]) -> None:
         statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._doomed_table)
-        with self._db_lock:
-            if self._has_doomed_keys():
-                self._connection.execute(statement, (list(key_ids),))
+        with self._cursor() as cursor:
+            if self._has_doomed_keys(cursor):
+                cursor.execute(statement, (list(key_ids),))
 
-    def _has_doomed_keys(self) -> bool:
-        name = self._doomed_table.as_string(self._connection)
-        row = self._connection.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+    def _has_doomed_keys(self, cursor: Any) -> bool:
+        name = self._doomed_table.as_string(cursor.connection)
+        row = cursor.execute("SELECT to_regclass(%s)", (name,)).fetchone()
         return row is not None and row[0] is not None
 
     def _close(self) -> None:
-        with self._db_lock:
-            self._connection.close()
+        # A pool given is the store's, closed with it.
+        if self._own is not None:
+            with self._db_lock:
+                self._own.close()

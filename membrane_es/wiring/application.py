@@ -83,7 +83,11 @@ class MemoryApplication(Application):
                     "snapshotting is not supported: snapshots would keep records' content "
                     "unsealed, beyond the reach of forget()"
                 )
-            self.keys: KeyStore = open_key_store(self.env)
+            # A PostgreSQL log's key store shares its pool (eventsourcing's datastore hands
+            # out a connection for a ``with`` block): no connection of its own to open.
+            datastore = getattr(self.factory, "datastore", None)
+            connections = getattr(datastore, "get_connection", None)
+            self.keys: KeyStore = open_key_store(self.env, connections)
         except BaseException:
             self.factory.close()
             raise
@@ -334,8 +338,10 @@ class MemoryApplication(Application):
         return written
 
     def close(self) -> None:
-        super().close()
-        self.keys.close()
+        try:
+            self.keys.close()  # first: it may use the log's connections to clean up
+        finally:
+            super().close()
 
     def record_events(self, record_id: str) -> list[Any]:
         """Every event of one record, oldest first (its creation redacted if it has been

@@ -6,9 +6,10 @@ those; a parameter it would silently drop (``sslmode``, ``options``…) is refus
 the ``PG*`` variable that libpq reads for it. Missing parts take libpq's defaults (the ``PG*``
 variables, then the compiled ones), as ``psql`` would.
 
-Each store lives in one schema (tables ``memory_events`` and friends, created at open): the
-daemon gives every tenant its own schema, so isolation is a matter of names the server keeps
-apart. psycopg is the ``postgres`` extra, imported only when a Postgres store is opened.
+Each store lives in one schema (tables ``memory_events`` and friends, made by its first open
+and marked with the version that made them, so later opens run no DDL): the daemon gives
+every tenant its own schema, so isolation is a matter of names the server keeps apart.
+psycopg is the ``postgres`` extra, imported only when a Postgres store is opened.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ _SETTINGS = {
 # The library's default is 5 pooled connections (+10 overflow) per store; the daemon keeps a
 # store per tenant, and idle connections count against the server's max_connections. Two: a
 # following store's LISTEN holds one for as long as it is open, the other serves its reads
-# and writes; four more at most under load. With its key store's own connection, a store
-# holds 3 when idle and at most STORE_CONNECTIONS.
+# and writes; four more at most under load. Its key store shares the pool, so a store
+# holds 2 when idle and at most STORE_CONNECTIONS.
 _POOL = {"POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "4"}
-STORE_CONNECTIONS = 7
+STORE_CONNECTIONS = 6
 
 
 def postgres_settings(dsn: str, schema: str = DEFAULT_SCHEMA) -> dict[str, str]:
@@ -143,22 +144,6 @@ def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: st
         connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     except (errors.UniqueViolation, errors.DuplicateSchema):
         pass  # another process created it in the meantime
-
-
-@contextmanager
-def creating_tables(
-    connection: psycopg.Connection[tuple[object, ...]], schema: str
-) -> Iterator[None]:
-    """Hold a lock (an advisory one, per schema) while a process creates the store's tables:
-    processes opening one store at the same moment would otherwise run eventsourcing's
-    ``CREATE OR REPLACE FUNCTION`` at once, and PostgreSQL refuses one of them ("tuple
-    concurrently updated")."""
-    key = f"membrane_es tables {schema}"
-    connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    try:
-        yield
-    finally:
-        connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
 def store_location(settings: dict[str, str]) -> str:

@@ -36,19 +36,28 @@ setting is eventsourcing's PostgreSQL module's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import (
+    AggregateRecorder,
     InterfaceError,
     OperationalError,
+    ProcessRecorder,
     ProgrammingError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+    TPostgresTrackingRecorder,
+)
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier
+from psycopg.errors import DuplicateObject
+from psycopg.sql import SQL, Identifier, Literal
 
 from membrane_es.errors import IntegrityError, MembraneError
 from membrane_es.stores.chain import (
@@ -66,9 +75,8 @@ from membrane_es.stores.log_stamp import stamp_of
 from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
-    from eventsourcing.postgres import PostgresDatastore
     from eventsourcing.utils import Environment, EnvType
-    from psycopg import Cursor
+    from psycopg import Connection, Cursor
     from psycopg.rows import DictRow
 
 VERIFY_CHUNK = 1000
@@ -76,6 +84,24 @@ VERIFY_CHUNK = 1000
 # size may stay idle before it is closed.
 POOL_WORKERS = 1
 POOL_IDLE_SECONDS = 60.0
+# Marks (as the events table's comment) a store whose tables are made as this version makes
+# them: an open that finds it runs no DDL. Change it with any statement added to the tables'
+# creation, so stores made before run the creation (all IF NOT EXISTS) once more.
+TABLES_VERSION = "membrane_es tables 1"
+
+
+class ChainedDatastore(PostgresDatastore):
+    """eventsourcing's datastore, looking its composite types up only for recorders that
+    use them: the chained recorder inserts events as arrays of plain types. eventsourcing
+    looks the type up when any recorder is made (a catalogue query on a new connection, tens
+    of milliseconds at every open), and every store is in a schema of its own, with a type
+    of its own. Its other recorders (snapshots, tracking) set :attr:`composite_types`."""
+
+    composite_types = False
+
+    def register_type_adapters(self) -> None:
+        if self.composite_types:
+            super().register_type_adapters()
 
 
 class ChainedApplicationRecorder(PostgresApplicationRecorder):
@@ -127,6 +153,20 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 "one boolean PRIMARY KEY DEFAULT true CHECK (one))"
             ).format(schema=schema, marker=import_table),
         ]
+        id_type = SQL(self.datastore.originator_id_type)  # "uuid" or "text", checked by it
+        self._insert_columns = SQL(
+            "INSERT INTO {schema}.{events} (originator_id, originator_version, topic, state) "
+            "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) "
+            "RETURNING notification_id"
+        ).format(schema=schema, events=Identifier(self.events_table_name), id_type=id_type)
+        self._tables_version = SQL("SELECT obj_description(to_regclass(%s), 'pg_class') AS v")
+        self._events_table_name = f'"{self.datastore.schema}"."{self.events_table_name}"'
+        self._mark_tables = SQL("COMMENT ON TABLE {schema}.{events} IS {version}").format(
+            schema=schema,
+            events=Identifier(self.events_table_name),
+            version=Literal(TABLES_VERSION),
+        )
+        self._tables_lock_key = f"membrane_es tables {self.datastore.schema}"
         # A store whose tables were made before the mark existed, read without making any
         # (verify), has no such table: no import is under way in it.
         self._import_table_exists = SQL("SELECT to_regclass(%s) IS NOT NULL AS present")
@@ -206,9 +246,32 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         ).format(schema=schema, events=events)
 
     def create_table(self) -> None:
-        super().create_table()
+        """Make the store's tables, unless they are made as this version makes them (the
+        usual open of an existing store: one catalogue query, no DDL); then chain a log
+        written without a chain, and check the chain's key."""
+        if not self._tables_made():
+            self._make_tables()
         self._chain_unchained_log()
         self.check_chain_mode()
+
+    def _tables_made(self) -> bool:
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._tables_version, (self._events_table_name,))
+            row = curs.fetchone()
+        return row is not None and row["v"] == TABLES_VERSION
+
+    def _make_tables(self) -> None:
+        """The tables' creation, under a lock (an advisory one, per schema): processes
+        opening a new store at the same moment would otherwise run eventsourcing's ``CREATE
+        OR REPLACE FUNCTION`` at once, and PostgreSQL refuses one of them ("tuple
+        concurrently updated"). The one that waited finds the tables made."""
+        with self.datastore.get_connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._tables_lock_key,))
+            try:
+                if not self._tables_made():
+                    self._create_tables(conn)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._tables_lock_key,))
 
     def check_chain_mode(self) -> None:
         """Refuse a chain key the log was not chained with (or a missing one)."""
@@ -257,6 +320,21 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             self._lock_log(curs)
             curs.execute(self._empty_log)
 
+    def _create_tables(self, conn: Connection[DictRow]) -> None:
+        """eventsourcing's ``create_table`` on the connection holding the lock (not others
+        from the pool, which may have no more to give), and the mark, with the tables."""
+        for statement in self.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                # A transaction of its own: a type has no IF NOT EXISTS.
+                with contextlib.suppress(DuplicateObject), conn.transaction():
+                    conn.execute(statement, prepare=False)
+        with conn.transaction(), conn.cursor() as curs:
+            for statement in self.sql_create_statements:
+                if "CREATE TYPE" not in statement.as_string():
+                    curs.execute(statement, prepare=False)
+            curs.execute(self._mark_tables)
+        self.datastore.register_type_adapters()
+
     def _chain_unchained_log(self) -> None:
         """A log written before it had a chain (by eventsourcing's own recorder) gets one, in
         log order, once: under the writers' lock, so no write slips in meanwhile. Its events
@@ -298,12 +376,12 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             return []
         stamp = stamp_of(kwargs)
         times = stamp.event_times
-        rows = [
-            self.construct_pg_stored_event(
-                event.originator_id, event.originator_version, event.topic, event.state
-            )
-            for event in stored_events
-        ]
+        columns = (
+            [event.originator_id for event in stored_events],
+            [event.originator_version for event in stored_events],
+            [event.topic for event in stored_events],
+            [event.state for event in stored_events],
+        )
         with (
             self.datastore.get_connection() as conn,
             conn.transaction(),
@@ -315,7 +393,7 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
                 raise EventTimeBehind(log_time)  # rolls the transaction back
             records = self._records_after(curs, stored_events, stamp.record_numbers)
             curs.execute(self._wake_subscribers)
-            curs.execute(self.insert_events_statement, (rows,))
+            curs.execute(self._insert_columns, columns)
             ids = [int(row["notification_id"]) for row in curs.fetchall()]
             if len(ids) != len(stored_events):
                 raise ProgrammingError(
@@ -499,6 +577,7 @@ class ChainedPostgresFactory(PostgresFactory):
 
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
+        self.datastore.__class__ = ChainedDatastore  # no type lookup (see its docstring)
         # Set before the pool opens (it opens on first use). psycopg_pool's defaults suit one
         # long-lived pool a process; a daemon opens and closes one per tenant store, so
         # each keeps a single worker thread (not 3: fewer threads started at every open)
@@ -506,6 +585,25 @@ class ChainedPostgresFactory(PostgresFactory):
         pool = self.datastore.pool
         pool.num_workers = POOL_WORKERS
         pool.max_idle = POOL_IDLE_SECONDS
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        self._use_composite_types()
+        return super().aggregate_recorder(purpose)
+
+    def tracking_recorder(
+        self, tracking_recorder_class: type[TPostgresTrackingRecorder] | None = None
+    ) -> TPostgresTrackingRecorder:
+        self._use_composite_types()
+        return super().tracking_recorder(tracking_recorder_class)
+
+    def process_recorder(self) -> ProcessRecorder:
+        self._use_composite_types()
+        return super().process_recorder()
+
+    def _use_composite_types(self) -> None:
+        """eventsourcing's own recorders insert through its composite type."""
+        assert isinstance(self.datastore, ChainedDatastore)
+        self.datastore.composite_types = True
 
     def application_recorder(self) -> ChainedApplicationRecorder:
         prefix = self.env.name.lower() or "stored"
