@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from membrane_es.projections.approximate import SLAB, ApproximateIndex
+from membrane_es.projections.row_places import RowPlaces
 
 logger = logging.getLogger(__name__)
 
@@ -346,13 +347,7 @@ class EmbeddingIndex:
         self._built.set()
         self._erased_meanwhile: list[int] = []
         self._closed = False  # once closed, nothing is read back from the log
-        # Where each row's vector sits, for reads of a few rows anywhere (vectors_at): the
-        # block (its number in _placed_blocks) in the high 32 bits, the position in it in
-        # the low; -1 for none. Extended by the rows blocks gained since the last read.
-        self._places = np.full(0, -1, dtype=np.int64)
-        self._placed_blocks: list[Block] = []
-        self._placed: dict[int, int] = {}  # rows placed of each block, by its number
-        self._placing = threading.Lock()
+        self._places = RowPlaces()  # each row's block and position, for vectors_at
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -835,47 +830,15 @@ class EmbeddingIndex:
         found through one map from row to place, not block by block."""
         if self._unread or not len(rows):
             return self.vectors_of(rows, scopes)  # blocks not read back have no places yet
-        places = self._places_of(rows)
+        held = [self._blocks.get(scope) for scope in list(self._order)]
+        places, blocks = self._places.of(rows, held)
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
-        blocks = self._placed_blocks
         numbers, positions = (places >> 32).tolist(), (places & 0xFFFFFFFF).tolist()
         for i, (number, position) in enumerate(zip(numbers, positions, strict=True)):
-            if number >= 0:
+            block = blocks[number] if number >= 0 else None
+            if block is not None:
                 chunk, offset = divmod(position, CHUNK_ROWS)
-                out[i] = blocks[number].chunks[chunk][offset]
-        return out
-
-    def _places_of(self, rows: Array) -> Array:
-        """Each row's place (see ``_places``), the map first extended by what was written."""
-        with self._placing:
-            blocks = [self._blocks.get(scope) for scope in list(self._order)]
-            if len(self._placed_blocks) > len(blocks) or any(
-                mine is not theirs
-                for mine, theirs in zip(self._placed_blocks, blocks, strict=False)
-            ):
-                # Blocks were replaced (a restore): place every row again.
-                self._places = np.full(0, -1, dtype=np.int64)
-                self._placed_blocks, self._placed = [], {}
-            for number, block in enumerate(blocks):
-                if block is None:
-                    continue
-                if number == len(self._placed_blocks):
-                    self._placed_blocks.append(block)
-                done, size = self._placed.get(number, 0), block.size
-                if size <= done:
-                    continue
-                added = block.flat_rows()[done:size]
-                needed = int(added[-1]) + 1
-                if needed > len(self._places):
-                    grown = np.full(max(needed, 2 * len(self._places)), -1, dtype=np.int64)
-                    grown[: len(self._places)] = self._places
-                    self._places = grown
-                self._places[added] = (number << 32) | np.arange(done, size, dtype=np.int64)
-                self._placed[number] = size
-            known = self._places
-        inside = rows < len(known)
-        out = np.full(len(rows), -1, dtype=np.int64)
-        out[inside] = known[rows[inside]]
+                out[i] = block.chunks[chunk][offset]
         return out
 
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
