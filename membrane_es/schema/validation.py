@@ -137,11 +137,30 @@ def check_finite(field: str, value: Any) -> None:
 
     Raises :class:`ValidationError` naming the path of the first one.
     """
-    if _all_finite(value, 0):
-        return  # the usual case: walked once without naming every path on the way
+    if _finite_by_encoding(value) or _all_finite(value, 0):
+        return  # the usual case: checked once without naming every path on the way
     problem = _non_finite(value, field, 0)
     if problem is not None:
         raise ValidationError(problem, "must be a finite number (JSON has no NaN or infinity)")
+
+
+# MessagePack writes every float as 0xcb and its eight IEEE 754 bytes, big-endian: a NaN or
+# an infinity has all eleven exponent bits set, so its first two bytes are 7ff… or fff….
+_MSGPACK = msgspec.msgpack.Encoder()
+_NON_FINITE_FLOAT = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+
+
+def _finite_by_encoding(value: Any) -> bool:
+    """True when ``value`` holds no NaN or infinity, found in C: encoded as MessagePack
+    (every Struct field, Mapping value and sequence item, as :func:`_all_finite` walks them),
+    no float in it has its exponent bits all set. False when that cannot tell (a type that
+    does not encode, or those bytes seen, in a string perhaps): the walk then decides, so
+    the answer is always the walk's, only sooner."""
+    try:
+        encoded = _MSGPACK.encode(value)
+    except (TypeError, ValueError, RecursionError, OverflowError, msgspec.MsgspecError):
+        return False
+    return _NON_FINITE_FLOAT.search(encoded) is None
 
 
 def _all_finite(value: Any, depth: int) -> bool:

@@ -24,6 +24,7 @@ from membrane_es import (
     ValidationError,
     WorkingPayload,
 )
+from membrane_es.schema import validation
 from membrane_es.schema.validation import (
     MAX_IDS,
     MAX_PAYLOAD_BYTES,
@@ -585,3 +586,42 @@ def test_evidence_is_checked_after_the_old_record_is_found(memory: Membrane) -> 
 def test_empty_record_id_is_rejected(memory: Membrane, write: Callable[[Membrane], Any]) -> None:
     with rejected(memory, match="is required"):
         write(memory)
+
+
+MAX_WALKED = validation.MAX_DEPTH
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = [leaf]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+FINITE_CASES: list[Any] = [
+    {"a": [1.0, -1e308, 5e-324, 0.0, -0.0], "b": {"c": (2.5, None, True, "x")}},
+    {"text": "bytes \xcb\x7f\xf0 that look like an infinity's"},
+    {"deep": [[[[{"n": 1.0}]]]]},
+    {1.5: "a float key"},
+    [math.nan],
+    {"n": {"m": [0, math.inf]}},
+    {"k": -math.inf},
+    (1, 2, {"z": math.nan}),
+    SemanticPayload(subject="s", predicate="p", object={"v": math.nan}),
+    SemanticPayload(subject="s", predicate="p", object={"v": 1.25}),
+    {"after_the_deepest_walked": _nested(MAX_WALKED + 2, math.nan)},
+    {"set": {1.0, 2.0}},
+]
+
+
+@pytest.mark.parametrize("value", FINITE_CASES)
+def test_finite_check_by_encoding_agrees_with_the_walk(value: Any) -> None:
+    """The encoded check answers as the walk does, or leaves the answer to it."""
+    walked = validation._all_finite(value, 0)
+    encoded = validation._finite_by_encoding(value)
+    assert not encoded or walked  # it never passes what the walk refuses
+    if walked:
+        validation.check_finite("value", value)
+    else:
+        with pytest.raises(ValidationError, match="must be a finite number"):
+            validation.check_finite("value", value)
