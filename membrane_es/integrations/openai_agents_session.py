@@ -404,7 +404,9 @@ def _content(item: str) -> dict[str, Any]:
     """What a turn captures: the item itself, or its JSON text when it holds a number JSON
     has no literal for (the engine's content refuses those)."""
     decoded = json.loads(item)
-    return {"item": decoded} if _finite(decoded) else {_ITEM_JSON: item}
+    # JSON text holds a NaN or an infinity only as these words (a string may too: then walk).
+    plain = "NaN" not in item and "Infinity" not in item
+    return {"item": decoded} if plain or _finite(decoded) else {_ITEM_JSON: item}
 
 
 def _finite(value: Any) -> bool:

@@ -269,7 +269,13 @@ def test_two_sessions_answer_as_one_sqlite_session(memory: Membrane, seed: int) 
 def test_session_settings_as_a_dict_close_and_items_sqlite_keeps(memory: Membrane) -> None:
     session = MembraneSession("chat", memory, session_settings={"limit": 2})
     reference = SQLiteSession("chat", session_settings={"limit": 2})
-    items: list[Any] = [{"a": (1, 2)}, {"b": float("nan")}, {"c": float("inf")}, {"d": 1}]
+    items: list[Any] = [
+        {"a": (1, 2)},
+        {"t": "NaN, Infinity: words only"},
+        {"b": float("nan")},
+        {"c": float("inf")},
+        {"d": 1},
+    ]
 
     async def both() -> tuple[list[Any], list[Any]]:
         await session.add_items(items)
@@ -278,7 +284,7 @@ def test_session_settings_as_a_dict_close_and_items_sqlite_keeps(memory: Membran
 
     mine, theirs = asyncio.run(both())
     assert repr(mine) == repr(theirs) == repr([{"c": float("inf")}, {"d": 1}])
-    assert repr(asyncio.run(session.get_items(4))) == repr(asyncio.run(reference.get_items(4)))
+    assert repr(asyncio.run(session.get_items(5))) == repr(asyncio.run(reference.get_items(5)))
     session.close()
     reference.close()
     assert len(asyncio.run(session.get_items(None))) == 2  # usable after close
