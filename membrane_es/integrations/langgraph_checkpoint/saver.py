@@ -6,7 +6,6 @@ import asyncio
 import base64
 import builtins
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -36,13 +35,12 @@ from membrane_es import (
     TrustContext,
     ValidationError,
 )
+from membrane_es.integrations.langgraph_checkpoint.kept import DecodedValues, KeptRecords
 from membrane_es.integrations.langgraph_checkpoint.records import (
     CHECKPOINT_PREFIX,
-    DECODED_BYTES,
     HERE,
     LEVELS,
     LISTINGS_KEPT,
-    RECORDS_KEPT,
     SCOPE_PREFIX,
     STRATEGIES,
     WRITES_PREFIX,
@@ -114,15 +112,10 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         # the store moved, or by more than this saver's own writes to that thread
         self._listed: dict[str, tuple[int, ThreadRecords]] = {}
         self._listing_lock = threading.Lock()
-        # record id → what it holds, as of the log position ``_kept_at``: records the saver
-        # read or wrote, kept while no event touches them (a checkpoint is never revised:
-        # stored again, it is a new record). Followed like the other adapters follow the log
-        # (only the records new events touched are dropped), so an erasure or a retraction
-        # by anyone drops them before the next read.
-        self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._kept_at: int | None = None
-        self._decoded: dict[str, bytes] = {}  # base64 text → its bytes, the latest decoded
-        self._decoded_bytes = 0
+        # What the records the saver read or wrote hold, kept while no event touches them,
+        # and the bytes of the values read again.
+        self._kept = KeptRecords(memory)
+        self._decoded = DecodedValues()
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -617,67 +610,24 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         """What a checkpoint or writes record holds (read once per operation, and kept
         while the log does not touch it)."""
         found = cache.get(record_id)
+        if found is None and self.moment is None:
+            found = self._kept.get(record_id)
         if found is None:
-            found = self._kept_data(record_id)
-        if found is None:
-            kept_at = self._kept_at  # read before: what is kept is at least this current
+            kept_at = self._kept.at  # read before: what is kept is at least this current
             thread_id = decoded_part(record_id.split(":")[2])
             record = self.memory.retrieve_by_id(
                 record_id, trust=self._scope_trust(thread_id), as_of=self.moment
             )
             found = held_values(record)
-            self._keep(record_id, found, kept_at)
+            if self.moment is None:
+                self._kept.keep(record_id, found, kept_at)
         cache[record_id] = found
         return found
 
     def _follow(self) -> None:
-        """Drop the kept records that the log's events since ``_kept_at`` touched (every
-        write acknowledged before now, by anyone; all of them after a long absence)."""
-        if self.moment is not None:
-            return
-        with self._listing_lock:
-            kept_at = self._kept_at
-        if kept_at is None:
-            position = self.memory.position
-            with self._listing_lock:
-                if self._kept_at is None:
-                    self._kept_at = position
-            return
-        changes = self.memory.record_changes(kept_at)
-        with self._listing_lock:
-            if self._kept_at != kept_at:
-                return  # another thread followed meanwhile
-            if changes is None:
-                self._kept.clear()
-                self._kept_at = self.memory.position
-                return
-            for change in changes.records:
-                self._kept.pop(change.record_id, None)
-            self._kept_at = changes.position
-
-    def _kept_data(self, record_id: str) -> dict[str, Any] | None:
-        if self.moment is not None:
-            return None
-        with self._listing_lock:
-            if self._kept_at != self.memory.position:
-                return None  # the log moved since the saver last followed it
-            found = self._kept.get(record_id)
-            if found is not None:
-                self._kept.move_to_end(record_id)
-            return found
-
-    def _keep(self, record_id: str, data: dict[str, Any], kept_at: int | None) -> None:
-        """Keep what a record read (or written) holds, if the saver followed the log up to
-        ``kept_at`` and has not moved on since (else the next follow could miss a change)."""
-        if self.moment is not None or kept_at is None:
-            return
-        with self._listing_lock:
-            if self._kept_at != kept_at:
-                return
-            self._kept[record_id] = data
-            self._kept.move_to_end(record_id)
-            while len(self._kept) > RECORDS_KEPT:
-                self._kept.popitem(last=False)
+        """Bring what the saver keeps up to date with the log (see :class:`KeptRecords`)."""
+        if self.moment is None:
+            self._kept.follow()
 
     def _parent_data(self, thread_id: str, ns: str, parent_id: str | None) -> dict[str, Any] | None:
         if parent_id is None:
@@ -781,8 +731,7 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         if not records and not retract:
             return
         before = self.memory.position
-        with self._listing_lock:
-            followed = self._kept_at == before
+        followed = self._kept.at == before
         if len(records) == 1 and not retract:
             self._create(records[0])
         else:
@@ -797,10 +746,9 @@ class MembraneSaver(BaseCheckpointSaver[int]):
             # Nothing but this record's creation came after what the saver followed: what
             # it keeps is still current, and the new record holds ``data`` (a copy made as
             # the engine stores it: tuples become lists).
-            with self._listing_lock:
-                if self._kept_at == before:
-                    self._kept_at = after
-            self._keep(records[0]["id"], _COPY_DECODER.decode(_COPY_ENCODER.encode(data)), after)
+            self._kept.moved_by_own_write(before, after)
+            copied = _COPY_DECODER.decode(_COPY_ENCODER.encode(data))
+            self._kept.keep(records[0]["id"], copied, after)
         if thread_id is None or known is None or retract:
             return
         if known[0] == before and after - before == len(records):
@@ -820,19 +768,8 @@ class MembraneSaver(BaseCheckpointSaver[int]):
         return [kind, base64.b64encode(raw).decode("ascii")]
 
     def _loads(self, stored: Serialized) -> Any:
-        text = stored[1]
-        # The bytes of values read again (a kept record's, whose strings are the same
-        # objects each time: their hash is computed once), decoded once; the value itself is
-        # made anew for each caller, who may change it.
-        raw = self._decoded.get(text)
-        if raw is None:
-            raw = base64.b64decode(text)
-            with self._listing_lock:
-                if text not in self._decoded:
-                    self._decoded[text] = raw
-                    self._decoded_bytes += len(raw)
-                while len(self._decoded) > RECORDS_KEPT or self._decoded_bytes > DECODED_BYTES:
-                    self._decoded_bytes -= len(self._decoded.pop(next(iter(self._decoded))))
+        # The value itself is made anew for each caller, who may change it.
+        raw = self._decoded.raw(stored[1])
         return self.serde.loads_typed((stored[0], raw))
 
 
