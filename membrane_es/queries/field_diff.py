@@ -174,17 +174,53 @@ def record_refs(record: MemoryRecord) -> Refs:
     )
 
 
+# The compared fields in path order: a creation walked in this order comes out nearly sorted
+# (only keys within a field may be out of order), which the sort then passes over quickly.
+_ADDED_ORDER = tuple(sorted(REFERENCED))
+
+
 def added_fields(record: MemoryRecord) -> dict[str, str]:
     """A created record's :func:`differences` from nothing, as ``path → text`` (in the
     walk's order: sort the paths): every field added. One walk over its values, nothing to
     compare."""
+    return dict(added_pairs(record))
+
+
+def added_pairs(record: MemoryRecord) -> list[tuple[str, str]]:
+    """:func:`added_fields` as ``(path, text)`` pairs sorted by path: what the change feed
+    builds a creation's field changes from, once per created record. The values are
+    converted in one call, the scalars written here and the containers walked."""
+    lifecycle = record.lifecycle
+    values = msgspec.to_builtins(
+        (
+            record.confidence,
+            lifecycle.last_reinforced_at,
+            record.payload,
+            lifecycle.pinned,
+            record.provenance,
+            record.relations,
+            record.salience,
+            record.scope,
+            record.tags,
+        )
+    )
     flat: dict[str, str] = {}
-    for name, value in zip(REFERENCED, msgspec.to_builtins(record_refs(record)), strict=True):
+    for name, value in zip(_ADDED_ORDER, values, strict=True):
+        kind = type(value)
+        if kind is float:
+            flat[name] = _FLOAT % value
+        elif kind is dict:
+            _dict_into(value, name, flat)
+        elif kind is list:
+            _list_into(value, name, flat)
         # As the record's own encoding omits them (its defaults), so does record_values.
-        if (value is None and name == "payload") or (name == "scope" and not value):
+        elif (value is None and name == "payload") or (name == "scope" and not value):
             continue
-        _put(value, name, flat)
-    return flat
+        else:
+            _put(value, name, flat)
+    pairs = list(flat.items())
+    pairs.sort()
+    return pairs
 
 
 def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Difference]:
