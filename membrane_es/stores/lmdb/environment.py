@@ -233,12 +233,13 @@ class _Rollback(Exception):  # noqa: N818 - control flow, never escapes
 class _ReadTxn(Generic[X]):
     """Context manager giving a short read transaction; see LMDBEnvironment.reading()."""
 
-    __slots__ = ("_store", "_txn", "_buffers")
+    __slots__ = ("_store", "_txn", "_buffers", "_counts")
     _txn: X
 
-    def __init__(self, store: LMDBEnvironment, buffers: bool) -> None:
+    def __init__(self, store: LMDBEnvironment, buffers: bool, counts: bool = True) -> None:
         self._store = store
         self._buffers = buffers
+        self._counts = counts  # whether it visits the file (see LMDBEnvironment.touched)
 
     def __enter__(self) -> X:
         store = self._store
@@ -269,7 +270,8 @@ class _ReadTxn(Generic[X]):
     ) -> None:
         try:
             self._txn.abort()
-            self._store.touched()
+            if self._counts:
+                self._store.touched()
         finally:
             self._store.gate.leave()
         if isinstance(exc, lmdb.Error):
@@ -429,8 +431,10 @@ class LMDBEnvironment:
         """Return the id of the newest transaction, by any process, that readers can see."""
         # Not env.info(): it reads the meta page, which a writer updates before
         # new readers can see its commit, so a head read just after it could
-        # still be older than the id it reported.
-        with self.reading() as txn:
+        # still be older than the id it reported. It visits no page of the file, so it
+        # counts as no place (a follower polls it every few ms: counted, it would unmap
+        # the pages this process's reads use several times a second).
+        with _ReadTxn(self, buffers=False, counts=False) as txn:
             return txn.id()
 
     def touched(self, places: int = 1) -> None:

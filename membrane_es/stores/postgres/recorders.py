@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from eventsourcing.persistence import (
     AggregateRecorder,
@@ -246,17 +247,14 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         self._count_after = SQL(
             "SELECT count(*) AS n FROM {schema}.{events} WHERE notification_id > %s"
         ).format(schema=schema, events=events)
-        # The log as raw columns (what a bulk replay and the change feed decode): only what
-        # they read, as tuples — no Notification, UUID or dict per row, which cost about as
-        # much as decoding the event.
+        # The log as raw columns (what a bulk replay and the change feed decode), as tuples
+        # with the originator as text — no Notification, UUID or dict per row, which cost
+        # about as much as decoding the event.
         self._select_rows = SQL(
-            "SELECT notification_id, topic, state FROM {schema}.{events} "
+            "SELECT notification_id, topic, state, originator_id::text, originator_version "
+            "FROM {schema}.{events} "
             "WHERE notification_id >= %s AND notification_id <= %s "
             "ORDER BY notification_id LIMIT %s"
-        ).format(schema=schema, events=events)
-        self._select_originators = SQL(
-            "SELECT originator_id, originator_version FROM {schema}.{events} "
-            "WHERE notification_id = %s"
         ).format(schema=schema, events=events)
 
     def create_table(self) -> None:
@@ -429,7 +427,8 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
         """Up to ``limit`` rows of the log with ``start <= id <= stop``, in log order, as
         columns (:class:`~membrane_es.stores.abilities.LogRows`): the same events
         ``select_notifications`` gives, read leaner."""
-        rows = PostgresLogRows(self, [], [], [])
+        uuids = self.datastore.originator_id_type == "uuid"
+        rows = PostgresLogRows([], [], [], [], [], uuids)
         if limit <= 0:
             return rows
         last = _MAX_ID if stop is None else stop
@@ -440,17 +439,11 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._select_rows, (max(start, 1), last, limit), prepare=True)
             found = curs.fetchall()
         if found:
-            rows.ids[:], rows.topics[:], rows.states[:] = map(list, zip(*found, strict=True))
+            columns = map(list, zip(*found, strict=True))
+            rows.ids[:], rows.topics[:], rows.states[:], rows.originators[:], rows.versions[:] = (
+                columns
+            )
         return rows
-
-    def originator_at(self, notification_id: int) -> tuple[Any, int]:
-        """The originator id and version of the event at this position."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self._select_originators, (notification_id,))
-            row = curs.fetchone()
-        if row is None:
-            raise MembraneError(f"no event at position {notification_id}")
-        return row["originator_id"], int(row["originator_version"])
 
     def _lock_log(self, curs: Cursor[DictRow]) -> None:
         """Take the writers' lock: the ``EXCLUSIVE`` lock on the events table that
@@ -609,21 +602,24 @@ _MAX_ID = (1 << 63) - 1
 class PostgresLogRows:
     """Rows of the log, column by column (:class:`~membrane_es.stores.abilities.LogRows`).
     Each row's originator is rarely wanted (only where an event is decoded through the
-    mapper's own path), so it is read then, row by row."""
+    mapper's own path): it is read as text, made a ``UUID`` when asked for."""
 
-    recorder: ChainedApplicationRecorder
     ids: list[int]
     topics: list[str]
     states: list[bytes]
+    originators: list[str]
+    versions: list[int]
+    uuids: bool  # the store's originator ids are UUIDs (else texts)
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def originator_id(self, index: int) -> Any:
-        return self.recorder.originator_at(self.ids[index])[0]
+    def originator_id(self, index: int) -> UUID | str:
+        text = self.originators[index]
+        return UUID(text) if self.uuids else text
 
     def originator_version(self, index: int) -> int:
-        return self.recorder.originator_at(self.ids[index])[1]
+        return self.versions[index]
 
 
 def _stored(row: DictRow) -> StoredEvent:
