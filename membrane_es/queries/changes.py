@@ -27,7 +27,7 @@ import msgspec
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.aggregates.packed_record import PackedRecord, pack, unpack
-from membrane_es.queries.field_diff import added_fields, differences_from
+from membrane_es.queries.field_diff import added_pairs, differences_from
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import MemoryRecord, TrustContext
@@ -48,6 +48,15 @@ def operation_of(event: Any) -> str:
     if name is None:
         name = _OPERATIONS[cls] = _CAMEL.sub("_", cls.__name__).lower()
     return name
+
+
+_CREATED = RecordAggregate.Created
+_RECORD_EVENTS = (RecordAggregate.Created, RecordAggregate.Event)
+
+
+def _added(record: MemoryRecord) -> list[FieldChange]:
+    """A creation's field changes: every field of the record added, by path."""
+    return [FieldChange(path=path, kind="added", after=text) for path, text in added_pairs(record)]
 
 
 class VersionLoader(Protocol):
@@ -81,7 +90,9 @@ class ChangeFolder:
     def change(self, position: int, event: Any) -> Change | None:
         """The change event ``position`` makes, or None where the reader sees nothing of it
         (or it is no record's event)."""
-        if not isinstance(event, RecordAggregate.Created | RecordAggregate.Event):
+        if type(event) is _CREATED:  # most of a log: the walk of its own, below
+            return self._created(position, event)
+        if not isinstance(event, _RECORD_EVENTS):
             return None
         key: UUID = event.originator_id
         folded = self._folded(key, event)
@@ -91,7 +102,7 @@ class ChangeFolder:
         at = event.timestamp
         before: MemoryRecord | None = None
         aggregate: RecordAggregate
-        if isinstance(event, RecordAggregate.Created):
+        if isinstance(event, _CREATED):  # a subclass of the creation
             aggregate = RecordAggregate.from_created(event)
         elif folded.packed is None:
             return None  # never expected: a record is packed as its first event is applied
@@ -107,10 +118,7 @@ class ChangeFolder:
         if redacted:
             fields = []
         elif before is None:
-            added = added_fields(record)
-            fields = [
-                FieldChange(path=path, kind="added", after=added[path]) for path in sorted(added)
-            ]
+            fields = _added(record)
         else:
             fields = [
                 FieldChange(
@@ -121,9 +129,36 @@ class ChangeFolder:
                 )
                 for path, was, now in differences_from(before, record)
             ]
+        return self._made(position, event, aggregate, record, redacted, fields)
+
+    def _created(self, position: int, event: Any) -> Change | None:
+        """:meth:`change` of a record's creation: what most of a log is, so it goes the
+        shortest way — nothing before it to view or compare, every field added."""
+        folded = self._folded(event.originator_id, event)
+        if folded is None:
+            return None
+        visibility = folded.visibility
+        if visibility is Visibility.NONE:
+            return None
+        aggregate = RecordAggregate.from_created(event)
+        folded.packed = pack(aggregate)
+        record = aggregate.view(event.timestamp)
+        if visibility is Visibility.REDACTED:
+            return self._made(position, event, aggregate, record, True, [])
+        return self._made(position, event, aggregate, record, False, _added(record))
+
+    @staticmethod
+    def _made(
+        position: int,
+        event: Any,
+        aggregate: RecordAggregate,
+        record: MemoryRecord,
+        redacted: bool,
+        fields: list[FieldChange],
+    ) -> Change:
         return Change(
             position=position,
-            log_time=at,
+            log_time=event.timestamp,
             event_time=record.created_at,
             record_id=record.id,
             version=event.originator_version,

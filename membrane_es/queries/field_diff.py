@@ -27,6 +27,22 @@ from membrane_es.schema.records import MemoryRecord
 COMPARED = ("payload", "tags", "relations", "provenance", "scope", "confidence", "salience")
 DIGITS = 3
 _FLOAT = f"%.{DIGITS}f"
+# Floats written so far, by value: a record's scores take few values (1.0 most of all), and
+# writing one costs ten times a lookup. Zero is never kept (-0.0 equals 0.0 as a key but
+# is written "-0.000"); the table is emptied when it fills.
+_FLOAT_TEXTS: dict[float, str] = {}
+_FLOAT_TEXTS_MAX = 4096
+
+
+def _float_text(value: float) -> str:
+    text = _FLOAT_TEXTS.get(value)
+    if text is None:
+        text = _FLOAT % value
+        if value:
+            if len(_FLOAT_TEXTS) >= _FLOAT_TEXTS_MAX:
+                _FLOAT_TEXTS.clear()
+            _FLOAT_TEXTS[value] = text
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +89,7 @@ def _put(value: Any, path: str, out: dict[str, str]) -> None:
     elif kind is list:
         _list_into(value, path, out)
     elif kind is float:
-        out[path] = _FLOAT % value
+        out[path] = _float_text(value)
     elif kind is bool:
         out[path] = "true" if value else "false"
     elif value is None:
@@ -99,7 +115,7 @@ def _dict_into(value: dict[Any, Any], path: str, out: dict[str, str]) -> None:
         elif kind is list:
             _list_into(item, sub, out)
         elif kind is float:
-            out[sub] = _FLOAT % item
+            out[sub] = _float_text(item)
         else:
             _put(item, sub, out)
 
@@ -115,7 +131,7 @@ def _list_into(value: list[Any], path: str, out: dict[str, str]) -> None:
         elif kind is list:
             _list_into(item, sub, out)
         elif kind is float:
-            out[sub] = _FLOAT % item
+            out[sub] = _float_text(item)
         else:
             _put(item, sub, out)
 
@@ -174,17 +190,53 @@ def record_refs(record: MemoryRecord) -> Refs:
     )
 
 
+# The compared fields in path order: a creation walked in this order comes out nearly sorted
+# (only keys within a field may be out of order), which the sort then passes over quickly.
+_ADDED_ORDER = tuple(sorted(REFERENCED))
+
+
 def added_fields(record: MemoryRecord) -> dict[str, str]:
     """A created record's :func:`differences` from nothing, as ``path → text`` (in the
     walk's order: sort the paths): every field added. One walk over its values, nothing to
     compare."""
+    return dict(added_pairs(record))
+
+
+def added_pairs(record: MemoryRecord) -> list[tuple[str, str]]:
+    """:func:`added_fields` as ``(path, text)`` pairs sorted by path: what the change feed
+    builds a creation's field changes from, once per created record. The values are
+    converted in one call, the scalars written here and the containers walked."""
+    lifecycle = record.lifecycle
+    values = msgspec.to_builtins(
+        (
+            record.confidence,
+            lifecycle.last_reinforced_at,
+            record.payload,
+            lifecycle.pinned,
+            record.provenance,
+            record.relations,
+            record.salience,
+            record.scope,
+            record.tags,
+        )
+    )
     flat: dict[str, str] = {}
-    for name, value in zip(REFERENCED, msgspec.to_builtins(record_refs(record)), strict=True):
+    for name, value in zip(_ADDED_ORDER, values, strict=True):
+        kind = type(value)
+        if kind is float:
+            flat[name] = _FLOAT_TEXTS.get(value) or _float_text(value)
+        elif kind is dict:
+            _dict_into(value, name, flat)
+        elif kind is list:
+            _list_into(value, name, flat)
         # As the record's own encoding omits them (its defaults), so does record_values.
-        if (value is None and name == "payload") or (name == "scope" and not value):
+        elif (value is None and name == "payload") or (name == "scope" and not value):
             continue
-        _put(value, name, flat)
-    return flat
+        else:
+            _put(value, name, flat)
+    pairs = list(flat.items())
+    pairs.sort()
+    return pairs
 
 
 def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Difference]:

@@ -66,9 +66,12 @@ def salience_at(
         return base
     if profile.max_age_seconds > 0 and (at - created_at).total_seconds() >= profile.max_age_seconds:
         return 0.0
-    elapsed = max(0.0, (at - anchor).total_seconds())
-    if profile.half_life_seconds <= 0:
+    # At (or before) the moment the base was set nothing has decayed: the base as it is,
+    # exactly what the formula gives for no time elapsed. The common case of a record
+    # viewed at its own event (the change feed, history), without the arithmetic.
+    if at <= anchor or profile.half_life_seconds <= 0:
         return max(base, profile.min_salience)
+    elapsed = (at - anchor).total_seconds()
     decayed = base * math.exp(-elapsed * math.log(2) / profile.half_life_seconds)
     if not math.isfinite(decayed):
         return profile.min_salience

@@ -11,7 +11,7 @@ from unittest import TestCase, mock
 from uuid import uuid4
 
 import pytest
-from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.persistence import InfrastructureFactory, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresProcessRecorder,
@@ -84,9 +84,37 @@ class TestChainedRecorderAbilities(PostgresDatabaseMixin):
         self.assertEqual(
             abilities_of(recorder),
             Abilities(
-                chained=recorder, verifier=recorder, time_keeper=recorder, import_marker=recorder
+                chained=recorder,
+                verifier=recorder,
+                time_keeper=recorder,
+                row_reader=recorder,
+                import_marker=recorder,
             ),
         )
+
+    def test_log_rows_are_the_notifications_read_leaner(self) -> None:
+        recorder = self.factory().application_recorder()
+        recorder.create_table()
+        events = [
+            StoredEvent(uuid4(), 1, f"topic-{i % 3}", f"state {i}".encode()) for i in range(7)
+        ]
+        for event in events:
+            recorder.insert_events([event])
+        notifications = recorder.select_notifications(1, 100)
+        for start, limit, stop in [(1, 100, None), (0, 3, None), (3, 2, None), (2, 100, 5)]:
+            rows = recorder.read_log_rows(start, limit, stop)
+            wanted = [n for n in notifications if n.id >= start and (stop is None or n.id <= stop)][
+                :limit
+            ]
+            self.assertEqual(rows.ids, [n.id for n in wanted])
+            self.assertEqual(rows.topics, [n.topic for n in wanted])
+            self.assertEqual(rows.states, [n.state for n in wanted])
+            self.assertEqual(len(rows), len(wanted))
+            for index, notification in enumerate(wanted):
+                self.assertEqual(rows.originator_id(index), notification.originator_id)
+                self.assertEqual(rows.originator_version(index), notification.originator_version)
+        self.assertEqual(len(recorder.read_log_rows(1, 0)), 0)
+        self.assertEqual(len(recorder.read_log_rows(100, 10)), 0)
 
 
 # Factory -----------------------------------------------------------------------------

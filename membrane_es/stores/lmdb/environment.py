@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import lmdb
@@ -42,9 +43,15 @@ DEFAULT_MAX_READERS = 256
 # Doubling stops here so that a runaway writer fails instead of reserving the
 # whole address space.
 MAX_MAP_SIZE = 1 << 40
-# Other processes cannot signal us, so subscriptions poll the environment's
-# last transaction id at this interval while at least one is active.
-POLL_INTERVAL = 0.025
+# Other processes cannot signal us, so subscriptions poll the environment's last
+# transaction id while at least one is active: every POLL_INTERVAL while the store has seen a
+# commit in the last QUIET_AFTER seconds (a follower then learns of another process's commit
+# within a few ms: the lag a consumer there sees), every IDLE_POLL_INTERVAL once it has been
+# quiet that long (a first commit after a pause waits up to that). A poll
+# opens one read transaction (some µs): at 200 a second, well under 1% of a core.
+POLL_INTERVAL = 0.005
+IDLE_POLL_INTERVAL = 0.025
+QUIET_AFTER = 10.0
 # The map's pages the process touched are unmapped (see mapped_pages) once this many
 # places of the file were visited since the last time: a read transaction or a commit is one,
 # and a write's work counts what it visits (an append: each event it writes). Measured at
@@ -226,12 +233,13 @@ class _Rollback(Exception):  # noqa: N818 - control flow, never escapes
 class _ReadTxn(Generic[X]):
     """Context manager giving a short read transaction; see LMDBEnvironment.reading()."""
 
-    __slots__ = ("_store", "_txn", "_buffers")
+    __slots__ = ("_store", "_txn", "_buffers", "_counts")
     _txn: X
 
-    def __init__(self, store: LMDBEnvironment, buffers: bool) -> None:
+    def __init__(self, store: LMDBEnvironment, buffers: bool, counts: bool = True) -> None:
         self._store = store
         self._buffers = buffers
+        self._counts = counts  # whether it visits the file (see LMDBEnvironment.touched)
 
     def __enter__(self) -> X:
         store = self._store
@@ -262,7 +270,8 @@ class _ReadTxn(Generic[X]):
     ) -> None:
         try:
             self._txn.abort()
-            self._store.touched()
+            if self._counts:
+                self._store.touched()
         finally:
             self._store.gate.leave()
         if isinstance(exc, lmdb.Error):
@@ -422,8 +431,10 @@ class LMDBEnvironment:
         """Return the id of the newest transaction, by any process, that readers can see."""
         # Not env.info(): it reads the meta page, which a writer updates before
         # new readers can see its commit, so a head read just after it could
-        # still be older than the id it reported.
-        with self.reading() as txn:
+        # still be older than the id it reported. It visits no page of the file, so it
+        # counts as no place (a follower polls it every few ms: counted, it would unmap
+        # the pages this process's reads use several times a second).
+        with _ReadTxn(self, buffers=False, counts=False) as txn:
             return txn.id()
 
     def touched(self, places: int = 1) -> None:
@@ -668,7 +679,8 @@ class LMDBEnvironment:
     def _poll(self) -> None:
         """Wake subscriptions when another process commits to their log."""
         last_txnid = -1
-        while not self._poller_stop.wait(POLL_INTERVAL):
+        interval, changed_at = POLL_INTERVAL, time.monotonic()
+        while not self._poller_stop.wait(interval):
             with self._listeners_lock:
                 if not self._listeners or self.closed:
                     # Decided under the lock add_listener takes, so a listener
@@ -682,8 +694,11 @@ class LMDBEnvironment:
                 # Store closed underneath us: nothing left to wake.
                 break
             if txnid == last_txnid:
+                if interval != IDLE_POLL_INTERVAL and time.monotonic() - changed_at > QUIET_AFTER:
+                    interval = IDLE_POLL_INTERVAL
                 continue
             last_txnid = txnid
+            interval, changed_at = POLL_INTERVAL, time.monotonic()
             for listener, events in listeners:
                 try:
                     head = listener.head()
