@@ -333,6 +333,9 @@ class EmbeddingIndex:
         self._approximate_stale = False
         self._approximate_retry = 0
         self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
+        # A checkpoint's whole index (codes and lists, covering its position), taken up by
+        # keep_approximate when kept from the same threshold: no vector is read back for it.
+        self.approximate_loaded: ApproximateIndex | None = None
         # Held while vectors are written or erased, and while a build of the approximate
         # index takes the blocks' rows or publishes the index: between two writes.
         self._writing = threading.RLock()
@@ -401,6 +404,7 @@ class EmbeddingIndex:
         self._unread_codes, self._stand_ins, self._stand_in = {}, {}, None
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
+        self.approximate_loaded = None
         self._prepare(0)
         with self._writing:
             self._generation += 1  # a build under way indexes blocks no longer held
@@ -548,11 +552,21 @@ class EmbeddingIndex:
     def keep_approximate(self, min_vectors: int | None) -> None:
         """Keep an approximate index from ``min_vectors`` vectors on (None: keep none), built
         on a thread of its own; one due already is built when a search first asks for it."""
+        loaded, self.approximate_loaded = self.approximate_loaded, None
         with self._writing:
             self._generation += 1
             self.approximate_from = min_vectors
             self._approximate, self._approximate_stale = None, min_vectors is not None
             self._approximate_retry = 0
+            if (
+                loaded is not None
+                and min_vectors is not None
+                and loaded.min_vectors == max(1, min_vectors)
+                and loaded.dimensions == self.dimensions
+            ):
+                # Holds every vector under the checkpoint's position; what the log adds
+                # after it is appended as it is applied (_follow).
+                self._approximate, self._approximate_stale = loaded, False
 
     def approximate_index(self) -> ApproximateIndex | None:
         """The approximate index, trained and holding every vector; None when none is kept,
@@ -590,6 +604,14 @@ class EmbeddingIndex:
             self._generation += 1
         with self._io:  # a block being read back finishes first
             self._closed = True
+
+    def approximate_live(self) -> ApproximateIndex | None:
+        """The approximate index if it is built and holds every vector (what a checkpoint
+        writes whole), else None; it does not start a build."""
+        approximate = self._approximate
+        if approximate is not None and approximate.trained and not self._approximate_stale:
+            return approximate
+        return None
 
     def approximate_state(self) -> bytes:
         """The approximate index's training for a checkpoint (empty when it is not trained):
