@@ -23,10 +23,12 @@ is appended to its list in row order. So the same events give the same index, an
 (one thread: FAISS's fastest setting for one query) the same candidates. A forgotten
 record's code is removed from its list at once.
 
-The index's codes are not checkpointed (they would add a quarter of a vector to every record
-on disk), only its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB): after an
-open the vectors are added again, from the blocks, once a search first asks for the index.
-Training and filling it run on a thread of their own
+A checkpoint keeps its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB)
+and, once it is built, the index whole (:meth:`ApproximateIndex.write`: each vector's code
+and row, 392 B a record at 384 dimensions), which an open loads (:meth:`ApproximateIndex.loaded`)
+and appends to what the log adds after the checkpoint. Where the checkpoint has no index
+file it could read, the vectors are added again, from the blocks, once a search first asks
+for the index. Training and filling it run on a thread of their own
 (:meth:`membrane_es.projections.embeddings.EmbeddingIndex.approximate_index`): reads search
 as without it until it is ready. The engine works without FAISS (the ``ann`` extra): reads
 are then what they were.

@@ -38,10 +38,12 @@ scans a stand-in holding the rows and codes and reads only its picks' vectors
 Kept on request (:meth:`EmbeddingIndex.keep_approximate`), an approximate index over every
 vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on:
 each vector appended to the blocks is appended to it, in row order. It is built on a thread
-of its own — when the store reaches its threshold, or, restored from a checkpoint (which
-keeps only its training), when a search first asks for it
-(:meth:`EmbeddingIndex.approximate_index`) — and published between two writes once it holds
-every vector; until then reads search without it.
+of its own — when the store reaches its threshold, or, restored from a checkpoint that
+keeps only its training (one written while it was being built, or whose index file could
+not be read), when a search first asks for it (:meth:`EmbeddingIndex.approximate_index`) —
+and published between two writes once it holds every vector; until then reads search
+without it. A checkpoint written once it is built keeps it whole, and an open takes it up
+as it was (:attr:`EmbeddingIndex.approximate_loaded`): no vector is read back for it.
 """
 
 from __future__ import annotations

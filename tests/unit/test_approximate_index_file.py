@@ -111,6 +111,11 @@ def test_an_index_file_faiss_cannot_read_is_built_again(
             built = embeddings.approximate_index()
             assert built is not None and built.size == COUNT - 1
             assert [_ids(memory, q) for q in queries] == answers
+    # Nothing was written, but the index built since the open is checkpointed at the close.
+    with Membrane.open(store, embedder=None, **ON) as memory:
+        loaded = memory.views.embeddings.approximate_index()
+        assert loaded is not None and loaded.size == COUNT - 1
+        assert [_ids(memory, q) for q in queries] == answers
 
 
 def test_an_index_file_for_another_threshold_is_not_used(tmp_path: Path) -> None:
