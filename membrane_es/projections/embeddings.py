@@ -353,6 +353,7 @@ class EmbeddingIndex:
         self._erased_meanwhile: list[int] = []
         self._closed = False  # once closed, nothing is read back from the log
         self._places = RowPlaces()  # each row's block and position, for vectors_at
+        self._read_back: threading.Thread | None = None  # see _start_read_back
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -832,11 +833,12 @@ class EmbeddingIndex:
             start += count
         return rows, scores
 
-    def vectors_of(self, rows: Array, scopes: Array) -> Array:
+    def vectors_of(self, rows: Array, scopes: Array, *, few: bool = False) -> Array:
         """The stored vector of each of ``rows`` (any order; ``scopes``: the block each one's
-        vector is in), a row of NaN where there is none."""
+        vector is in), a row of NaN where there is none; ``few``: from the stand-ins of
+        blocks not read yet, where there are (see :meth:`chosen`)."""
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
-        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None):
+        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None, codes=few):
             if not count:
                 continue
             segment = block.flat_rows()[:count]  # ascending
@@ -851,9 +853,13 @@ class EmbeddingIndex:
 
     def vectors_at(self, rows: Array, scopes: Array) -> Array:
         """:meth:`vectors_of` for a few rows scattered over many blocks: each row's vector
-        found through one map from row to place, not block by block."""
+        found through one map from row to place, not block by block. Rows of blocks not
+        read back yet are read from the log one by one where the checkpoint kept their
+        codes (the blocks' stand-ins): a few candidates' vectors, not every block's."""
         if self._unread or not len(rows):
-            return self.vectors_of(rows, scopes)  # blocks not read back have no places yet
+            if self._unread:
+                self._start_read_back()  # reads after it find every vector in memory
+            return self.vectors_of(rows, scopes, few=True)  # unread blocks have no places
         held = [self._blocks.get(scope) for scope in list(self._order)]
         places, blocks = self._places.of(rows, held)
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
@@ -864,6 +870,27 @@ class EmbeddingIndex:
                 chunk, offset = divmod(position, CHUNK_ROWS)
                 out[i] = block.chunks[chunk][offset]
         return out
+
+    def _start_read_back(self) -> None:
+        """Read every block not read yet back from the log, a scope at a time, on a thread
+        of its own (a close stops it after the scope it is reading): a read that scores a
+        few candidates fetches their vectors one by one meanwhile."""
+        with self._reading:
+            if self._read_back is not None or self._closed:
+                return
+            self._read_back = threading.Thread(
+                target=self._read_back_all, name="membrane-vectors-read-back", daemon=True
+            )
+        self._read_back.start()
+
+    def _read_back_all(self) -> None:
+        try:
+            for scope in self.unread_scopes():
+                if self._closed:
+                    return
+                self.read_scope(scope)
+        except Exception:  # the log closed or damaged under it: a search reads it itself
+            logger.exception("vectors not read back in the background")
 
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows
