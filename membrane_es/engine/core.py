@@ -339,8 +339,10 @@ class EngineCore:
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (None: as long as it takes) for the approximate
-        index to be built, starting its build if it is due; True once it is ready or none is
-        due. Reads never wait for it (they search as without it meanwhile)."""
+        index to be built, starting its build if it is due (and, for an index a checkpoint
+        kept, for the vectors its candidates are scored with to be read back); True once it
+        is ready or none is due. Reads never wait for it (they search as without it, or
+        fetch their candidates' vectors from the log, meanwhile)."""
         return self._views.embeddings.wait_approximate(timeout)
 
     def _views_moved(self, views: ReadModel, event: Any | None) -> None:

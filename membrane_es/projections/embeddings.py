@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -590,10 +591,23 @@ class EmbeddingIndex:
 
     def wait_approximate(self, timeout: float | None = None) -> bool:
         """Start building the approximate index if it is due, and wait up to ``timeout``
-        seconds (None: as long as it takes) for the build; True once none is under way."""
+        seconds (None: as long as it takes) for the build, and for a loaded index, for the
+        blocks' vectors its candidates are scored with to be read back; True once done."""
         if self._due():
             self.approximate_index()
-        return self._built.wait(timeout)
+        start = time.monotonic()
+        if not self._built.wait(timeout):
+            return False
+        if self._unread and self.approximate_live() is not None:
+            # A loaded index scores its candidates with vectors fetched from the log one by
+            # one until the blocks are read back: wait for them too.
+            self._start_read_back()
+            reader = self._read_back
+            if reader is not None:
+                left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+                reader.join(left)
+                return not reader.is_alive()
+        return True
 
     @property
     def approximate_building(self) -> bool:

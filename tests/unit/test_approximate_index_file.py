@@ -59,10 +59,9 @@ def test_a_reopened_store_loads_its_index_and_follows_the_log_after_it(
         assert loaded.size == COUNT - 1 and loaded.rows_below == COUNT
         assert [_ids(memory, q) for q in queries] == answers
         # Its first read scored its candidates from the log, and read the blocks back
-        # behind it.
-        reader = embeddings._read_back
-        assert reader is not None
-        reader.join(60)
+        # behind it; waiting for the index waits for them.
+        assert embeddings._read_back is not None
+        assert memory.wait_for_index(timeout=60)
         assert not embeddings.unread_scopes()
         assert answers == [_ids(memory, q, exact=True) for q in queries]
         _fill(memory, matrix, first=COUNT)
