@@ -207,8 +207,8 @@ class MembraneStore(Store):
         self.memory.close()
 
     def reopened(self, path: str, query: Matrix) -> dict[str, float]:
-        """Seconds to open the closed store again, and for its first unscoped read (which
-        reads the vectors back from the log and builds the approximate index)."""
+        """Seconds to open the closed store again (which loads the approximate index the
+        checkpoint kept), and for its first unscoped read."""
         start = time.perf_counter()
         again = type(self)(path)
         opened = time.perf_counter() - start
@@ -481,10 +481,10 @@ READING = [
     " (inner product, default search breadth); LanceDB without a vector index (its reads are"
     " exact scans until one is built).",
     "- **opened again + its first unscoped read**: the closed store opened in the same"
-    " process, then one unscoped read, which (with the index) starts adding the vectors to"
-    " the approximate index again on a thread of its own (the checkpoint keeps its"
-    " training, not its codes) and does not wait for it: it shortlists by the checkpoint's"
-    " sign codes. Reads are timed once the index is ready (``Membrane.wait_for_index``).",
+    " process, then one unscoped read. The checkpoint keeps the approximate index whole"
+    " (each vector's 8-bit code and row), so the open loads it and that read scores its"
+    " candidates exactly, reading their blocks' vectors back from the log. Reads are"
+    " timed once the index is ready (``Membrane.wait_for_index``).",
     "- **exact top 10 returned**: the share of numpy's exact inner-product top 10 in each"
     " read's 10 results (the queries carry no words: vector evidence only).",
     "- **disk**: every file under the store's directory after it is closed, per record,"
@@ -492,7 +492,8 @@ READING = [
     " in LMDB (its vector at half precision, 768 B; the events of a batch over 1,000 B, about"
     " 1.6 kB with their vector, packed together), the log and its hash chain, the read side's"
     " checkpoint (its columns deflated, each vector's 48-byte sign code, no vectors: a load"
-    " reads them from the log) and the per-record key store.",
+    " reads them from the log; with the index, each vector's 392-byte code and row) and the"
+    " per-record key store.",
     "- **peak RSS growth**: the process's peak resident set (file pages it mapped included)"
     " minus its size before the store was opened, per record, against the vector + 256 B."
     " membrane_es unmaps the pages of its LMDB file it touched as it goes (the page cache"

@@ -142,7 +142,7 @@ class EngineCore:
         # What the checkpoint on disk holds (:meth:`_view_state`), None when there is none
         # this engine loaded or saved: a close that finds the views where the checkpoint
         # left them has nothing to save, so an idle store closes without writing.
-        self._checkpointed: tuple[int, int] | None = None
+        self._checkpointed: tuple[int, int, bool] | None = None
         try:
             if discard_unfinished_import and read_only:
                 raise ValidationError(
@@ -221,12 +221,11 @@ class EngineCore:
             # The checkpoint is ahead of this log (a different or restored store): start over.
             loaded.close()
             loaded = None
-        if loaded is not None:
-            self._views = loaded
-            self._checkpointed = self._view_state()
-        else:
-            self._views = ReadModel()
+        self._views = loaded if loaded is not None else ReadModel()
+        # Before its catch-up: takes up the checkpoint's approximate index (if it kept one).
         self._views.embeddings.keep_approximate(approximate_from(self._options))
+        if loaded is not None:
+            self._checkpointed = self._view_state()
         self._views.catch_up(app)
         index = self._views.embeddings
         stored = index.model if index.dimensions else ""
@@ -246,12 +245,14 @@ class EngineCore:
             if time_keeper is not None:
                 time_keeper.observe_event_time(last)
 
-    def _view_state(self) -> tuple[int, int]:
+    def _view_state(self) -> tuple[int, int, bool]:
         """Where the views stand, as a checkpoint of them would record it: their log
-        position and the entries view's (-1 before that view is built)."""
+        position, the entries view's (-1 before that view is built) and whether the
+        approximate index is built (a checkpoint then keeps it whole)."""
         views = self._views
         entries = views.entries
-        return views.position, -1 if entries is None else entries.position
+        built = views.embeddings.approximate_live() is not None
+        return views.position, -1 if entries is None else entries.position, built
 
     @property
     def embedder(self) -> Embedder | None:
@@ -338,8 +339,10 @@ class EngineCore:
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (None: as long as it takes) for the approximate
-        index to be built, starting its build if it is due; True once it is ready or none is
-        due. Reads never wait for it (they search as without it meanwhile)."""
+        index to be built, starting its build if it is due (and, for an index a checkpoint
+        kept, for the vectors its candidates are scored with to be read back); True once it
+        is ready or none is due. Reads never wait for it (they search as without it, or
+        fetch their candidates' vectors from the log, meanwhile)."""
         return self._views.embeddings.wait_approximate(timeout)
 
     def _views_moved(self, views: ReadModel, event: Any | None) -> None:

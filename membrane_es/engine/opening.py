@@ -344,13 +344,14 @@ class Opening(EngineCore):
     def _replay_after_checkpoint(self) -> int:
         """How many events an open from the checkpoint on disk would replay to reach the
         views as they stand (every one, with no checkpoint; a view built since the
-        checkpoint replays the log from its start)."""
-        position, entries = self._view_state()
+        checkpoint replays the log from its start; an approximate index built since it
+        counts as one: the next open would build it again)."""
+        position, entries, built = self._view_state()
         if self._checkpointed is None:
             return max(position, entries, 1)
-        saved_position, saved_entries = self._checkpointed
+        saved_position, saved_entries, saved_built = self._checkpointed
         if (position, entries) == (saved_position, saved_entries):
-            return 0
+            return int(built and not saved_built)
         entries_lag = entries - saved_entries if saved_entries >= 0 else entries
         return max(position - saved_position, entries_lag, 1)
 

@@ -23,10 +23,12 @@ is appended to its list in row order. So the same events give the same index, an
 (one thread: FAISS's fastest setting for one query) the same candidates. A forgotten
 record's code is removed from its list at once.
 
-The index's codes are not checkpointed (they would add a quarter of a vector to every record
-on disk), only its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB): after an
-open the vectors are added again, from the blocks, once a search first asks for the index.
-Training and filling it run on a thread of their own
+A checkpoint keeps its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB)
+and, once it is built, the index whole (:meth:`ApproximateIndex.write`: each vector's code
+and row, 392 B a record at 384 dimensions), which an open loads (:meth:`ApproximateIndex.loaded`)
+and appends to what the log adds after the checkpoint. Where the checkpoint has no index
+file it could read, the vectors are added again, from the blocks, once a search first asks
+for the index. Training and filling it run on a thread of their own
 (:meth:`membrane_es.projections.embeddings.EmbeddingIndex.approximate_index`): reads search
 as without it until it is ready. The engine works without FAISS (the ``ann`` extra): reads
 are then what they were.
@@ -35,6 +37,7 @@ are then what they were.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -168,6 +171,49 @@ class ApproximateIndex:
                 "index": self._trained_state,
             }
         )
+
+    def write(self, path: Path) -> dict[str, int]:
+        """Write the whole index, its codes and lists, to ``path`` (by FAISS, straight to the
+        file: no copy of the codes in memory); what it holds, for :meth:`loaded`."""
+        with self._lock:
+            faiss.write_index(self._index, str(path))
+            return {"rows_below": self.rows_below, "size": self.size}
+
+    @classmethod
+    def loaded(
+        cls, data: bytes, held: dict[str, int], path: Path, dimensions: int
+    ) -> ApproximateIndex | None:
+        """The index :meth:`write` wrote to ``path``, trained as ``data`` (:meth:`saved`)
+        says and holding what ``held`` says; None when the file is not that index (missing,
+        damaged, written by another FAISS): it is then built again from the blocks.
+
+        Read into memory, not mapped: FAISS maps an inverted file's lists read-only, and
+        vectors written after the checkpoint are appended to them, a forgotten one's code
+        removed."""
+        if faiss is None or not data:
+            return None
+        try:
+            state = msgspec.msgpack.decode(data)
+            min_vectors = int(state["min_vectors"])
+            out = cls.restored(data, dimensions, min_vectors)
+            if out is None:
+                return None
+            index = faiss.read_index(str(path))
+            size, rows_below = int(held["size"]), int(held["rows_below"])
+        except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError, RuntimeError):
+            return None
+        same = (
+            int(index.d) == dimensions
+            and int(index.nlist) == out.lists
+            and int(index.ntotal) == size
+            and int(getattr(index, "code_size", 0)) == int(out._index.code_size)
+            and np.array_equal(index.quantizer.reconstruct_n(0, out.lists), out._centroids)
+        )
+        if not same:
+            return None
+        index.nprobe = out._index.nprobe
+        out._index, out.size, out.rows_below = index, size, rows_below
+        return out
 
     @classmethod
     def restored(cls, data: bytes, dimensions: int, min_vectors: int) -> ApproximateIndex | None:

@@ -38,16 +38,19 @@ scans a stand-in holding the rows and codes and reads only its picks' vectors
 Kept on request (:meth:`EmbeddingIndex.keep_approximate`), an approximate index over every
 vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on:
 each vector appended to the blocks is appended to it, in row order. It is built on a thread
-of its own — when the store reaches its threshold, or, restored from a checkpoint (which
-keeps only its training), when a search first asks for it
-(:meth:`EmbeddingIndex.approximate_index`) — and published between two writes once it holds
-every vector; until then reads search without it.
+of its own — when the store reaches its threshold, or, restored from a checkpoint that
+keeps only its training (one written while it was being built, or whose index file could
+not be read), when a search first asks for it (:meth:`EmbeddingIndex.approximate_index`) —
+and published between two writes once it holds every vector; until then reads search
+without it. A checkpoint written once it is built keeps it whole, and an open takes it up
+as it was (:attr:`EmbeddingIndex.approximate_loaded`): no vector is read back for it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -333,6 +336,9 @@ class EmbeddingIndex:
         self._approximate_stale = False
         self._approximate_retry = 0
         self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
+        # A checkpoint's whole index (codes and lists, covering its position), taken up by
+        # keep_approximate when kept from the same threshold: no vector is read back for it.
+        self.approximate_loaded: ApproximateIndex | None = None
         # Held while vectors are written or erased, and while a build of the approximate
         # index takes the blocks' rows or publishes the index: between two writes.
         self._writing = threading.RLock()
@@ -348,6 +354,7 @@ class EmbeddingIndex:
         self._erased_meanwhile: list[int] = []
         self._closed = False  # once closed, nothing is read back from the log
         self._places = RowPlaces()  # each row's block and position, for vectors_at
+        self._read_back: threading.Thread | None = None  # see _start_read_back
 
     @property
     def blocks(self) -> dict[int, Block]:
@@ -401,6 +408,7 @@ class EmbeddingIndex:
         self._unread_codes, self._stand_ins, self._stand_in = {}, {}, None
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
+        self.approximate_loaded = None
         self._prepare(0)
         with self._writing:
             self._generation += 1  # a build under way indexes blocks no longer held
@@ -548,11 +556,21 @@ class EmbeddingIndex:
     def keep_approximate(self, min_vectors: int | None) -> None:
         """Keep an approximate index from ``min_vectors`` vectors on (None: keep none), built
         on a thread of its own; one due already is built when a search first asks for it."""
+        loaded, self.approximate_loaded = self.approximate_loaded, None
         with self._writing:
             self._generation += 1
             self.approximate_from = min_vectors
             self._approximate, self._approximate_stale = None, min_vectors is not None
             self._approximate_retry = 0
+            if (
+                loaded is not None
+                and min_vectors is not None
+                and loaded.min_vectors == max(1, min_vectors)
+                and loaded.dimensions == self.dimensions
+            ):
+                # Holds every vector under the checkpoint's position; what the log adds
+                # after it is appended as it is applied (_follow).
+                self._approximate, self._approximate_stale = loaded, False
 
     def approximate_index(self) -> ApproximateIndex | None:
         """The approximate index, trained and holding every vector; None when none is kept,
@@ -573,10 +591,23 @@ class EmbeddingIndex:
 
     def wait_approximate(self, timeout: float | None = None) -> bool:
         """Start building the approximate index if it is due, and wait up to ``timeout``
-        seconds (None: as long as it takes) for the build; True once none is under way."""
+        seconds (None: as long as it takes) for the build, and for a loaded index, for the
+        blocks' vectors its candidates are scored with to be read back; True once done."""
         if self._due():
             self.approximate_index()
-        return self._built.wait(timeout)
+        start = time.monotonic()
+        if not self._built.wait(timeout):
+            return False
+        if self._unread and self.approximate_live() is not None:
+            # A loaded index scores its candidates with vectors fetched from the log one by
+            # one until the blocks are read back: wait for them too.
+            self._start_read_back()
+            reader = self._read_back
+            if reader is not None:
+                left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+                reader.join(left)
+                return not reader.is_alive()
+        return True
 
     @property
     def approximate_building(self) -> bool:
@@ -590,6 +621,14 @@ class EmbeddingIndex:
             self._generation += 1
         with self._io:  # a block being read back finishes first
             self._closed = True
+
+    def approximate_live(self) -> ApproximateIndex | None:
+        """The approximate index if it is built and holds every vector (what a checkpoint
+        writes whole), else None; it does not start a build."""
+        approximate = self._approximate
+        if approximate is not None and approximate.trained and not self._approximate_stale:
+            return approximate
+        return None
 
     def approximate_state(self) -> bytes:
         """The approximate index's training for a checkpoint (empty when it is not trained):
@@ -808,11 +847,12 @@ class EmbeddingIndex:
             start += count
         return rows, scores
 
-    def vectors_of(self, rows: Array, scopes: Array) -> Array:
+    def vectors_of(self, rows: Array, scopes: Array, *, few: bool = False) -> Array:
         """The stored vector of each of ``rows`` (any order; ``scopes``: the block each one's
-        vector is in), a row of NaN where there is none."""
+        vector is in), a row of NaN where there is none; ``few``: from the stand-ins of
+        blocks not read yet, where there are (see :meth:`chosen`)."""
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
-        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None):
+        for scope, block, count in self.chosen(np.unique(scopes).tolist(), None, codes=few):
             if not count:
                 continue
             segment = block.flat_rows()[:count]  # ascending
@@ -827,9 +867,13 @@ class EmbeddingIndex:
 
     def vectors_at(self, rows: Array, scopes: Array) -> Array:
         """:meth:`vectors_of` for a few rows scattered over many blocks: each row's vector
-        found through one map from row to place, not block by block."""
+        found through one map from row to place, not block by block. Rows of blocks not
+        read back yet are read from the log one by one where the checkpoint kept their
+        codes (the blocks' stand-ins): a few candidates' vectors, not every block's."""
         if self._unread or not len(rows):
-            return self.vectors_of(rows, scopes)  # blocks not read back have no places yet
+            if self._unread:
+                self._start_read_back()  # reads after it find every vector in memory
+            return self.vectors_of(rows, scopes, few=True)  # unread blocks have no places
         held = [self._blocks.get(scope) for scope in list(self._order)]
         places, blocks = self._places.of(rows, held)
         out = np.full((len(rows), self.dimensions), np.nan, dtype=np.float32)
@@ -840,6 +884,27 @@ class EmbeddingIndex:
                 chunk, offset = divmod(position, CHUNK_ROWS)
                 out[i] = block.chunks[chunk][offset]
         return out
+
+    def _start_read_back(self) -> None:
+        """Read every block not read yet back from the log, a scope at a time, on a thread
+        of its own (a close stops it after the scope it is reading): a read that scores a
+        few candidates fetches their vectors one by one meanwhile."""
+        with self._reading:
+            if self._read_back is not None or self._closed:
+                return
+            self._read_back = threading.Thread(
+                target=self._read_back_all, name="membrane-vectors-read-back", daemon=True
+            )
+        self._read_back.start()
+
+    def _read_back_all(self) -> None:
+        try:
+            for scope in self.unread_scopes():
+                if self._closed:
+                    return
+                self.read_scope(scope)
+        except Exception:  # the log closed or damaged under it: a search reads it itself
+            logger.exception("vectors not read back in the background")
 
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows

@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 from eventsourcing.persistence import Tracking
 
+from membrane_es.projections.approximate import ApproximateIndex
 from membrane_es.projections.array_files import load_arrays, save_arrays
 from membrane_es.projections.block_vectors import block_vectors, reads_by_key
 from membrane_es.projections.coded_blocks import CodedBlock
@@ -53,8 +54,11 @@ TEXT_WORKER_MIN_BACKLOG = 50_000
 ENTRIES_FILE = "entries.sqlite"
 # Every record's outgoing relations, on their own: decoded when the graph is first used.
 GRAPH_FILE = "graph.msgpack"
-# The approximate index's training (its centroids), when it is trained: its codes are not kept.
+# The approximate index's training (its centroids), when it is trained; and, when it is
+# built, the index whole (codes and lists, in FAISS's format), covering the checkpoint's
+# position: an open loads it and appends what the log adds after.
 APPROXIMATE_FILE = "approximate.msgpack"
+APPROXIMATE_INDEX_FILE = "approximate.faiss"
 
 
 class ReadModel:
@@ -250,6 +254,10 @@ class ReadModel:
             # From a dict dropped once written (the sign codes in it are copies), before the
             # manifest is encoded: a save holds one of the two at a time, not both.
             save_arrays(staging / "arrays.npz", self._checkpoint_arrays())
+            # The approximate index whole, when it is built: an open loads it instead of
+            # reading every vector back from the log to fill it again.
+            live = self.embeddings.approximate_live()
+            held = None if live is None else live.write(staging / APPROXIMATE_INDEX_FILE)
             table = self.table
             timeline = table.timeline
             manifest = {
@@ -268,6 +276,7 @@ class ReadModel:
                     for row, (canonical, aliases) in self.entities.names.items()
                 ],
                 "facts": self.facts.saved(),
+                "approximate_index": held,
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
@@ -400,6 +409,12 @@ class ReadModel:
         model.graph.restore_later((current / GRAPH_FILE).read_bytes())
         if (current / APPROXIMATE_FILE).exists():
             index.approximate_saved = (current / APPROXIMATE_FILE).read_bytes()
+            held = manifest.get("approximate_index")
+            if held is not None:
+                # None (missing, damaged, another FAISS's): built again from the blocks.
+                index.approximate_loaded = ApproximateIndex.loaded(
+                    index.approximate_saved, held, current / APPROXIMATE_INDEX_FILE, dimensions
+                )
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
             model.entities.put(row, canonical, tuple(aliases))

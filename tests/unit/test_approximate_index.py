@@ -21,6 +21,7 @@ import pytest
 from membrane_es import Membrane, TrustContext
 from membrane_es.errors import ValidationError
 from membrane_es.projections import approximate
+from membrane_es.projections.embeddings import EmbeddingIndex
 from membrane_es.queries import vectors
 from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
@@ -177,16 +178,25 @@ def test_too_few_admitted_candidates_fall_back_to_the_exact_read(used: list[bool
         assert used and not any(used)
 
 
+def _without_index_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints written from now on keep the index's training, not the index (as one
+    written while it is being built)."""
+    monkeypatch.setattr(EmbeddingIndex, "approximate_live", lambda self: None)
+
+
 def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -> None:
     matrix, queries = _corpus()
-    with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
-        _fill(memory, matrix)
-        memory.forget(memory.views.table.ids[7], actor="test", rationale="asked")
-        assert memory.wait_for_index()
-        followed = memory.views.embeddings.approximate_index()
-        assert followed is not None
-        live = [followed.search(q, 100, COUNT).tolist() for q in queries]
-        answers = [_ids(memory, q) for q in queries]
+    with pytest.MonkeyPatch.context() as patch:
+        _without_index_file(patch)
+        with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
+            _fill(memory, matrix)
+            memory.forget(memory.views.table.ids[7], actor="test", rationale="asked")
+            assert memory.wait_for_index()
+            followed = memory.views.embeddings.approximate_index()
+            assert followed is not None
+            live = [followed.search(q, 100, COUNT).tolist() for q in queries]
+            answers = [_ids(memory, q) for q in queries]
+    assert not (tmp_path / "store" / "views" / "current" / "approximate.faiss").exists()
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
         assert memory.views.embeddings._approximate is None  # its codes: not in the checkpoint
         with pytest.MonkeyPatch.context() as patch:  # its training is: not trained again
@@ -363,10 +373,12 @@ def test_a_reopened_stores_first_search_does_not_wait_for_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     matrix, queries = _corpus()
-    with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
-        _fill(memory, matrix)
-        assert memory.wait_for_index()
-        answers = [_ids(memory, q) for q in queries[:5]]
+    with pytest.MonkeyPatch.context() as patch:
+        _without_index_file(patch)
+        with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
+            _fill(memory, matrix)
+            assert memory.wait_for_index()
+            answers = [_ids(memory, q) for q in queries[:5]]
     release = threading.Event()
     original = approximate.ApproximateIndex.add
 
