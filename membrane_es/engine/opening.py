@@ -29,12 +29,9 @@ from membrane_es.schema.validation import check_flag, check_path
 from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
     DEFAULT_SCHEMA,
-    connect,
-    ensure_schema,
-    has_store,
+    MUST_EXIST,
     postgres_settings,
     store_identity,
-    store_location,
     stored_bytes,
 )
 from membrane_es.timekeeping.scheduler import PeriodicTask
@@ -262,18 +259,19 @@ class Opening(EngineCore):
             **postgres_settings(dsn, schema),
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
             **(options.env or {}),
+            # Without ``create``, a schema holding no store raises StoreNotFoundError.
+            **({} if create else {MUST_EXIST: "y"}),
         }
-        with connect(settings) as connection:
-            if not create and not has_store(connection, settings, EVENTS_TABLE):
-                raise StoreNotFoundError(store_location(settings))
-            ensure_schema(connection, settings["POSTGRES_SCHEMA"])
-            # creates the tables (CREATE_TABLE) if they are not made yet
-            app = MemoryApplication(settings, read_only=read_only)
-            try:
+        # Every query of the open goes through the store's pool (its first connection):
+        # whether the tables are made (creating the schema and them when not), the chain,
+        # the log's identity. No connection is made apart for them.
+        app = MemoryApplication(settings, read_only=read_only)
+        try:
+            with app.factory.datastore.get_connection() as connection:  # type: ignore[attr-defined]
                 identity = store_identity(connection, settings, EVENTS_TABLE)
-            except BaseException:
-                app.close()
-                raise
+        except BaseException:
+            app.close()
+            raise
         directory = None if views_dir is None else Path(views_dir)
         try:
             if directory is not None:

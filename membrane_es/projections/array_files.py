@@ -64,7 +64,7 @@ def _dtype_text(dtype: np.dtype[Any]) -> str:
 def _dtype_of(text: str) -> np.dtype[Any]:
     if text.startswith("["):
         fields = [tuple(field) for field in msgspec.json.decode(text)]
-        return np.dtype(fields)  # type: ignore[arg-type]
+        return np.dtype(fields)
     return np.dtype(text)
 
 

@@ -107,6 +107,16 @@ class MemoryApplication(Application):
                 self.close()
                 raise
 
+    def construct_recorder(self) -> Any:
+        """eventsourcing's recorder; when it cannot be made (no store where one must be, a
+        refused chain key) the factory is closed: a PostgreSQL pool's threads and
+        connections would otherwise outlive the failed open."""
+        try:
+            return super().construct_recorder()
+        except BaseException:
+            self.factory.close()
+            raise
+
     # --- loading --------------------------------------------------------------------------
 
     def load(self, record_id: str) -> RecordAggregate:
