@@ -146,6 +146,7 @@ class Tenants:
         self._to_close: queue.SimpleQueue[tuple[str, _Slot] | None] = queue.SimpleQueue()
         self._noticed_over_budget = 0.0
         self._trimmed = 0.0  # when freed memory was last handed back (the closer's)
+        self._closes_pending = 0  # sent to the closer, and not yet closed and trimmed after
         self.opened = 0  # engines opened, ever
         self.evicted = 0  # engines closed to stay within the bounds
 
@@ -324,6 +325,7 @@ class Tenants:
         for _, tenant in idle[:count]:
             slot = self._slots[tenant]
             slot.state = _CLOSING
+            self._closes_pending += 1
             self._to_close.put((tenant, slot))
         if idle and self._closer is None:
             self._closer = threading.Thread(
@@ -369,9 +371,13 @@ class Tenants:
                 self.evicted += 1
                 self._changed.notify_all()
             # After its place is given up: a request waiting for it does not wait for this.
-            self._give_back_memory()
-            with self._changed:
-                self._evict_if_over()
+            try:
+                self._give_back_memory()
+            finally:
+                with self._changed:
+                    self._closes_pending -= 1
+                    self._changed.notify_all()
+                    self._evict_if_over()
 
     def _give_back_memory(self) -> None:
         """(The closer's.) Hand freed memory back to the system if it was last done long
@@ -404,7 +410,11 @@ class Tenants:
         """Wait until no engine is being opened or closed (for tests and benchmarks)."""
         with self._changed:
             return self._changed.wait_for(
-                lambda: all(s.state == _OPEN for s in self._slots.values()), timeout
+                lambda: (
+                    self._closes_pending == 0
+                    and all(s.state == _OPEN for s in self._slots.values())
+                ),
+                timeout,
             )
 
     def _empty_store(self) -> Membrane:
