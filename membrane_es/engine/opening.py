@@ -30,6 +30,7 @@ from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
     DEFAULT_SCHEMA,
     MUST_EXIST,
+    identity_of,
     postgres_settings,
     store_identity,
     stored_bytes,
@@ -267,8 +268,13 @@ class Opening(EngineCore):
         # the log's identity. No connection is made apart for them.
         app = MemoryApplication(settings, read_only=read_only)
         try:
-            with app.factory.datastore.get_connection() as connection:  # type: ignore[attr-defined]
-                identity = store_identity(connection, settings, EVENTS_TABLE)
+            # Read with the tables' mark when they were found made (the usual open).
+            oid = getattr(app.recorder, "log_oid", None)
+            if oid is not None:
+                identity = identity_of(settings, EVENTS_TABLE, oid)
+            else:
+                with app.factory.datastore.get_connection() as connection:  # type: ignore[attr-defined]
+                    identity = store_identity(connection, settings, EVENTS_TABLE)
         except BaseException:
             app.close()
             raise

@@ -182,10 +182,15 @@ def store_identity(
             "WHERE n.nspname = %s AND c.relname = %s",
             (settings["POSTGRES_SCHEMA"], table),
         ).fetchone()
-    oid = row[0] if row is not None else "none"
+    return identity_of(settings, table, row[0] if row is not None else None)
+
+
+def identity_of(settings: Mapping[str, str], table: str, oid: object) -> str:
+    """:func:`store_identity` of a log whose events table has this OID (None: no table)."""
     return (
         f"postgres {settings['POSTGRES_HOST']}:{settings['POSTGRES_PORT']}"
-        f"/{settings['POSTGRES_DBNAME']}/{settings['POSTGRES_SCHEMA']}/{table}#{oid}"
+        f"/{settings['POSTGRES_DBNAME']}/{settings['POSTGRES_SCHEMA']}/{table}"
+        f"#{'none' if oid is None else oid}"
     )
 
 

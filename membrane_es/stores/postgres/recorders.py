@@ -167,7 +167,12 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) "
             "RETURNING notification_id"
         ).format(schema=schema, events=Identifier(self.events_table_name), id_type=id_type)
-        self._tables_version = SQL("SELECT obj_description(to_regclass(%s), 'pg_class') AS v")
+        self._tables_version = SQL(
+            "SELECT obj_description(r, 'pg_class') AS v, r::oid AS oid"
+            " FROM (SELECT to_regclass(%s) AS r) AS t"
+        )
+        # The events table's OID, once an open found the tables made (None until then).
+        self.log_oid: int | None = None
         self._events_table_name = f'"{self.datastore.schema}"."{self.events_table_name}"'
         self._mark_tables = SQL("COMMENT ON TABLE {schema}.{events} IS {version}").format(
             schema=schema,
@@ -263,6 +268,12 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             if must_exist and not self._log_exists():
                 raise StoreNotFoundError(location or self._events_table_name)
             self._make_tables()
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_head)
+            head = curs.fetchone()
+        if head is not None and head["notification_id"]:
+            self._check_mode(head)  # chained already (the usual case): the head read once
+            return
         self._chain_unchained_log()
         self.check_chain_mode()
 
@@ -273,10 +284,16 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             )
 
     def _tables_made(self) -> bool:
+        """Whether the tables carry this version's mark; notes the events table's OID
+        (:attr:`log_oid`, part of the store's identity) when they do."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._tables_version, (self._events_table_name,))
             row = curs.fetchone()
-        return row is not None and row["v"] == TABLES_VERSION
+        made = row is not None and row["v"] == TABLES_VERSION
+        if made:
+            assert row is not None
+            self.log_oid = int(row["oid"])
+        return made
 
     def _make_tables(self) -> None:
         """The tables' creation, under a lock (an advisory one, per schema): processes
@@ -300,8 +317,11 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._select_head)
             row = curs.fetchone()
         if row is not None:
-            mode = row["chain_mode"]
-            self.chain.check_mode(None if mode is None else bytes(mode))
+            self._check_mode(row)
+
+    def _check_mode(self, head: DictRow) -> None:
+        mode = head["chain_mode"]
+        self.chain.check_mode(None if mode is None else bytes(mode))
 
     def hash_at(self, notification_id: int) -> bytes:
         """The chain hash notification ``notification_id`` holds (the genesis value for 0),
