@@ -29,12 +29,10 @@ from membrane_es.schema.validation import check_flag, check_path
 from membrane_es.stores.chain import ChainReport
 from membrane_es.stores.postgres.database import (
     DEFAULT_SCHEMA,
-    connect,
-    ensure_schema,
-    has_store,
+    MUST_EXIST,
+    identity_of,
     postgres_settings,
     store_identity,
-    store_location,
     stored_bytes,
 )
 from membrane_es.timekeeping.scheduler import PeriodicTask
@@ -262,18 +260,24 @@ class Opening(EngineCore):
             **postgres_settings(dsn, schema),
             **({"POSTGRES_CHAIN_KEY": chain_key.hex()} if chain_key else {}),
             **(options.env or {}),
+            # Without ``create``, a schema holding no store raises StoreNotFoundError.
+            **({} if create else {MUST_EXIST: "y"}),
         }
-        with connect(settings) as connection:
-            if not create and not has_store(connection, settings, EVENTS_TABLE):
-                raise StoreNotFoundError(store_location(settings))
-            ensure_schema(connection, settings["POSTGRES_SCHEMA"])
-            # creates the tables (CREATE_TABLE) if they are not made yet
-            app = MemoryApplication(settings, read_only=read_only)
-            try:
-                identity = store_identity(connection, settings, EVENTS_TABLE)
-            except BaseException:
-                app.close()
-                raise
+        # Every query of the open goes through the store's pool (its first connection):
+        # whether the tables are made (creating the schema and them when not), the chain,
+        # the log's identity. No connection is made apart for them.
+        app = MemoryApplication(settings, read_only=read_only)
+        try:
+            # Read with the tables' mark when they were found made (the usual open).
+            oid = getattr(app.recorder, "log_oid", None)
+            if oid is not None:
+                identity = identity_of(settings, EVENTS_TABLE, oid)
+            else:
+                with app.factory.datastore.get_connection() as connection:  # type: ignore[attr-defined]
+                    identity = store_identity(connection, settings, EVENTS_TABLE)
+        except BaseException:
+            app.close()
+            raise
         directory = None if views_dir is None else Path(views_dir)
         try:
             if directory is not None:

@@ -163,11 +163,19 @@ def _number_after(prefix: str, text: str) -> int | None:
 class EntryIndex:
     """Entries, their revisions and relations, and the log position they reflect."""
 
-    def __init__(self) -> None:
+    def __init__(self, saved: bytes | None = None) -> None:
+        """An empty view, or (``saved``) the bytes of a file :meth:`save` wrote."""
         self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        # An erased record's text is overwritten, so no saved copy of the view holds it.
-        self.db.execute("PRAGMA secure_delete = ON")
-        self.db.executescript(_SCHEMA)
+        try:
+            if saved is None:
+                self.db.executescript(_SCHEMA)
+            else:
+                self.db.deserialize(saved)  # schema and rows as saved: nothing made to drop
+            # An erased record's text is overwritten, so no saved copy of the view holds it.
+            self.db.execute("PRAGMA secure_delete = ON")
+        except BaseException:
+            self.db.close()
+            raise
         self.lock = threading.RLock()
         self.position = 0
         self._creations = 0  # Created events seen (an unnumbered one's number is its place)
@@ -416,15 +424,11 @@ class EntryIndex:
     @classmethod
     def load(cls, path: Path) -> EntryIndex | None:
         """The view saved in ``path``; None if it was saved in another layout."""
-        source = sqlite3.connect(path)
-        try:
-            (saved_format,) = source.execute("PRAGMA user_version").fetchone()
-            if saved_format != SAVED_FORMAT:
-                return None
-            index = cls()
-            source.backup(index.db)
-        finally:
-            source.close()
+        index = cls(path.read_bytes())
+        (saved_format,) = index.db.execute("PRAGMA user_version").fetchone()
+        if saved_format != SAVED_FORMAT:
+            index.close()
+            return None
         (body,) = index.db.execute("SELECT body FROM state").fetchone()
         state = msgspec.json.decode(body, type=_SavedState)
         index.position, index._creations = state.position, state.creations

@@ -24,7 +24,11 @@ import numpy as np
 from eventsourcing.persistence import Tracking
 
 from membrane_es.projections.approximate import ApproximateIndex
-from membrane_es.projections.array_files import load_arrays, save_arrays
+from membrane_es.projections.array_files import (
+    ARRAYS_FILE,
+    load_checkpoint_arrays,
+    save_arrays,
+)
 from membrane_es.projections.block_vectors import block_vectors, reads_by_key
 from membrane_es.projections.coded_blocks import CodedBlock
 from membrane_es.projections.embeddings import EmbeddingIndex
@@ -253,7 +257,7 @@ class ReadModel:
             staging.mkdir()
             # From a dict dropped once written (the sign codes in it are copies), before the
             # manifest is encoded: a save holds one of the two at a time, not both.
-            save_arrays(staging / "arrays.npz", self._checkpoint_arrays())
+            save_arrays(staging / ARRAYS_FILE, self._checkpoint_arrays())
             # The approximate index whole, when it is built: an open loads it instead of
             # reading every vector back from the log to fill it again.
             live = self.embeddings.approximate_live()
@@ -346,7 +350,7 @@ class ReadModel:
             return None
         model = cls()
         table = model.table
-        arrays = load_arrays(current / "arrays.npz")
+        arrays = load_checkpoint_arrays(current)
         n = len(manifest["ids"])
         for columns, prefix in ((table.content, "content"), (table.state, "state")):
             for name in columns:

@@ -45,29 +45,106 @@ HELD_DOCUMENTS = 256
 
 
 class TextIndex:
+    """The index, held in an in-memory SQLite database made on first use: an index loaded
+    from a checkpoint (:meth:`load`) is kept as the saved file's bytes until something
+    reads or changes it, so a store opened for a request that never searches text (the
+    entries API answers from its own view) pays nothing for it."""
+
     def __init__(self) -> None:
-        # Autocommit: no transaction is ever left open, so a backup can always proceed.
-        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
-        self._db.execute("PRAGMA secure_delete = ON")
-        self._db.execute(
-            f'CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize="{TOKENIZER}")'
-        )
-        # Helper in the temp schema (never part of a saved index): every term occurrence.
-        self._db.execute(
-            "CREATE VIRTUAL TABLE temp.doc_terms USING fts5vocab(main, docs, instance)"
-        )
+        self._conn: sqlite3.Connection | None = None
+        # A saved index (the bytes of its file) not read into the database yet.
+        self._saved: bytes | None = None
+        self._connect_lock = threading.Lock()
+        self._closed = False
         # (lengths version, below, documents, tokens) of the last corpus(); the version
         # counts writes to the lengths, so a memo taken before one is never used after it.
         self._corpus_memo: tuple[int, int, int, float] | None = None
         self._lengths_version = 0
         # Tokens in each row's document; -1 for rows without one.
-        self._lengths = np.full(1024, -1, dtype=np.int32)
-        self.said_after = SaidAfter()
+        self._lengths_array = np.full(1024, -1, dtype=np.int32)
+        self._said_after = SaidAfter()
         # Documents added but not indexed yet (folded), in row order: every read of the index
         # indexes them first (:meth:`index_held`), so no reader can tell they were held.
         self._held: list[tuple[int, str]] = []
         self._held_lock = threading.RLock()
+
+    # --- the database, made (or read from a checkpoint) on first use ------------------------
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        conn = self._conn
+        return conn if conn is not None else self._connect()
+
+    @property
+    def _lengths(self) -> npt.NDArray[np.int32]:
+        if self._conn is None:
+            self._connect()
+        return self._lengths_array
+
+    @_lengths.setter
+    def _lengths(self, value: npt.NDArray[np.int32]) -> None:
+        self._lengths_array = value
+
+    @property
+    def said_after(self) -> SaidAfter:
+        """The turns each conversation turn was said after."""
+        if self._conn is None:
+            self._connect()
+        return self._said_after
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._connect_lock:
+            if self._conn is not None:
+                return self._conn
+            if self._closed:
+                raise sqlite3.ProgrammingError("the text index is closed")
+            # Autocommit: no transaction is ever left open, so a backup can always proceed.
+            db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            try:
+                if self._saved is None:
+                    self._create(db)
+                else:
+                    self._read_saved(db, self._saved)
+                # Helper in the temp schema (never part of a saved index): every term
+                # occurrence.
+                db.execute(
+                    "CREATE VIRTUAL TABLE temp.doc_terms USING fts5vocab(main, docs, instance)"
+                )
+            except BaseException:
+                db.close()
+                raise
+            self._saved = None
+            self._conn = db
+            return db
+
+    @staticmethod
+    def _create(db: sqlite3.Connection) -> None:
+        # Deleted documents (erasure) are overwritten, so no saved copy of the index holds them.
+        db.execute("PRAGMA secure_delete = ON")
+        db.execute(
+            f'CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, tokenize="{TOKENIZER}")'
+        )
+
+    def _read_saved(self, db: sqlite3.Connection, saved: bytes) -> None:
+        """Read an index :meth:`save` wrote into ``db``: its documents, every row's length
+        and the turns' links, the last two moved out of the database into memory."""
+        db.deserialize(saved)
+        db.execute("PRAGMA secure_delete = ON")
+        (lengths,) = db.execute(f"SELECT data FROM {_LENGTHS}").fetchone()
+        self._lengths_array = np.frombuffer(lengths, dtype="<i4").astype(np.int32)  # a copy
+        self._lengths_version += 1
+        db.execute(f"DROP TABLE {_LENGTHS}")
+        # Saved by :meth:`save` (absent from indexes saved before turns were linked).
+        exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        if db.execute(exists, (_SAID_AFTER,)).fetchone():
+            pairs = db.execute(f"SELECT turn, earlier FROM {_SAID_AFTER} ORDER BY rowid")
+            turn, earlier = np.array(pairs.fetchall(), dtype=np.int64).reshape(-1, 2).T
+            self._said_after.load(turn, earlier)
+            db.execute(f"DROP TABLE {_SAID_AFTER}")
+        else:
+            self._said_after = SaidAfter()
+
+    # --- writing ----------------------------------------------------------------------------
 
     def add(self, row: int, text: str) -> None:
         self.add_many([(row, text)])
@@ -319,29 +396,24 @@ class TextIndex:
             target.close()
 
     def load(self, path: Path) -> None:
-        with self._held_lock:
-            self._held = []  # replaced by the loaded index
-        source = sqlite3.connect(path)
-        try:
-            source.backup(self._db)
-        finally:
-            source.close()
-        (lengths,) = self._db.execute(f"SELECT data FROM {_LENGTHS}").fetchone()
-        self._lengths = np.frombuffer(lengths, dtype="<i4").astype(np.int32)  # writable copy
-        self._lengths_version += 1
-        self._db.execute(f"DROP TABLE {_LENGTHS}")
-        # Saved by :meth:`save` (absent from indexes saved before turns were linked).
-        exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-        if self._db.execute(exists, (_SAID_AFTER,)).fetchone():
-            pairs = self._db.execute(f"SELECT turn, earlier FROM {_SAID_AFTER} ORDER BY rowid")
-            turn, earlier = np.array(pairs.fetchall(), dtype=np.int64).reshape(-1, 2).T
-            self.said_after.load(turn, earlier)
-            self._db.execute(f"DROP TABLE {_SAID_AFTER}")
-        else:
-            self.said_after = SaidAfter()
+        """Take the index :meth:`save` wrote to ``path`` in place of this one (empty, never
+        used): its bytes are read now, into the database when it is first used."""
+        saved = path.read_bytes()
+        if not saved.startswith(b"SQLite format 3\x00"):
+            raise ValueError(f"{path} is not a saved text index")
+        with self._connect_lock:
+            if self._conn is not None:
+                raise RuntimeError("a text index is loaded before it is used")
+            with self._held_lock:
+                self._held = []  # replaced by the loaded index
+            self._saved = saved
 
     def close(self) -> None:
-        self._db.close()
+        with self._connect_lock:
+            self._saved = None
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
 
 
 def _varint(blob: bytes) -> int:

@@ -35,9 +35,11 @@ Two stores:
   nothing before :meth:`KeyStore.destroy` returns.
 * :class:`PostgresKeyStore`, a ``memory_keys`` table in the store's schema (every process
   writing the log must reach the keys). A destroyed key's row is deleted and the table
-  rewritten (``VACUUM FULL``), so no live or dead tuple holds it; PostgreSQL's write-ahead
-  log segments, replicas and base backups taken before keep it until they are recycled,
-  which is the operator's retention to bound.
+  rewritten (``VACUUM FULL``, by the erasure that destroys it), so no live or dead tuple
+  holds it; PostgreSQL's write-ahead log segments, replicas and base backups taken before
+  keep it until they are recycled, which is the operator's retention to bound. The unused
+  keys of a pool, deleted when the store closes, seal nothing: their rows are deleted and
+  left to autovacuum, with no rewrite (which would lock the table at every close).
 """
 
 from __future__ import annotations
@@ -339,7 +341,9 @@ class KeyStore:
             self._cache.clear()
             try:
                 if unused:
-                    self._delete(unused)
+                    # They seal nothing: deleted, not scrubbed (no sync of the file's log, no
+                    # rewrite of a table), which is what an erasure's keys need.
+                    self._delete(unused, erase=False)
             except (StorageFullError, sqlite3.OperationalError):
                 # On a full disk, or with readers holding the key store's log, they stay:
                 # a key that seals nothing is harmless.
@@ -362,7 +366,9 @@ class KeyStore:
         """Up to ``limit`` (id, key) pairs in id order, from ``key_id`` on."""
         raise NotImplementedError
 
-    def _delete(self, key_ids: Sequence[bytes]) -> None:
+    def _delete(self, key_ids: Sequence[bytes], *, erase: bool = True) -> None:
+        """Delete these keys; with ``erase`` (keys that sealed records), leave no copy of
+        them in the storage's files either."""
         raise NotImplementedError
 
     def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
@@ -478,11 +484,11 @@ class SqliteKeyStore(KeyStore):
             ).fetchall()
         return [(bytes(found), bytes(key)) for found, key in rows]
 
-    def _delete(self, key_ids: Sequence[bytes]) -> None:
+    def _delete(self, key_ids: Sequence[bytes], *, erase: bool = True) -> None:
         with self._db_lock, _disk_full_is_storage_full(self.path):
             with self._immediate():
                 self._db.executemany("DELETE FROM data_keys WHERE id = ?", [(k,) for k in key_ids])
-            if self.path is not None:
+            if erase and self.path is not None:
                 # The deleted rows' pages were written zeroed to the write-ahead log; copy them
                 # over the database file and empty the log, which still held the keys as they
                 # were first written. A reader in another process can hold the checkpoint
@@ -628,12 +634,16 @@ class PostgresKeyStore(KeyStore):
             rows = cursor.execute(statement, (key_id, limit)).fetchall()
         return [(bytes(found), bytes(key)) for found, key in rows]
 
-    def _delete(self, key_ids: Sequence[bytes]) -> None:
+    def _delete(self, key_ids: Sequence[bytes], *, erase: bool = True) -> None:
         statement = self._sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._table)
         with self._cursor() as cursor:
             cursor.execute(statement, (list(key_ids),))
-            # Deleted tuples stay in the table's pages until it is rewritten.
-            cursor.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
+            if erase:
+                # An erasure's keys: deleted tuples stay in the table's pages until it is
+                # rewritten. Not for a pool's unused keys at close (they seal nothing): a
+                # rewrite takes the table's exclusive lock, and a daemon closes stores all
+                # day; the space they took is autovacuum's to reuse.
+                cursor.execute(self._sql.SQL("VACUUM FULL {}").format(self._table))
 
     def _doom(self, rows: Sequence[tuple[bytes, str, str]]) -> None:
         # Made by the first erasure: an open creates nothing for it.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -87,7 +87,14 @@ class MemoryApplication(Application):
             # out a connection for a ``with`` block): no connection of its own to open.
             datastore = getattr(self.factory, "datastore", None)
             connections = getattr(datastore, "get_connection", None)
-            self.keys: KeyStore = open_key_store(self.env, connections)
+            # An LMDB log's factory opened its key store already (for the chain's key).
+            take: Callable[[], KeyStore | None] | None = getattr(
+                self.factory, "take_key_store", None
+            )
+            taken = take() if take is not None else None
+            self.keys: KeyStore = (
+                taken if taken is not None else open_key_store(self.env, connections)
+            )
         except BaseException:
             self.factory.close()
             raise
@@ -106,6 +113,16 @@ class MemoryApplication(Application):
             except BaseException:
                 self.close()
                 raise
+
+    def construct_recorder(self) -> Any:
+        """eventsourcing's recorder; when it cannot be made (no store where one must be, a
+        refused chain key) the factory is closed: a PostgreSQL pool's threads and
+        connections would otherwise outlive the failed open."""
+        try:
+            return super().construct_recorder()
+        except BaseException:
+            self.factory.close()
+            raise
 
     # --- loading --------------------------------------------------------------------------
 

@@ -189,7 +189,7 @@ def test_a_tampered_view_checkpoint_is_rebuilt_never_trusted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _make_store(tmp_path)
-    arrays = tmp_path / "views" / "current" / "arrays.npz"
+    arrays = tmp_path / "views" / "current" / "arrays.bin"
     data = bytearray(arrays.read_bytes())
     data[len(data) // 2] ^= 0xFF
     arrays.write_bytes(bytes(data))
@@ -298,7 +298,7 @@ def test_a_checkpoint_save_killed_midway_does_not_block_the_next(tmp_path: Path)
     views = tmp_path / "views"
     shutil.copytree(views / "current", views / "old")
     (views / "staging").mkdir()
-    (views / "staging" / "arrays.npz").write_bytes(b"half written")
+    (views / "staging" / "arrays.bin").write_bytes(b"half written")
     with Membrane.open(tmp_path) as memory:
         memory.create_record(_record("d"))
         memory.checkpoint()

@@ -12,6 +12,7 @@ import pytest
 
 from membrane_es import Membrane, Sensitivity, TrustContext
 from membrane_es.projections import embeddings
+from membrane_es.projections.array_files import load_checkpoint_arrays
 from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries import vectors
 from tests.unit.builders import FULL_TRUST, semantic
@@ -73,13 +74,13 @@ def _read_every_block(memory: Membrane) -> None:
 def test_searches_after_an_open_read_no_block_and_answer_as_a_full_read(tmp_path: Path) -> None:
     with Membrane.open(tmp_path, sync=False, embedder=None) as memory:
         _write(memory, 300, seed=1)
-    with np.load(tmp_path / "views" / "current" / "arrays.npz") as arrays:
-        rows = {
-            name.split(".")[1]
-            for name in arrays.files
-            if name.startswith("block.") and name.endswith(".rows")
-        }
-        codes = {name.split(".")[1] for name in arrays.files if name.endswith(".codes")}
+    arrays = load_checkpoint_arrays(tmp_path / "views" / "current")
+    rows = {
+        name.split(".")[1]
+        for name in arrays
+        if name.startswith("block.") and name.endswith(".rows")
+    }
+    codes = {name.split(".")[1] for name in arrays if name.endswith(".codes")}
     assert rows and codes == rows
     with Membrane.open(tmp_path, sync=False, embedder=None) as memory:
         unread = memory.views.embeddings.unread_scopes()

@@ -128,3 +128,78 @@ def test_a_store_without_the_mark_is_brought_up_to_date_once(
     memory = _open(postgres_dsn, tmp_path)
     memory.close()
     assert _commands(postgres_dsn) == []
+
+
+def _connections_apart(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Connections opened outside a store's pool from now on (psycopg's module-level
+    ``connect`` and the store's own helper for one), by what opened them."""
+    from membrane_es.stores.postgres import database
+
+    made: list[str] = []
+    plain, helper = psycopg.connect, database.open_connection
+
+    def counted_plain(*args: object, **kwargs: object) -> object:
+        made.append("psycopg.connect")
+        return plain(*args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_helper(settings: dict[str, str]) -> object:
+        made.append("open_connection")
+        return helper(settings)
+
+    monkeypatch.setattr(psycopg, "connect", counted_plain)
+    monkeypatch.setattr(database, "open_connection", counted_helper)
+    return made
+
+
+def test_an_open_makes_no_connection_apart_from_its_pool(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from membrane_es.errors import StoreNotFoundError
+
+    made = _connections_apart(monkeypatch)
+    memory = _open(postgres_dsn, tmp_path)  # new: the schema and tables on the pool's
+    fact = memory.ingest_observation("fay", "likes", "tea")
+    memory.close()
+    for create in (True, False):
+        memory = _open(postgres_dsn, tmp_path, create=create)
+        assert memory.retrieve_by_id(fact.id, trust=FULL_TRUST).id == fact.id
+        memory.close()
+    with pytest.raises(StoreNotFoundError, match="tenant_absent"):
+        Membrane.open_postgres(postgres_dsn, schema="tenant_absent", create=False, embedder=None)
+    assert made == []
+    with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+        absent = connection.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'tenant_absent'"
+        ).fetchone()
+    assert absent == (0,)  # a store that must exist is not made, nor its schema
+
+
+def test_a_close_deletes_its_unused_keys_without_rewriting_the_key_table(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    def key_table() -> tuple[int, int]:
+        """The key table's file (a rewrite, VACUUM FULL, gives it a new one), and its rows."""
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            row = connection.execute(
+                f'SELECT pg_relation_filenode(%s), (SELECT count(*) FROM "{SCHEMA}".memory_keys)',
+                (f"{SCHEMA}.memory_keys",),
+            ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    memory = _open(postgres_dsn, tmp_path)
+    first = memory.ingest_observation("gus", "likes", "tea")  # a pool of keys is made
+    memory.close()
+    file_node, rows = key_table()
+    for name in ("hal", "ida"):
+        memory = _open(postgres_dsn, tmp_path)
+        memory.ingest_observation(name, "likes", "tea")
+        memory.close()  # its pool's unused keys deleted: no rewrite
+        now_node, now_rows = key_table()
+        assert now_node == file_node
+        assert now_rows == rows + 1  # the key the write used stays; the unused are gone
+        rows = now_rows
+    memory = _open(postgres_dsn, tmp_path)
+    memory.forget(first.id, "tester", "asked to")  # an erasure rewrites the table
+    memory.close()
+    assert key_table()[0] != file_node

@@ -364,3 +364,39 @@ def test_a_store_evicted_more_events_past_its_checkpoint_is_saved_for_its_next_o
         assert _events(tenants, "many") == EVICTION_REPLAY_ALLOWANCE + 1
     finally:
         tenants.close()
+
+
+def test_closing_runs_a_few_places_ahead_so_new_tenants_do_not_wait_for_each_close(
+    tmp_path: Path,
+) -> None:
+    from membrane_es.serving.tenants import closing_ahead
+
+    assert [closing_ahead(n) for n in (1, 2, 8, 15, 16, 24, 50, 100, 10_000)] == [
+        1, 1, 1, 1, 2, 3, 4, 4, 4,
+    ]  # fmt: skip
+    opener = GatedOpener({"g0", "g1"})
+    opener.gate.set()
+    tenants = _tenants(tmp_path, opener, max_open=16)  # two places kept free
+    try:
+        for name in ["g0", "g1", *(f"t{n}" for n in range(12))]:
+            _write(tenants, name, "r1")
+        assert tenants.settle() and tenants.evicted == 0  # 14 open: none closed yet
+        opener.gate.clear()
+        opener.waiting.clear()
+        _write(tenants, "n1", "r1")  # "g0" is sent to be closed, and its close is stuck
+        assert opener.waiting.wait(30)
+        second = _in_thread(lambda: _write(tenants, "n2", "r1"))
+        second.join(30)
+        opened_while_closing = not second.is_alive()  # a free place: no wait ("g1" goes)
+        third = _in_thread(lambda: _write(tenants, "n3", "r1"))
+        third.join(0.5)
+        waited_at_the_bound = third.is_alive()  # 14 open and 2 closing: it waits
+        opener.gate.set()
+        third.join(30)
+        assert opened_while_closing and waited_at_the_bound and not third.is_alive()
+        assert tenants.settle()
+        assert opener.most_at_once <= 16
+        assert [_events(tenants, name) for name in ("g0", "g1", "n3")] == [1, 1, 1]
+    finally:
+        opener.gate.set()
+        tenants.close()

@@ -398,14 +398,21 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         dbs = self._log_dbs()
         self.store.write(lambda txn: clear_log(txn, dbs))
 
-    def settle_chain(self, key_file: Path, keyed: bool = True, required: bool = True) -> None:
+    def settle_chain(
+        self,
+        key_file: Path,
+        keyed: bool = True,
+        required: bool = True,
+        open_keys: Callable[[Path], SqliteKeyStore] | None = None,
+    ) -> None:
         """Take the chain key from the key store at ``key_file`` when the log's chain is
         keyed with it, or the log is new (its chain is then keyed from its first write);
         with ``keyed`` False, leave the chain as it is (a new log's is then plain).
 
         A log bound to a key store — or, ``required``, one that holds events — refuses a
         missing key store (:class:`~membrane_es.errors.KeyStoreError`) rather than let one
-        be made empty.
+        be made empty. ``open_keys``: opens the key store, which the caller then keeps
+        open (without it, the key store is opened here and closed again).
         """
         meta_db = self._db(self.meta_table)
         head, mode, bound = 0, None, None
@@ -421,11 +428,15 @@ class LMDBApplicationRecorder(LMDBAggregateRecorder, ApplicationRecorder):
         unkeyed = not keyed or (head and (mode is None or mode == PLAIN_CHAIN.mode))
         if unkeyed and bound is None:
             return  # begun unkeyed: stays so, and no key store to check
-        keys = SqliteKeyStore(key_file)
-        try:
-            identity, chain_key = keys.identity, keys.chain_key
-        finally:
-            keys.close()
+        if open_keys is not None:
+            kept = open_keys(key_file)
+            identity, chain_key = kept.identity, kept.chain_key
+        else:
+            keys = SqliteKeyStore(key_file)
+            try:
+                identity, chain_key = keys.identity, keys.chain_key
+            finally:
+                keys.close()
         if bound is not None and identity != bound:
             raise foreign_key_store(key_file)
         if unkeyed:
@@ -696,6 +707,20 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         self._store: LMDBEnvironment | None = None
         self._release: weakref.finalize[Any, Any] | None = None
         self._recorders: weakref.WeakSet[LMDBRecorder] = weakref.WeakSet()
+        # The key store, once settle_chain has opened it: handed to the application
+        # (take_key_store) rather than opened a second time.
+        self._key_store: SqliteKeyStore | None = None
+
+    def _open_key_store(self, path: Path) -> SqliteKeyStore:
+        if self._key_store is None:
+            self._key_store = SqliteKeyStore(path)
+        return self._key_store
+
+    def take_key_store(self) -> SqliteKeyStore | None:
+        """The key store this factory opened to settle the chain, for the application to
+        keep (and close); None if it opened none."""
+        store, self._key_store = self._key_store, None
+        return store
 
     def _env_int(self, key: str, default: int) -> int:
         value = self.env.get(key)
@@ -752,7 +777,9 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         assert issubclass(cls, LMDBApplicationRecorder), cls
         recorder = self._prepare(cls(self.store, prefix, self.chain))
         if self._key_file is not None:
-            recorder.settle_chain(self._key_file, self._keyed_by_store)
+            recorder.settle_chain(
+                self._key_file, self._keyed_by_store, open_keys=self._open_key_store
+            )
         recorder.check_chain()
         return recorder
 
@@ -776,7 +803,9 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         assert issubclass(cls, LMDBProcessRecorder), cls
         recorder = self._prepare(cls(self.store, prefix, self.chain))
         if self._key_file is not None:
-            recorder.settle_chain(self._key_file, self._keyed_by_store)
+            recorder.settle_chain(
+                self._key_file, self._keyed_by_store, open_keys=self._open_key_store
+            )
         recorder.check_chain()
         return recorder
 
@@ -788,10 +817,15 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
 
     def close(self) -> None:
         """Close this factory's recorders and give up its share of the store."""
-        for recorder in list(self._recorders):
-            recorder.close()
-        if self._release is not None:
-            self._release()
+        try:
+            kept = self.take_key_store()  # if the application did not take it
+            if kept is not None:
+                kept.close()
+        finally:
+            for recorder in list(self._recorders):
+                recorder.close()
+            if self._release is not None:
+                self._release()
 
 
 Factory = LMDBFactory

@@ -15,9 +15,9 @@ psycopg is the ``postgres`` extra, imported only when a Postgres store is opened
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from membrane_es.errors import MembraneError
 
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 # order (stores/postgres/recorders.py).
 PERSISTENCE_MODULE = "membrane_es.stores.postgres.recorders:ChainedPostgresFactory"
 DEFAULT_SCHEMA = "public"
+# Setting: "y" when the open must find a store (``create=False``): with no log in the schema,
+# the recorder raises StoreNotFoundError and makes nothing. Checked on the pool's first
+# connection, with the tables' mark: an open makes no connection of its own.
+MUST_EXIST = "POSTGRES_STORE_MUST_EXIST"
 _MAX_IDENTIFIER = 63  # PostgreSQL truncates longer names silently (NAMEDATALEN - 1)
 
 # DSN parameter -> eventsourcing setting; nothing else reaches the connection.
@@ -133,7 +137,7 @@ def open_connection(settings: dict[str, str]) -> psycopg.Connection[tuple[object
     return connection
 
 
-def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+def ensure_schema(connection: psycopg.Connection[Any], schema: str) -> None:
     """Create ``schema`` if missing; eventsourcing creates tables, not schemas."""
     from psycopg import errors, sql
 
@@ -146,7 +150,7 @@ def ensure_schema(connection: psycopg.Connection[tuple[object, ...]], schema: st
         pass  # another process created it in the meantime
 
 
-def store_location(settings: dict[str, str]) -> str:
+def store_location(settings: Mapping[str, str]) -> str:
     """Where a store is, for messages: server, database and schema (never the password)."""
     return (
         f"postgres {settings['POSTGRES_HOST']}:{settings['POSTGRES_PORT']}"
@@ -154,9 +158,7 @@ def store_location(settings: dict[str, str]) -> str:
     )
 
 
-def has_store(
-    connection: psycopg.Connection[tuple[object, ...]], settings: dict[str, str], table: str
-) -> bool:
+def has_store(connection: psycopg.Connection[Any], settings: Mapping[str, str], table: str) -> bool:
     """Whether the schema ``settings`` name holds a store's log (its events ``table``)."""
     row = connection.execute(
         "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -167,20 +169,28 @@ def has_store(
 
 
 def store_identity(
-    connection: psycopg.Connection[tuple[object, ...]], settings: dict[str, str], table: str
+    connection: psycopg.Connection[Any], settings: Mapping[str, str], table: str
 ) -> str:
     """Names this store's log: where it is, plus the events table's OID, which changes when
     the table is dropped and made again. Read views checkpointed against another identity
-    describe another log."""
-    row = connection.execute(
-        "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relname = %s",
-        (settings["POSTGRES_SCHEMA"], table),
-    ).fetchone()
-    oid = row[0] if row is not None else "none"
+    describe another log. ``connection``: a plain one or the store's pool's."""
+    from psycopg.rows import tuple_row
+
+    with connection.cursor(row_factory=tuple_row) as cursor:
+        row = cursor.execute(
+            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (settings["POSTGRES_SCHEMA"], table),
+        ).fetchone()
+    return identity_of(settings, table, row[0] if row is not None else None)
+
+
+def identity_of(settings: Mapping[str, str], table: str, oid: object) -> str:
+    """:func:`store_identity` of a log whose events table has this OID (None: no table)."""
     return (
         f"postgres {settings['POSTGRES_HOST']}:{settings['POSTGRES_PORT']}"
-        f"/{settings['POSTGRES_DBNAME']}/{settings['POSTGRES_SCHEMA']}/{table}#{oid}"
+        f"/{settings['POSTGRES_DBNAME']}/{settings['POSTGRES_SCHEMA']}/{table}"
+        f"#{'none' if oid is None else oid}"
     )
 
 

@@ -37,12 +37,14 @@ setting is eventsourcing's PostgreSQL module's.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import (
     AggregateRecorder,
     InterfaceError,
@@ -57,12 +59,12 @@ from eventsourcing.postgres import (
     PostgresFactory,
     TPostgresTrackingRecorder,
 )
-from eventsourcing.utils import retry
+from eventsourcing.utils import retry, strtobool
 from psycopg.errors import DuplicateObject
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier, Literal
 
-from membrane_es.errors import IntegrityError, MembraneError
+from membrane_es.errors import IntegrityError, MembraneError, StoreNotFoundError
 from membrane_es.stores.chain import (
     GENESIS,
     Chain,
@@ -75,6 +77,12 @@ from membrane_es.stores.chain import (
 )
 from membrane_es.stores.event_times import EventTimeBehind
 from membrane_es.stores.log_stamp import stamp_of
+from membrane_es.stores.postgres.database import (
+    MUST_EXIST,
+    ensure_schema,
+    has_store,
+    store_location,
+)
 from membrane_es.stores.record_numbers import INITIAL_VERSION, check_numbers, creations
 
 if TYPE_CHECKING:
@@ -162,7 +170,12 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) "
             "RETURNING notification_id"
         ).format(schema=schema, events=Identifier(self.events_table_name), id_type=id_type)
-        self._tables_version = SQL("SELECT obj_description(to_regclass(%s), 'pg_class') AS v")
+        self._tables_version = SQL(
+            "SELECT obj_description(r, 'pg_class') AS v, r::oid AS oid"
+            " FROM (SELECT to_regclass(%s) AS r) AS t"
+        )
+        # The events table's OID, once an open found the tables made (None until then).
+        self.log_oid: int | None = None
         self._events_table_name = f'"{self.datastore.schema}"."{self.events_table_name}"'
         self._mark_tables = SQL("COMMENT ON TABLE {schema}.{events} IS {version}").format(
             schema=schema,
@@ -257,20 +270,42 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             "ORDER BY notification_id LIMIT %s"
         ).format(schema=schema, events=events)
 
-    def create_table(self) -> None:
-        """Make the store's tables, unless they are made as this version makes them (the
-        usual open of an existing store: one catalogue query, no DDL); then chain a log
-        written without a chain, and check the chain's key."""
+    def create_table(self, *, must_exist: bool = False, location: str = "") -> None:
+        """Make the store's tables (and its schema), unless they are made as this version
+        makes them (the usual open of an existing store: one catalogue query, no DDL); then
+        chain a log written without a chain, and check the chain's key. With
+        ``must_exist``, a schema holding no log is a StoreNotFoundError (``location``
+        names it) and nothing is made."""
         if not self._tables_made():
+            if must_exist and not self._log_exists():
+                raise StoreNotFoundError(location or self._events_table_name)
             self._make_tables()
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_head)
+            head = curs.fetchone()
+        if head is not None and head["notification_id"]:
+            self._check_mode(head)  # chained already (the usual case): the head read once
+            return
         self._chain_unchained_log()
         self.check_chain_mode()
 
+    def _log_exists(self) -> bool:
+        with self.datastore.get_connection() as conn:
+            return has_store(
+                conn, {"POSTGRES_SCHEMA": self.datastore.schema}, self.events_table_name
+            )
+
     def _tables_made(self) -> bool:
+        """Whether the tables carry this version's mark; notes the events table's OID
+        (:attr:`log_oid`, part of the store's identity) when they do."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._tables_version, (self._events_table_name,))
             row = curs.fetchone()
-        return row is not None and row["v"] == TABLES_VERSION
+        made = row is not None and row["v"] == TABLES_VERSION
+        if made:
+            assert row is not None
+            self.log_oid = int(row["oid"])
+        return made
 
     def _make_tables(self) -> None:
         """The tables' creation, under a lock (an advisory one, per schema): processes
@@ -281,6 +316,9 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._tables_lock_key,))
             try:
                 if not self._tables_made():
+                    # The schema first (eventsourcing makes tables, not schemas), on this
+                    # connection: an open makes no connection of its own for it.
+                    ensure_schema(conn, self.datastore.schema)
                     self._create_tables(conn)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._tables_lock_key,))
@@ -291,8 +329,11 @@ class ChainedApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._select_head)
             row = curs.fetchone()
         if row is not None:
-            mode = row["chain_mode"]
-            self.chain.check_mode(None if mode is None else bytes(mode))
+            self._check_mode(row)
+
+    def _check_mode(self, head: DictRow) -> None:
+        mode = head["chain_mode"]
+        self.chain.check_mode(None if mode is None else bytes(mode))
 
     def hash_at(self, notification_id: int) -> bytes:
         """The chain hash notification ``notification_id`` holds (the genesis value for 0),
@@ -631,6 +672,35 @@ def _stored(row: DictRow) -> StoredEvent:
     )
 
 
+class _FirstConnection:
+    """Makes a store pool's connections (its ``connection_class``), the first one made at
+    once, when the store is opened, and handed to the pool when it asks for one."""
+
+    def __init__(self, pool: Any, env: Environment) -> None:
+        self._makes = pool.connection_class
+        self._lock = threading.Lock()
+        kwargs = dict(pool.kwargs)
+        kwargs.setdefault("connect_timeout", int(env.get("POSTGRES_CONNECT_TIMEOUT") or "10"))
+        where = f"{kwargs.get('host')}:{kwargs.get('port')}"
+        try:
+            self._made: Any = self._makes.connect(pool.conninfo, **kwargs)
+        except psycopg.Error as error:
+            raise MembraneError(f"postgres: cannot connect to {where}: {error}") from None
+
+    def connect(self, conninfo: str = "", **kwargs: Any) -> Any:
+        with self._lock:
+            made, self._made = self._made, None
+        if made is not None and not made.closed:
+            return made
+        return self._makes.connect(conninfo, **kwargs)
+
+    def discard(self) -> None:
+        with self._lock:
+            made, self._made = self._made, None
+        if made is not None:
+            made.close()
+
+
 class ChainedPostgresFactory(PostgresFactory):
     """eventsourcing's PostgreSQL factory, making :class:`ChainedApplicationRecorder`s; the
     setting ``POSTGRES_CHAIN_KEY`` (hex) keys the chain (a MAC, as an LMDB store's with a
@@ -648,6 +718,17 @@ class ChainedPostgresFactory(PostgresFactory):
         pool = self.datastore.pool
         pool.num_workers = POOL_WORKERS
         pool.max_idle = POOL_IDLE_SECONDS
+        # The pool's first connection is made here, at once: an unreachable server or a
+        # refused login fails the open now with the server's reason (the pool would retry
+        # until its timeout), and the open's queries run on it, with no connection apart.
+        self._first = _FirstConnection(pool, self.env)
+        pool.connection_class = self._first  # type: ignore[assignment]
+
+    def close(self) -> None:
+        try:
+            self._first.discard()  # if the pool never took it
+        finally:
+            super().close()
 
     def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
         self._use_composite_types()
@@ -674,8 +755,13 @@ class ChainedPostgresFactory(PostgresFactory):
             self.datastore, events_table_name=f"{prefix}_events", chain=Chain(self._chain_key())
         )
         if self.env_create_table():
-            recorder.create_table()
+            must_exist = strtobool(self.env.get(MUST_EXIST) or "no")
+            recorder.create_table(must_exist=must_exist, location=self._location())
         return recorder
+
+    def _location(self) -> str:
+        names = ("POSTGRES_HOST", "POSTGRES_PORT", "POSTGRES_DBNAME", "POSTGRES_SCHEMA")
+        return store_location({name: self.env.get(name) or "" for name in names})
 
     def _chain_key(self) -> bytes | None:
         value = self.env.get(self.POSTGRES_CHAIN_KEY)
