@@ -63,9 +63,26 @@ def _dtype_text(dtype: np.dtype[Any]) -> str:
 
 def _dtype_of(text: str) -> np.dtype[Any]:
     if text.startswith("["):
-        fields = [tuple(field) for field in msgspec.json.decode(text)]
-        return np.dtype(fields)
+        # numpy's own reading of a descr (padding fields included), once JSON's lists are
+        # the tuples a descr is made of again.
+        return np.lib.format.descr_to_dtype(_descr(msgspec.json.decode(text)))
     return np.dtype(text)
+
+
+def _descr(fields: list[Any]) -> list[tuple[Any, ...]]:
+    """A structured dtype's descr as JSON gave it back: each field ``[name, type, shape?]``
+    a tuple again, at every depth (a nested dtype's type is a descr itself; a titled
+    field's name is a ``[title, name]`` pair)."""
+    found: list[tuple[Any, ...]] = []
+    for name, kind, *shape in fields:
+        found.append(
+            (
+                tuple(name) if isinstance(name, list) else name,
+                _descr(kind) if isinstance(kind, list) else kind,
+                *(tuple(size) for size in shape),
+            )
+        )
+    return found
 
 
 def save_arrays(path: Path, arrays: dict[str, Any]) -> None:

@@ -193,6 +193,7 @@ def record_refs(record: MemoryRecord) -> Refs:
 # The compared fields in path order: a creation walked in this order comes out nearly sorted
 # (only keys within a field may be out of order), which the sort then passes over quickly.
 _ADDED_ORDER = tuple(sorted(REFERENCED))
+_ADDED_PLACES = tuple(REFERENCED.index(name) for name in _ADDED_ORDER)
 
 
 def added_fields(record: MemoryRecord) -> dict[str, str]:
@@ -206,25 +207,13 @@ def added_pairs(record: MemoryRecord) -> list[tuple[str, str]]:
     """:func:`added_fields` as ``(path, text)`` pairs sorted by path: what the change feed
     builds a creation's field changes from, once per created record. The values are
     converted in one call, the scalars written here and the containers walked."""
-    lifecycle = record.lifecycle
-    values = msgspec.to_builtins(
-        (
-            record.confidence,
-            lifecycle.last_reinforced_at,
-            record.payload,
-            lifecycle.pinned,
-            record.provenance,
-            record.relations,
-            record.salience,
-            record.scope,
-            record.tags,
-        )
-    )
+    refs = record_refs(record)
+    values = msgspec.to_builtins([refs[at] for at in _ADDED_PLACES])
     flat: dict[str, str] = {}
     for name, value in zip(_ADDED_ORDER, values, strict=True):
         kind = type(value)
         if kind is float:
-            flat[name] = _FLOAT_TEXTS.get(value) or _float_text(value)
+            flat[name] = _float_text(value)
         elif kind is dict:
             _dict_into(value, name, flat)
         elif kind is list:

@@ -58,6 +58,20 @@ def test_every_array_reads_back_as_written(tmp_path: Path) -> None:
     _same(load_arrays(path), written)
 
 
+def test_structured_arrays_of_every_shape_read_back(tmp_path: Path) -> None:
+    # A field holding an array, a nested record, padding (aligned), a titled field: each
+    # comes back from the header's JSON as numpy wrote its descr.
+    nested = np.zeros(3, dtype=[("a", "<f8", (3,)), ("b", [("c", "<i4"), ("d", "S4")])])
+    nested["a"][1] = [1, 2, 3]
+    nested["b"]["d"][2] = b"xy"
+    aligned = np.array([(1, 5), (2, 6)], dtype=np.dtype([("x", "u1"), ("y", "<i8")], align=True))
+    titled = np.array([(1, 0.5)], dtype=[(("a title", "n"), "<i4"), ("m", "<f4")])
+    written = {"nested": nested, "aligned": aligned, "titled": titled}
+    path = tmp_path / ARRAYS_FILE
+    save_arrays(path, written)
+    _same(load_arrays(path), written)
+
+
 @pytest.mark.parametrize("name", ["content.type", "fortran", "timeline.times", "block.3.codes"])
 def test_arrays_read_back_are_writable(tmp_path: Path, name: str) -> None:
     path = tmp_path / ARRAYS_FILE
