@@ -402,6 +402,38 @@ def _disk_full_is_storage_full(path: Path | None) -> Iterator[None]:
 _DAMAGED = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 
 
+# How long an open waits for another process's switch of a new key store file to WAL: the
+# connection's own busy timeout, which SQLite does not apply to that switch.
+_WAL_SWITCH_SECONDS = 30.0
+
+
+def _use_write_ahead_log(db: sqlite3.Connection) -> None:
+    """Put the key store file in WAL mode, waiting while another process does the same.
+
+    Switching a new file to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once (not after the busy timeout) when several processes open one new store at
+    the same moment; the file is read in WAL mode as soon as one of them succeeds."""
+    deadline = time.monotonic() + _WAL_SWITCH_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            (mode,) = db.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() == "wal":
+                return
+            # A file whose mode could not be changed yet answers with its old mode.
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError(f"the key store stayed in {mode} journal mode")
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 @contextmanager
 def _damage_is_key_store_error(path: Path | None) -> Iterator[None]:
     """SQLite's "file is not a database" and "database disk image is malformed" as
@@ -441,7 +473,7 @@ class SqliteKeyStore(KeyStore):
         with self._db_lock:
             self._db.execute("PRAGMA secure_delete = ON")
             if path is not None:
-                self._db.execute("PRAGMA journal_mode = WAL")
+                _use_write_ahead_log(self._db)
                 # Always synced, even for a store opened with ``sync=False``: a key must reach
                 # the disk before any event sealed under it can (one sync per pool of keys).
                 self._db.execute("PRAGMA synchronous = FULL")

@@ -42,10 +42,21 @@ def both(address: str, kind: str) -> list[dict[str, Any]]:
         )
         for name in ("p1", "p2")
     ]
+    outputs = []
+    try:
+        for process in processes:
+            out, _ = process.communicate(timeout=TIMEOUT_SECONDS)
+            outputs.append((process.returncode, out))
+    finally:  # a worker left running or a pipe left open would fail a later test
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
     done = []
-    for process in processes:
-        out, _ = process.communicate(timeout=TIMEOUT_SECONDS)
-        assert process.returncode == 0, f"a worker failed (exit {process.returncode})"
+    for returncode, out in outputs:
+        assert returncode == 0, f"a worker failed (exit {returncode})"
         done.append(json.loads(out.strip().splitlines()[-1]))
     return done
 
