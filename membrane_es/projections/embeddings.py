@@ -36,19 +36,14 @@ scans a stand-in holding the rows and codes and reads only its picks' vectors
 (:mod:`membrane_es.projections.coded_blocks`).
 
 Kept on request (:meth:`EmbeddingIndex.keep_approximate`), an approximate index over every
-vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on:
-each vector appended to the blocks is appended to it, in row order. It is built on a thread
-of its own — when the store reaches its threshold, or, restored from a checkpoint that
-keeps only its training (one written while it was being built, or whose index file could
-not be read), when a search first asks for it (:meth:`EmbeddingIndex.approximate_index`) —
-and published between two writes once it holds every vector; until then reads search
-without it. A checkpoint written once it is built keeps it whole, and an open takes it up
-as it was (:attr:`EmbeddingIndex.approximate_loaded`): no vector is read back for it.
+vector (:mod:`membrane_es.projections.approximate`) follows the blocks from its threshold on;
+when it is built and how it follows them is :mod:`membrane_es.projections.approximate_keeper`.
+Blocks a checkpoint left in the log are read back behind a read that needs them all
+(:mod:`membrane_es.projections.vector_read_back`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -58,10 +53,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from membrane_es.projections.approximate import SLAB, ApproximateIndex
+from membrane_es.projections.approximate import ApproximateIndex
+from membrane_es.projections.approximate_keeper import ApproximateKeeper
 from membrane_es.projections.row_places import RowPlaces
-
-logger = logging.getLogger(__name__)
+from membrane_es.projections.vector_read_back import start_read_back
 
 Array = npt.NDArray[Any]
 StandIn = Callable[[Array, Array], "Block"]  # a stand-in block searched by (rows, codes)
@@ -328,31 +323,11 @@ class EmbeddingIndex:
         self._stand_in: StandIn | None = None
         self._reading = threading.Lock()  # guards the unread blocks and what is noted for them
         self._io = threading.Lock()  # one read back at a time
-        # The approximate index, when kept: from how many vectors on (None: not kept), the
-        # index, whether it is to be built again from the blocks before its next use, and
-        # the size below which that is not tried again (too few vectors not erased).
-        self.approximate_from: int | None = None
-        self._approximate: ApproximateIndex | None = None
-        self._approximate_stale = False
-        self._approximate_retry = 0
-        self.approximate_saved = b""  # a checkpoint's trained index (ApproximateIndex.saved)
-        # A checkpoint's whole index (codes and lists, covering its position), taken up by
-        # keep_approximate when kept from the same threshold: no vector is read back for it.
-        self.approximate_loaded: ApproximateIndex | None = None
         # Held while vectors are written or erased, and while a build of the approximate
         # index takes the blocks' rows or publishes the index: between two writes.
-        self._writing = threading.RLock()
-        # The approximate index is built on a thread of its own (train, then add every
-        # vector; reads meanwhile search as without it). A build publishes its index only
-        # if ``_generation`` has not moved since it started (a restore, a new threshold or a
-        # close moves it); rows erased while it runs are noted and erased from its index
-        # before it is published.
-        self._generation = 0
-        self._builder: threading.Thread | None = None
-        self._built = threading.Event()  # set while no build runs
-        self._built.set()
-        self._erased_meanwhile: list[int] = []
-        self._closed = False  # once closed, nothing is read back from the log
+        self.writing = threading.RLock()
+        self.closed = False  # once closed, nothing is read back from the log
+        self.approximate = ApproximateKeeper(self)  # the approximate index, when kept
         self._places = RowPlaces()  # each row's block and position, for vectors_at
         self._read_back: threading.Thread | None = None  # see _start_read_back
 
@@ -370,11 +345,11 @@ class EmbeddingIndex:
             self.skipped += 1
             return
         rows, matrix = np.array([row], dtype=np.int64), np.atleast_2d(vector)
-        with self._writing:
+        with self.writing:
             self._prepare(1)
             self._write(scope, rows, matrix)
             self.size += 1
-            self._follow(rows, matrix)
+            self.approximate.follow(rows, matrix, unread=bool(self._unread))
 
     def add_many(self, entries: list[tuple[int, int, str, bytes]]) -> None:
         """:meth:`add` for each ``(row, scope, model, float32 little-endian bytes)``, in
@@ -393,13 +368,13 @@ class EmbeddingIndex:
         matrix = np.frombuffer(data, dtype="<f4").reshape(len(kept), self.dimensions)
         rows = np.array([entry[0] for entry in kept], dtype=np.int64)
         scopes = np.array([entry[1] for entry in kept], dtype=np.int64)
-        with self._writing:
+        with self.writing:
             self._prepare(len(kept))
             for scope in dict.fromkeys(entry[1] for entry in kept):
                 picks = np.flatnonzero(scopes == scope)
                 self._write(scope, rows[picks], matrix[picks])
             self.size += len(kept)
-            self._follow(rows, matrix)
+            self.approximate.follow(rows, matrix, unread=bool(self._unread))
 
     def restore(self, blocks: dict[int, Block]) -> None:
         """Take the blocks of a checkpoint (their codes are recomputed when kept)."""
@@ -408,11 +383,9 @@ class EmbeddingIndex:
         self._unread_codes, self._stand_ins, self._stand_in = {}, {}, None
         self.size = sum(block.size for block in blocks.values())
         self.coded = False
-        self.approximate_loaded = None
         self._prepare(0)
-        with self._writing:
-            self._generation += 1  # a build under way indexes blocks no longer held
-            self._approximate, self._approximate_stale = None, True
+        with self.writing:
+            self.approximate.reset()
 
     def restore_later(
         self,
@@ -490,7 +463,7 @@ class EmbeddingIndex:
                     scopes = list(self._unread)
                 wanted = {s: self._unread[s] for s in scopes if s in self._unread}
                 read = self._read
-            if not wanted or read is None or self._closed:
+            if not wanted or read is None or self.closed:
                 return
             matrices = read(wanted)  # raises (damage in the log) with nothing changed
             with self._reading:
@@ -529,13 +502,9 @@ class EmbeddingIndex:
 
     def erase(self, row: int) -> None:
         """Zero the vector of ``row``, wherever it is indexed (erasure)."""
-        with self._writing:
+        with self.writing:
             self._erase(row)
-            approximate = self._approximate
-            if approximate is not None and not self._approximate_stale:
-                approximate.erase(row)
-            if self._builder is not None:
-                self._erased_meanwhile.append(row)
+            self.approximate.erase(row)
 
     def _erase(self, row: int) -> None:
         with self._reading:
@@ -551,52 +520,48 @@ class EmbeddingIndex:
     def __len__(self) -> int:
         return self.size
 
-    # --- the approximate index ------------------------------------------------------------
+    # --- the approximate index (kept by membrane_es.projections.approximate_keeper) ---------
+
+    @property
+    def approximate_from(self) -> int | None:
+        """From how many vectors on the approximate index is kept (None: not kept)."""
+        return self.approximate.start
+
+    @property
+    def approximate_saved(self) -> bytes:
+        """A checkpoint's trained index (:meth:`ApproximateIndex.saved`)."""
+        return self.approximate.saved
+
+    @approximate_saved.setter
+    def approximate_saved(self, data: bytes) -> None:
+        self.approximate.saved = data
+
+    @property
+    def approximate_loaded(self) -> ApproximateIndex | None:
+        """A checkpoint's whole index, taken up by :meth:`keep_approximate`."""
+        return self.approximate.loaded
+
+    @approximate_loaded.setter
+    def approximate_loaded(self, loaded: ApproximateIndex | None) -> None:
+        self.approximate.loaded = loaded
 
     def keep_approximate(self, min_vectors: int | None) -> None:
         """Keep an approximate index from ``min_vectors`` vectors on (None: keep none), built
         on a thread of its own; one due already is built when a search first asks for it."""
-        loaded, self.approximate_loaded = self.approximate_loaded, None
-        with self._writing:
-            self._generation += 1
-            self.approximate_from = min_vectors
-            self._approximate, self._approximate_stale = None, min_vectors is not None
-            self._approximate_retry = 0
-            if (
-                loaded is not None
-                and min_vectors is not None
-                and loaded.min_vectors == max(1, min_vectors)
-                and loaded.dimensions == self.dimensions
-            ):
-                # Holds every vector under the checkpoint's position; what the log adds
-                # after it is appended as it is applied (_follow).
-                self._approximate, self._approximate_stale = loaded, False
+        self.approximate.keep(min_vectors)
 
     def approximate_index(self) -> ApproximateIndex | None:
         """The approximate index, trained and holding every vector; None when none is kept,
         the store is too small, or it is still being built (a build is started if it is due
         and none runs: after a restore, its first search's)."""
-        if not self._due():
-            return None
-        approximate = self._approximate
-        if approximate is not None and approximate.trained and not self._approximate_stale:
-            return approximate
-        with self._writing:
-            if self._approximate_stale or self._approximate is None:
-                self._start_build()
-            approximate = self._approximate
-            stale = self._approximate_stale
-        ready = approximate is not None and approximate.trained and not stale
-        return approximate if ready else None
+        return self.approximate.index()
 
     def wait_approximate(self, timeout: float | None = None) -> bool:
         """Start building the approximate index if it is due, and wait up to ``timeout``
         seconds (None: as long as it takes) for the build, and for a loaded index, for the
         blocks' vectors its candidates are scored with to be read back; True once done."""
-        if self._due():
-            self.approximate_index()
         start = time.monotonic()
-        if not self._built.wait(timeout):
+        if not self.approximate.wait(timeout):
             return False
         if self._unread and self.approximate_live() is not None:
             # A loaded index scores its candidates with vectors fetched from the log one by
@@ -612,150 +577,39 @@ class EmbeddingIndex:
     @property
     def approximate_building(self) -> bool:
         """Whether the approximate index is being built."""
-        return not self._built.is_set()
+        return self.approximate.building
 
     def close(self) -> None:
         """Stop a build under way (it publishes nothing) and read nothing more back from the
         log: once this returns, no thread of this index reads the log."""
-        with self._writing:
-            self._generation += 1
+        self.approximate.close()
         with self._io:  # a block being read back finishes first
-            self._closed = True
+            self.closed = True
 
     def approximate_live(self) -> ApproximateIndex | None:
         """The approximate index if it is built and holds every vector (what a checkpoint
         writes whole), else None; it does not start a build."""
-        approximate = self._approximate
-        if approximate is not None and approximate.trained and not self._approximate_stale:
-            return approximate
-        return None
+        return self.approximate.live()
 
     def approximate_state(self) -> bytes:
         """The approximate index's training for a checkpoint (empty when it is not trained):
         the live index's, or the one a checkpoint gave it not yet built again."""
-        approximate = self._approximate
-        if approximate is not None and approximate.trained and not self._approximate_stale:
-            return approximate.saved()
-        return self.approximate_saved if self.approximate_from is not None else b""
+        return self.approximate.state()
 
-    def _due(self) -> bool:
-        start = self.approximate_from
-        return start is not None and self.size >= max(start, self._approximate_retry)
-
-    def _follow(self, rows: Array, matrix: Array) -> None:
-        """Hand rows just written (ascending) to the approximate index, or start building it
-        once the store reaches its threshold (under ``_writing``); a build under way adds
-        them itself."""
-        if self.approximate_from is None:
-            return
-        approximate = self._approximate
-        if approximate is not None and approximate.trained and not self._approximate_stale:
-            approximate.add(rows, matrix)
-        elif self._due() and self._builder is None:
-            if self._unread:
-                self._approximate_stale = True  # built when a search asks (reads them)
-            else:
-                self._start_build()
-
-    def _start_build(self) -> None:
-        """Start building the approximate index on a thread of its own (under ``_writing``)."""
-        if self._builder is not None or self._closed:
-            return
-        generation = self._generation
-        self._erased_meanwhile = []
-        self._built.clear()
-        self._builder = threading.Thread(
-            target=self._build_in_background,
-            args=(generation,),
-            name="membrane-approximate-index",
-            daemon=True,
-        )
-        self._builder.start()
-
-    def _build_in_background(self, generation: int) -> None:
-        try:
-            self._build_approximate(generation)
-        except Exception:  # the log closed or damaged under it: reads go on without the index
-            logger.exception("the approximate index could not be built")
-        finally:
-            with self._writing:
-                self._builder = None
-                self._erased_meanwhile = []
-                self._built.set()
-
-    def _build_approximate(self, generation: int) -> None:
-        """Build the approximate index from every block (read back first, a block at a
-        time), in row order, a slab at a time: the first vectors not erased fill its
-        training set (unless a checkpoint kept its training), the rest are added once it is
-        trained (never a second copy of every vector). Only taking the blocks' rows and
-        publishing hold ``_writing``: writes go on meanwhile, and the rows they add are
-        caught up with, in order, before the index is published."""
-        start = self.approximate_from
-        assert start is not None
-        for scope in self.unread_scopes():
-            if generation != self._generation:
-                return
-            self.read_scope(scope)
-        with self._writing:
-            if generation != self._generation:
-                return
-            held = self._held_blocks()
-            saved = self.approximate_saved
-        approximate = ApproximateIndex.restored(saved, self.dimensions, start) or ApproximateIndex(
-            self.dimensions, start
-        )
-        end = _end_of(held)
-        if not approximate.trained:
-            filled = self._train(approximate, held, end, start)
-            if filled < start:
-                with self._writing:
-                    if generation == self._generation:
-                        # Too few vectors not erased: tried again once that many more are in.
-                        self._approximate_retry = self.size + (start - filled)
-                        self._approximate, self._approximate_stale = None, False
-                return
-        done = approximate.rows_below  # the training vectors are in
-        while True:
-            if generation != self._generation:
-                return
-            _add_slabs(approximate, held, done, end, self.dimensions)
-            done = end
-            with self._writing:
-                if generation != self._generation:
-                    return
-                held = self._held_blocks()
-                end = _end_of(held)
-                if end - done > SLAB:
-                    continue  # many rows written meanwhile: add them without holding writes
-                _add_slabs(approximate, held, done, end, self.dimensions)
-                for row in self._erased_meanwhile:
-                    approximate.erase(row)
-                self._approximate, self._approximate_stale = approximate, False
-                return
-
-    def _held_blocks(self) -> list[tuple[Block, Array]]:
-        """Every block read, with its rows (under ``_writing``)."""
+    def held_blocks(self) -> list[tuple[Block, Array]]:
+        """Every block read, with its rows (under ``writing``)."""
         blocks = [self._blocks.get(scope) for scope in self._order]
         return [(block, block.flat_rows()) for block in blocks if block is not None]
 
-    def _train(
-        self, approximate: ApproximateIndex, held: list[tuple[Block, Array]], end: int, start: int
-    ) -> int:
-        """Train on the first ``start`` vectors not erased under ``end``; how many there
-        were (fewer than ``start``: not trained)."""
-        sample = np.empty((start, self.dimensions), dtype=np.float32)
-        sample_rows = np.empty(start, dtype=np.int64)
-        filled = 0
-        for first in range(0, end, SLAB):
-            rows, matrix = _slab(held, first, first + SLAB, self.dimensions)
-            kept = np.flatnonzero(np.any(matrix != 0.0, axis=1))[: start - filled]
-            sample[filled : filled + len(kept)] = matrix[kept]
-            sample_rows[filled : filled + len(kept)] = rows[kept]
-            filled += len(kept)
-            if filled == start:
-                approximate.train(sample_rows, sample)
-                break
-        return filled
+    def _start_read_back(self) -> None:
+        """Read every block not read yet back from the log on a thread of its own
+        (:mod:`membrane_es.projections.vector_read_back`; a close stops it after the scope
+        it is reading): a read that scores a few candidates fetches their vectors one by one
+        meanwhile. Started once, and only while some block is still to be read."""
+        with self._reading:
+            if self._read_back is not None or self.closed or not self._unread:
+                return
+            self._read_back = start_read_back(self, lambda: self.closed)
 
     def chosen(
         self, scopes: list[int] | None, below: int | None, *, codes: bool = False
@@ -885,27 +739,6 @@ class EmbeddingIndex:
                 out[i] = block.chunks[chunk][offset]
         return out
 
-    def _start_read_back(self) -> None:
-        """Read every block not read yet back from the log, a scope at a time, on a thread
-        of its own (a close stops it after the scope it is reading): a read that scores a
-        few candidates fetches their vectors one by one meanwhile."""
-        with self._reading:
-            if self._read_back is not None or self._closed:
-                return
-            self._read_back = threading.Thread(
-                target=self._read_back_all, name="membrane-vectors-read-back", daemon=True
-            )
-        self._read_back.start()
-
-    def _read_back_all(self) -> None:
-        try:
-            for scope in self.unread_scopes():
-                if self._closed:
-                    return
-                self.read_scope(scope)
-        except Exception:  # the log closed or damaged under it: a search reads it itself
-            logger.exception("vectors not read back in the background")
-
     def scan_codes(self, query: Array, scopes: list[int] | None, below: int | None) -> CodeScan:
         """The Hamming distance of every row's sign code to the query's, over the rows
         :meth:`similarities` would score, in the same order. Only when :attr:`coded`."""
@@ -964,43 +797,6 @@ class CodeScan:
             held = segment[places] == rows[picks]
             out[picks[held]] = int(self.starts[i]) + places[held]
         return out
-
-
-def _end_of(held: list[tuple[Block, Array]]) -> int:
-    """One past the last row these blocks hold."""
-    return max((int(rows[-1]) + 1 for _, rows in held if len(rows)), default=0)
-
-
-def _add_slabs(
-    approximate: ApproximateIndex,
-    held: list[tuple[Block, Array]],
-    first: int,
-    last: int,
-    dimensions: int,
-) -> None:
-    """Add the rows in ``[first, last)`` of these blocks, in row order, a slab at a time."""
-    for low in range(first, last, SLAB):
-        rows, matrix = _slab(held, low, min(low + SLAB, last), dimensions)
-        approximate.add(rows, matrix)
-
-
-def _slab(
-    held: list[tuple[Block, Array]], first: int, last: int, dimensions: int
-) -> tuple[Array, Array]:
-    """The rows in ``[first, last)`` of these blocks (each with its rows) and their vectors,
-    in row order."""
-    parts: list[tuple[Array, Array]] = []
-    for block, rows in held:
-        lo, hi = np.searchsorted(rows, [first, last]).tolist()
-        if lo < hi:
-            vectors = np.empty((hi - lo, dimensions), dtype=np.float32)
-            block.gather_into(np.arange(lo, hi), vectors)
-            parts.append((rows[lo:hi], vectors))
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float32)
-    rows = np.concatenate([r for r, _ in parts])
-    order = np.argsort(rows, kind="stable")
-    return rows[order], np.concatenate([v for _, v in parts])[order]
 
 
 def _joined(chunks: list[Array], size: int, dtype: Any) -> Array:

@@ -198,7 +198,7 @@ def test_the_index_built_after_an_open_equals_the_one_followed(tmp_path: Path) -
             answers = [_ids(memory, q) for q in queries]
     assert not (tmp_path / "store" / "views" / "current" / "approximate.faiss").exists()
     with Membrane.open(tmp_path / "store", embedder=None, **ON) as memory:
-        assert memory.views.embeddings._approximate is None  # its codes: not in the checkpoint
+        assert memory.views.embeddings.approximate.current is None  # not in the checkpoint
         with pytest.MonkeyPatch.context() as patch:  # its training is: not trained again
             patch.setattr(approximate.ApproximateIndex, "train", _never)
             assert memory.wait_for_index()
@@ -405,7 +405,7 @@ def test_closing_during_a_build_stops_it(held_back: threading.Event) -> None:
     memory.close()  # does not wait for the training
     held_back.set()
     assert index.wait_approximate(timeout=60)
-    assert index._approximate is None  # nothing published after the close
+    assert index.approximate.current is None  # nothing published after the close
 
 
 def test_vectors_found_by_place_are_the_blocks_vectors() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from membrane_es import Membrane
 from membrane_es.projections import approximate
-from membrane_es.projections.embeddings import EmbeddingIndex
+from membrane_es.projections.approximate_keeper import ApproximateKeeper
 from membrane_es.projections.read_model import APPROXIMATE_INDEX_FILE
 from membrane_es.timekeeping.clock import MonotonicClock
 from tests.unit.conftest import ManualTime
@@ -51,7 +51,7 @@ def test_a_reopened_store_loads_its_index_and_follows_the_log_after_it(
     time.advance(hours=1)
     # Nothing trained, and no vector added but those written after the checkpoint.
     monkeypatch.setattr(approximate.ApproximateIndex, "train", _never)
-    monkeypatch.setattr(EmbeddingIndex, "_build_approximate", _never)
+    monkeypatch.setattr(ApproximateKeeper, "_build", _never)
     with Membrane.open(store, embedder=None, clock=clock, **ON) as memory:
         embeddings = memory.views.embeddings
         loaded = embeddings.approximate_index()
@@ -110,7 +110,7 @@ def test_an_index_file_faiss_cannot_read_is_built_again(
         patch.setattr(approximate.faiss, "read_index", unreadable)
         with Membrane.open(store, embedder=None, **ON) as memory:
             embeddings = memory.views.embeddings
-            assert embeddings._approximate is None  # not loaded: built from the blocks
+            assert embeddings.approximate.current is None  # not loaded: built from the blocks
             assert [_ids(memory, q) for q in queries] == answers
             assert memory.wait_for_index()
             built = embeddings.approximate_index()
