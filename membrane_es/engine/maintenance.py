@@ -12,6 +12,7 @@ from membrane_es.engine.core import (
     EngineCore,
 )
 from membrane_es.errors import MembraneError
+from membrane_es.projections.vector_read_back import start_read_back
 from membrane_es.schema.results import ConsolidationResult
 from membrane_es.timekeeping.scheduler import PeriodicTask
 
@@ -24,31 +25,19 @@ class Maintenance(EngineCore):
 
     # --- vectors a checkpoint left in the log -------------------------------------------------
 
-    def start_reading_vectors(self) -> threading.Thread:
+    def start_reading_vectors(self) -> threading.Thread | None:
         """Read back, on a background thread, the vectors an open from a checkpoint left in
         the log (a scope's are otherwise read by its first search), one scope at a time,
         until done or :meth:`close` — what a server does after it starts, so its first
         searches find them read. A search meanwhile that needs a scope not read yet reads it
         itself (after the scope being read); writes go on, applied to a block once it is read.
-        Returns the running thread."""
+        Returns the running thread, or None when no vector is left in the log (a new store,
+        one with no vectors, or one whose blocks are read already): no thread is started."""
         if self._vector_reader is not None:
             raise MembraneError("vectors are already being read back")
-        index, closing = self._views.embeddings, self._closing
-
-        def read_back() -> None:
-            for scope in index.unread_scopes():
-                if closing.is_set():
-                    return
-                try:
-                    index.read_scope(scope)
-                except Exception as error:  # noqa: BLE001 - the first search reports it
-                    if not closing.is_set():
-                        log.warning("vectors not read back in the background: %s", error)
-                    return
-
-        thread = threading.Thread(target=read_back, name="membrane-vectors", daemon=True)
+        closing = self._closing
+        thread = start_read_back(self._views.embeddings, closing.is_set, "membrane-vectors")
         self._vector_reader = thread
-        thread.start()
         return thread
 
     # --- consolidation (spec §5.5) ----------------------------------------------------------
