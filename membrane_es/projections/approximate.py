@@ -24,14 +24,14 @@ is appended to its list in row order. So the same events give the same index, an
 record's code is removed from its list at once.
 
 A checkpoint keeps its training (:meth:`ApproximateIndex.saved`: the centroids, 1.5 MB)
-and, once it is built, the index whole (:meth:`ApproximateIndex.write`: each vector's code
-and row, 392 B a record at 384 dimensions), which an open loads (:meth:`ApproximateIndex.loaded`)
-and appends to what the log adds after the checkpoint. Where the checkpoint has no index
-file it could read, the vectors are added again, from the blocks, once a search first asks
-for the index. Training and filling it run on a thread of their own
-(:meth:`membrane_es.projections.embeddings.EmbeddingIndex.approximate_index`): reads search
-as without it until it is ready. The engine works without FAISS (the ``ann`` extra): reads
-are then what they were.
+and, once it is built, the index whole (each vector's code and row, 392 B a record at 384
+dimensions: :mod:`membrane_es.projections.approximate_file`), which an open loads
+(:meth:`ApproximateIndex.loaded`) and appends to what the log adds after it. Where the
+checkpoint has no index file it could read, the vectors are added again, from the blocks,
+once a search first asks for the index. Training and filling it run on a thread of their
+own (:mod:`membrane_es.projections.approximate_keeper`): reads search as without it until
+it is ready. The engine works without FAISS (the ``ann`` extra): reads are then what they
+were.
 """
 
 from __future__ import annotations
@@ -83,6 +83,13 @@ class ApproximateIndex:
         self.rows_below = 0  # every row added is under this
         self.size = 0  # vectors held
         self._lock = threading.Lock()  # FAISS's lists are not safe to grow while searched
+        # Held by whatever changes the index (add, erase) and by a copy of it taken for a
+        # checkpoint, which only reads it: searches go on while the copy is taken.
+        self._mutating = threading.Lock()
+        # The index's file in the last checkpoint written or loaded (None: none yet), and
+        # each row erased since, with the rows the index then held (``rows_below``).
+        self.file: Any = None  # an approximate_file.IndexFile
+        self.erasures: list[tuple[int, int]] = []
         self._centroids: Array = np.zeros((0, dimensions), dtype=np.float32)
         self._reach: Array = np.zeros(0, dtype=np.float32)  # each list's plausible reach
         self._trained_state = b""
@@ -103,7 +110,7 @@ class ApproximateIndex:
             return
         # An erased vector (zeros) has nothing to find.
         keep = np.flatnonzero((rows >= self.rows_below) & np.any(vectors != 0.0, axis=1))
-        with self._lock:
+        with self._mutating, self._lock:
             faiss.omp_set_num_threads(1)
             if len(keep):
                 self._index.add_with_ids(
@@ -172,12 +179,24 @@ class ApproximateIndex:
             }
         )
 
-    def write(self, path: Path) -> dict[str, int]:
-        """Write the whole index, its codes and lists, to ``path`` (by FAISS, straight to the
-        file: no copy of the codes in memory); what it holds, for :meth:`loaded`."""
-        with self._lock:
-            faiss.write_index(self._index, str(path))
-            return {"rows_below": self.rows_below, "size": self.size}
+    def held(self) -> tuple[int, int, list[tuple[int, int]]]:
+        """``(rows_below, size, erasures)`` as they stand (none changing meanwhile)."""
+        with self._mutating:
+            return self.rows_below, self.size, list(self.erasures)
+
+    def snapshot(self) -> tuple[Any, int, int, int]:
+        """A copy of the whole FAISS index (its codes and lists), to be written to a file
+        while this one goes on being searched and grown, with the rows under which and the
+        number of vectors it holds, and how many erasures were noted before it."""
+        with self._mutating:  # no add or erase meanwhile; searches read on beside the copy
+            return faiss.clone_index(self._index), self.rows_below, self.size, len(self.erasures)
+
+    def mark_written(self, file: Any, noted: int) -> None:
+        """The copy :meth:`snapshot` took (after ``noted`` erasures) is now ``file``: the
+        erasures noted since it was taken are those since the file."""
+        with self._mutating:
+            self.file = file
+            del self.erasures[:noted]
 
     @classmethod
     def loaded(
@@ -244,9 +263,11 @@ class ApproximateIndex:
         """Remove ``row``'s code (a forgotten record's vector is not kept, even quantised)."""
         if self._index is None:
             return
-        with self._lock:
+        with self._mutating, self._lock:
             self._index.remove_ids(faiss.IDSelectorRange(row, row + 1))
             self.size = int(self._index.ntotal)
+            # A checkpoint that keeps an earlier file of the index erases it there again.
+            self.erasures.append((row, self.rows_below))
 
     def search(self, query: Array, count: int, below: int, probes: int = PROBES) -> Array:
         """Up to ``count`` rows under ``below`` nearest ``query`` by their codes, nearest

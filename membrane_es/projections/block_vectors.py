@@ -45,9 +45,12 @@ def block_vectors(
     ids: list[str],
     block_rows: dict[int, Array],
     dimensions: int,
+    after: int = 0,
 ) -> dict[int, Array]:
     """Each block's matrix (its rows' vectors, in its row order); ``ids``: the record id of
-    each table row; ``position``: the last notification the checkpoint reflects."""
+    each table row; ``position``: the last notification the checkpoint reflects; ``after``:
+    a notification every one of these records was created after (where the log is scanned
+    for their creations, it is scanned from there)."""
     width = 4 * dimensions
     zeros = bytes(width)
     owner = {row: scope for scope, rows in block_rows.items() for row in rows.tolist()}
@@ -59,7 +62,7 @@ def block_vectors(
     if state_reader is not None and _lean(log.mapper):
         vectors = _creation_vectors(log.mapper, state_reader, [ids[row] for row in order])
     else:
-        vectors = _logged_vectors(log, position, [ids[row] for row in order])
+        vectors = _logged_vectors(log, position, [ids[row] for row in order], after)
     parts: dict[int, list[bytes]] = {scope: [] for scope in block_rows}
     for row, vector in zip(order, vectors, strict=True):
         parts[owner[row]].append(vector if vector is not None and len(vector) == width else zeros)
@@ -101,14 +104,15 @@ def _creation_vectors(
 
 
 def _logged_vectors(
-    log: NotificationSource, position: int, record_ids: list[str]
+    log: NotificationSource, position: int, record_ids: list[str], after: int = 0
 ) -> list[bytes | None]:
-    """Each record's vector, from the log's creation events up to ``position``, a page at a
-    time (a store that selects notifications by topic: PostgreSQL, for one)."""
+    """Each record's vector, from the log's creation events after ``after`` up to
+    ``position``, a page at a time (a store that selects notifications by topic:
+    PostgreSQL, for one)."""
     wanted = dict.fromkeys(record_ids)
     decode = event_decoder(log.mapper)
     found = 0
-    start = 1
+    start = after + 1
     while start <= position and found < len(wanted):
         notes = log.recorder.select_notifications(
             start=start, limit=PAGE, stop=position, topics=(CREATED,)

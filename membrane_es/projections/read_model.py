@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 from eventsourcing.persistence import Tracking
 
-from membrane_es.projections.approximate import ApproximateIndex
+from membrane_es.projections import approximate_file
 from membrane_es.projections.array_files import (
     ARRAYS_FILE,
     load_checkpoint_arrays,
@@ -246,27 +246,40 @@ class ReadModel:
 
         ``seal(staging, position)`` runs once every file is written, before the new
         checkpoint replaces the last one: what it adds (a digest) is part of the checkpoint.
+        The views are held (no event applied, no read's snapshot taken) while their files are
+        written; the approximate index's file — the largest, hundreds of MB at a million
+        records — is written after that, from a copy, or kept from the last checkpoint
+        (:mod:`~membrane_es.projections.approximate_file`), and the seal is computed after
+        it: reads and writes go on meanwhile.
         """
+        staging = directory / "staging"
         with self.lock:
             directory.mkdir(parents=True, exist_ok=True)
-            staging = directory / "staging"
             # What a save killed midway left behind (a half-written staging directory, the
             # previous checkpoint not yet removed) must not stop this one.
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(directory / "old", ignore_errors=True)
             staging.mkdir()
+            position = self.position
             # From a dict dropped once written (the sign codes in it are copies), before the
             # manifest is encoded: a save holds one of the two at a time, not both.
             save_arrays(staging / ARRAYS_FILE, self._checkpoint_arrays())
             # The approximate index whole, when it is built: an open loads it instead of
             # reading every vector back from the log to fill it again.
             live = self.embeddings.approximate_live()
-            held = None if live is None else live.write(staging / APPROXIMATE_INDEX_FILE)
+            index_file = None
+            if live is not None:
+                index_file = approximate_file.prepare(
+                    live,
+                    directory / "current" / APPROXIMATE_INDEX_FILE,
+                    staging / APPROXIMATE_INDEX_FILE,
+                    position,
+                )
             table = self.table
             timeline = table.timeline
             manifest = {
                 "version": CHECKPOINT_VERSION,
-                "position": self.position,
+                "position": position,
                 "ids": table.ids,
                 "scopes": table.scope_names,
                 "checkpoints": [(count, size) for count, size, _ in timeline.checkpoints],
@@ -280,7 +293,7 @@ class ReadModel:
                     for row, (canonical, aliases) in self.entities.names.items()
                 ],
                 "facts": self.facts.saved(),
-                "approximate_index": held,
+                "approximate_index": None if index_file is None else index_file.held,
             }
             (staging / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(manifest))
             (staging / GRAPH_FILE).write_bytes(self.graph.encoded())
@@ -293,16 +306,22 @@ class ReadModel:
                 with entries.lock:
                     # Its own position, at most the checkpoint's: the seal's tie to the log
                     # there covers every event it reflects.
-                    if entries.position <= self.position:
+                    if entries.position <= position:
                         entries.save(staging / ENTRIES_FILE)
-            if seal is not None:
-                seal(staging, self.position)
-            current = directory / "current"
-            old = directory / "old"
-            if current.exists():
-                current.rename(old)
-            staging.rename(current)
-            shutil.rmtree(old, ignore_errors=True)
+        # Outside the views' lock: every file above is written, none of them changes.
+        # (Saves of one directory take turns: the caller holds its lock.)
+        if index_file is not None:
+            index_file.write(staging / APPROXIMATE_INDEX_FILE)
+        if seal is not None:
+            seal(staging, position)
+        current = directory / "current"
+        old = directory / "old"
+        if current.exists():
+            current.rename(old)
+        staging.rename(current)
+        shutil.rmtree(old, ignore_errors=True)
+        if index_file is not None:
+            index_file.settle(current / APPROXIMATE_INDEX_FILE)
 
     def _checkpoint_arrays(self) -> dict[str, Any]:
         """The views' arrays a checkpoint keeps, by member name (views of the live arrays,
@@ -415,9 +434,19 @@ class ReadModel:
             index.approximate_saved = (current / APPROXIMATE_FILE).read_bytes()
             held = manifest.get("approximate_index")
             if held is not None:
+
+                def fetch_after(rows: Any, after: int) -> Any:
+                    return block_vectors(log, position, ids, {0: rows}, dimensions, after)[0]
+
                 # None (missing, damaged, another FAISS's): built again from the blocks.
-                index.approximate_loaded = ApproximateIndex.loaded(
-                    index.approximate_saved, held, current / APPROXIMATE_INDEX_FILE, dimensions
+                every_row = np.concatenate([np.zeros(0, dtype=np.int64), *block_rows.values()])
+                index.approximate_loaded = approximate_file.load(
+                    index.approximate_saved,
+                    held,
+                    current / APPROXIMATE_INDEX_FILE,
+                    dimensions,
+                    every_row,
+                    fetch_after,
                 )
         model.speakers.restore(manifest.get("speakers", {}))
         for row, canonical, aliases in manifest["entities"]:
