@@ -16,8 +16,10 @@ import pytest
 from membrane_es import Membrane
 from membrane_es.projections import approximate, approximate_file
 from membrane_es.projections.approximate_keeper import ApproximateKeeper
+from membrane_es.projections.read_model import ReadModel
 from membrane_es.queries import vectors
 from membrane_es.timekeeping.clock import MonotonicClock
+from tests.integration.test_views_restart import _WithoutBulkReads
 from tests.unit.conftest import ManualTime
 from tests.unit.test_approximate_index import COUNT, ON, _corpus, _fill, _ids
 from tests.unit.test_approximate_index_file import _index_file, _never
@@ -195,3 +197,36 @@ def test_a_search_does_not_wait_for_the_index_file_being_written(
         assert index.file is not None and index.file.rows_below == COUNT
         assert _searched(memory, queries) == followed
         assert [_ids(memory, q) for q in queries] == answers
+
+
+def test_rows_added_since_the_file_are_read_by_topic_after_it(tmp_path: Path) -> None:
+    """Where the log cannot be read by key (PostgreSQL), the creations of the rows added
+    since the file are selected from the file's position on, not from the log's start."""
+    matrix, queries = _corpus(COUNT + EXTRA)
+    store = tmp_path / "store"
+    with Membrane.open(store, embedder=None, **ON) as memory:
+        _fill(memory, matrix[:COUNT])
+        assert memory.wait_for_index()
+        memory.checkpoint()
+        position = memory.position
+        _fill(memory, matrix, first=COUNT)
+        followed = _searched(memory, queries)
+    with Membrane.open(store, embedder=None, read_only=True) as memory:
+        log = _WithoutBulkReads(memory.application)
+        starts: list[int] = []
+        select = memory.application.recorder.select_notifications
+
+        def selected(_recorder: Any, **kwargs: Any) -> Any:
+            # A method of the recorder _WithoutBulkReads makes: called with it first.
+            starts.append(kwargs["start"])
+            return select(**kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(memory.application.recorder, "select_notifications", selected)
+            views = ReadModel.load(store / "views", log)
+        assert views is not None
+        loaded = views.embeddings.approximate_loaded
+        assert loaded is not None and loaded.size == COUNT + EXTRA
+        assert starts and min(starts) == position + 1
+        assert [loaded.search(q, 100, loaded.rows_below).tolist() for q in queries] == followed
+        views.close()
