@@ -12,6 +12,7 @@ and checkpoint loading need not know about it.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -49,9 +50,16 @@ class ScopePartitions:
     def __init__(self) -> None:
         self.lists: dict[int, RowList] = {}
         self.synced = 0
+        self._syncing = threading.Lock()  # reads sync it side by side (the views held shared)
 
     def sync(self, scopes: Array, size: int) -> None:
         """Take in rows ``[synced, size)``, whose scope ids are ``scopes[synced:size]``."""
+        if size <= self.synced:
+            return
+        with self._syncing:
+            self._sync(scopes, size)
+
+    def _sync(self, scopes: Array, size: int) -> None:
         if size <= self.synced:
             return
         first = self.synced

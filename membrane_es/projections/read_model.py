@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import shutil
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +42,7 @@ from membrane_es.projections.relation_graph import RelationGraph
 from membrane_es.projections.speakers import SpeakerIndex
 from membrane_es.projections.text_index import TextIndex
 from membrane_es.projections.view_writes import TextSink, ViewWrites
+from membrane_es.projections.views_lock import ViewsLock
 
 CATCH_UP_BATCH = 500  # notifications read, decoded and applied at a time (larger pages
 # gain nothing measurable and leave more freed memory behind)
@@ -84,7 +84,9 @@ class ReadModel:
         # first read, following the log on its own; checkpointed with the others once built.
         self.entries: EntryIndex | None = None
         self.position = 0
-        self.lock = threading.RLock()
+        # Held alone while events are applied, shared by a checkpoint and by reads taking
+        # their snapshot (:mod:`~membrane_es.projections.views_lock`).
+        self.lock = ViewsLock()
         # Rows forgotten while the text index was being written by a worker: their documents
         # are deleted once every insert is in.
         self._text_purges: list[int] = []
@@ -103,6 +105,13 @@ class ReadModel:
         page after page in order and each page as one statement (SQLite tokenises without
         the GIL), while this thread decodes and applies the next page; every page is indexed,
         and its lengths noted, before this returns."""
+        entries = self.entries
+        if (source.recorder.max_notification_id() or 0) <= self.position and (
+            entries is None or entries.position >= self.position
+        ):
+            # Nothing new (the usual case before a read): no wait for the lock, which a
+            # checkpoint may be holding shared for seconds.
+            return 0
         with self.lock:
             applied = self._catch_up(source, progress)
             entries = self.entries
@@ -246,14 +255,14 @@ class ReadModel:
 
         ``seal(staging, position)`` runs once every file is written, before the new
         checkpoint replaces the last one: what it adds (a digest) is part of the checkpoint.
-        The views are held (no event applied, no read's snapshot taken) while their files are
-        written; the approximate index's file — the largest, hundreds of MB at a million
+        The views are held (no event applied; reads go on) while their files are written;
+        the approximate index's file — the largest, hundreds of MB at a million
         records — is written after that, from a copy, or kept from the last checkpoint
         (:mod:`~membrane_es.projections.approximate_file`), and the seal is computed after
         it: reads and writes go on meanwhile.
         """
         staging = directory / "staging"
-        with self.lock:
+        with self.lock.shared():  # no event applied meanwhile; reads take snapshots
             directory.mkdir(parents=True, exist_ok=True)
             # What a save killed midway left behind (a half-written staging directory, the
             # previous checkpoint not yet removed) must not stop this one.

@@ -80,7 +80,7 @@ def take_snapshot(
     """The views now, or as of a moment. A live snapshot reads the state columns in place
     unless ``private`` asks for a copy (so later writes cannot show through)."""
     table = views.table
-    with views.lock:
+    with views.lock.shared():  # beside other reads and a checkpoint; no event applied
         # Rows by scope, for reads limited to some scopes: brought up to date here, under
         # the lock, rather than on every write.
         table.partitions.sync(table.content["scope"], table.size)
@@ -101,7 +101,7 @@ def stale(snapshot: Snapshot) -> bool:
     answer may then mix states from before and after it)."""
     if snapshot.position == PRIVATE:
         return False
-    with snapshot.views.lock:  # waits for a write being applied to finish
+    with snapshot.views.lock.shared():  # waits for a write being applied to finish
         return snapshot.views.position != snapshot.position
 
 
