@@ -16,7 +16,7 @@ not; ``all-MiniLM-L6-v2`` asks for that model (an error without the extra); ``no
 embedder; ``hashing`` for the test embedder; else a local sentence-transformers model.
 
 ``max_open_stores`` (default 100; 0: no bound) and ``memory_budget_mb`` (default 0: none)
-bound the tenant stores a process keeps open: the least recently used idle ones are closed,
+bound the tenant stores a process keeps open: the least used idle ones are closed,
 checkpointed, and opened again on demand (:mod:`membrane_es.serving.tenants`). The environment's
 ``MEMBRANE_MAX_OPEN_STORES`` and ``MEMBRANE_MEMORY_BUDGET_MB`` override the file; flags
 override both.

@@ -400,3 +400,41 @@ def test_closing_runs_a_few_places_ahead_so_new_tenants_do_not_wait_for_each_clo
     finally:
         opener.gate.set()
         tenants.close()
+
+
+class MemoryOpener:
+    """Opens in-memory stores (fast, for tests that open many; a closed one's events are
+    gone) and counts opens per tenant."""
+
+    def __init__(self) -> None:
+        self.opens: Counter[str] = Counter()
+
+    def __call__(self, tenant: str, path: Path | None) -> Membrane:
+        self.opens[tenant] += 1
+        return Membrane.in_memory(embedder=None)
+
+
+def test_a_busy_tenant_stays_open_while_tenants_served_once_pass_through(tmp_path: Path) -> None:
+    from membrane_es.serving.tenants import USES_HALVED_PER_PLACE
+
+    opener = MemoryOpener()
+    tenants = _tenants(tmp_path, opener, max_open=4)  # three kept open, one place free
+    try:
+        for n in range(3):
+            _write(tenants, "busy", f"r{n}")
+        # a sweep: each tenant once, far more of them than places, none of them "busy"
+        for n in range(12):
+            _write(tenants, f"once{n}", "r1")
+        assert tenants.settle()
+        assert "busy" in tenants.open_tenants()  # least recently used, but most used
+        assert opener.opens["busy"] == 1
+        assert tenants.evicted == 12 + 1 - 3
+        # its uses count only lately: with no more of them, it goes in time
+        for n in range(12, 12 + 2 * USES_HALVED_PER_PLACE * 4):
+            _write(tenants, f"once{n}", "r1")
+        assert tenants.settle()
+        assert "busy" not in tenants.open_tenants()
+        _write(tenants, "busy", "r3")  # (an in-memory store: what it held went with it)
+        assert opener.opens["busy"] == 2
+    finally:
+        tenants.close()

@@ -38,9 +38,9 @@ def test_many_tenants_through_two_open_stores_lose_no_write(tmp_path: Path) -> N
     held: list[bool] = []
     hold = tenants._hold
 
-    def noting(slot: object, leases: object) -> None:
+    def noting(tenant: str, slot: object, leases: object) -> None:
         held.append(leases is not None)
-        hold(slot, leases)  # type: ignore[arg-type]
+        hold(tenant, slot, leases)  # type: ignore[arg-type]
 
     tenants._hold = noting  # type: ignore[method-assign]
     server = HttpServer(create_app(tenants, ring), "127.0.0.1:0").start()
