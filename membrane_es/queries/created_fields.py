@@ -92,9 +92,8 @@ def added_fields(record: MemoryRecord) -> list[FieldChange]:
                 _dict_into(value, name, texts)
             else:
                 _list_into(value, name, texts)
-            found += [
-                FieldChange(path=path, kind="added", after=texts[path]) for path in sorted(texts)
-            ]
+            for path in sorted(texts):  # a loop: a comprehension is a function made per call
+                found.append(FieldChange(path=path, kind="added", after=texts[path]))
         elif (value is None and name == "payload") or (name == "scope" and not value):
             continue  # as the record's own encoding omits them (its defaults)
         else:
