@@ -18,6 +18,7 @@ short way, since most of a log is creations:
 
 from __future__ import annotations
 
+from json import dumps
 from typing import Any
 
 import msgspec
@@ -96,6 +97,10 @@ def added_fields(record: MemoryRecord) -> list[FieldChange]:
                 found.append(FieldChange(path=path, kind="added", after=texts[path]))
         elif (value is None and name == "payload") or (name == "scope" and not value):
             continue  # as the record's own encoding omits them (its defaults)
+        elif kind is str and name != "scope":  # a timestamp's text: no two alike, none kept
+            found.append(
+                FieldChange(path=name, kind="added", after=value if value.strip() else dumps(value))
+            )
         else:
             found.append(_scalar(name, value))
     return found
