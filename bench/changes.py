@@ -194,7 +194,8 @@ def _report(rates: dict[str, dict[str, float]], lags: dict[str, dict[str, float]
         "## The change feed (`python -m bench.changes`)",
         "",
         "Feed read whole from position 0 (owner's trust: every change, folded and diffed) "
-        "against `export_log` of the same log, side by side in each round (target ≥ 0.8×):",
+        "against `export_log` of the same log, side by side in each round, which goes first "
+        "alternating (target ≥ 0.8×):",
         "",
         "| store | events | feed | export | ratio: median (rounds' spread) | in CPU time |",
         "| --- | --- | --- | --- | --- | --- |",
