@@ -83,7 +83,7 @@ class ChangeFeed(Iterator[Change]):
         closing: threading.Event,
     ) -> None:
         self._app = app
-        self._folder = folder
+        self._change = folder.change  # once per event: bound once
         self._reader = LogReader(app)
         self._decode = event_decoder(app.mapper)
         self.position = after
@@ -100,10 +100,11 @@ class ChangeFeed(Iterator[Change]):
         return self
 
     def __next__(self) -> Change:
+        fold = self._change
         while self._left != 0 and not self._closed:
             for position, event in self._page:
                 self.position = position
-                change = self._folder.change(position, event)
+                change = fold(position, event)
                 if change is not None:
                     self._left -= 1
                     return change

@@ -27,7 +27,8 @@ import msgspec
 
 from membrane_es.aggregates.memory_record import RecordAggregate
 from membrane_es.aggregates.packed_record import PackedRecord, pack, unpack
-from membrane_es.queries.field_diff import added_pairs, differences_from
+from membrane_es.queries.created_fields import added_fields
+from membrane_es.queries.field_diff import differences_from
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import MemoryRecord, TrustContext
@@ -52,11 +53,6 @@ def operation_of(event: Any) -> str:
 
 _CREATED = RecordAggregate.Created
 _RECORD_EVENTS = (RecordAggregate.Created, RecordAggregate.Event)
-
-
-def _added(record: MemoryRecord) -> list[FieldChange]:
-    """A creation's field changes: every field of the record added, by path."""
-    return [FieldChange(path=path, kind="added", after=text) for path, text in added_pairs(record)]
 
 
 class VersionLoader(Protocol):
@@ -118,7 +114,7 @@ class ChangeFolder:
         if redacted:
             fields = []
         elif before is None:
-            fields = _added(record)
+            fields = added_fields(record)
         else:
             fields = [
                 FieldChange(
@@ -133,19 +129,50 @@ class ChangeFolder:
 
     def _created(self, position: int, event: Any) -> Change | None:
         """:meth:`change` of a record's creation: what most of a log is, so it goes the
-        shortest way — nothing before it to view or compare, every field added."""
-        folded = self._folded(event.originator_id, event)
+        shortest way — nothing before it to view or compare, every field added
+        (:mod:`~membrane_es.queries.created_fields`), what :meth:`_folded` and
+        :meth:`_made` do written out in place."""
+        key: UUID = event.originator_id
+        records = self._records
+        number = key.int
+        folded = records.get(number)
         if folded is None:
-            return None
-        visibility = folded.visibility
+            content = event.record
+            seen = (content.sensitivity, content.scope)
+            visibility = self._visibility.get(seen)
+            if visibility is None:
+                visibility = self._visibility[seen] = record_visibility(self._trust, *seen)
+            folded = records[number] = _Folded(visibility, None)
+            if len(records) > FOLD_RECORDS:
+                records.popitem(last=False)
+        else:
+            records.move_to_end(number)
+            visibility = folded.visibility
         if visibility is Visibility.NONE:
             return None
         aggregate = RecordAggregate.from_created(event)
         folded.packed = pack(aggregate)
-        record = aggregate.view(event.timestamp)
-        if visibility is Visibility.REDACTED:
-            return self._made(position, event, aggregate, record, True, [])
-        return self._made(position, event, aggregate, record, False, _added(record))
+        at = event.timestamp
+        record = aggregate.view(at)
+        redacted = visibility is Visibility.REDACTED
+        return Change(
+            position=position,
+            log_time=at,
+            event_time=record.created_at,
+            record_id=record.id,
+            version=event.originator_version,
+            type=str(record.type),
+            scope=record.scope,
+            sensitivity=str(record.sensitivity),
+            operation=operation_of(event),
+            action=event.action,
+            actor="" if redacted else event.actor,
+            rationale="" if redacted else event.rationale,
+            redacted=redacted,
+            erased=aggregate.state.forgotten or record.payload is None,
+            fields=[] if redacted else added_fields(record),
+            record=redact(record) if redacted else record,
+        )
 
     @staticmethod
     def _made(

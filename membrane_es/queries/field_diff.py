@@ -111,9 +111,11 @@ def _dict_into(value: dict[Any, Any], path: str, out: dict[str, str]) -> None:
         if kind is str:
             out[sub] = item if item.strip() else json.dumps(item)
         elif kind is dict:
-            _dict_into(item, sub, out)
+            if item:  # an empty one has no paths: no call
+                _dict_into(item, sub, out)
         elif kind is list:
-            _list_into(item, sub, out)
+            if item:
+                _list_into(item, sub, out)
         elif kind is float:
             out[sub] = _float_text(item)
         else:
@@ -127,9 +129,11 @@ def _list_into(value: list[Any], path: str, out: dict[str, str]) -> None:
         if kind is str:
             out[sub] = item if item.strip() else json.dumps(item)
         elif kind is dict:
-            _dict_into(item, sub, out)
+            if item:  # an empty one has no paths: no call
+                _dict_into(item, sub, out)
         elif kind is list:
-            _list_into(item, sub, out)
+            if item:
+                _list_into(item, sub, out)
         elif kind is float:
             out[sub] = _float_text(item)
         else:
@@ -188,44 +192,6 @@ def record_refs(record: MemoryRecord) -> Refs:
         lifecycle.pinned,
         lifecycle.last_reinforced_at,
     )
-
-
-# The compared fields in path order: a creation walked in this order comes out nearly sorted
-# (only keys within a field may be out of order), which the sort then passes over quickly.
-_ADDED_ORDER = tuple(sorted(REFERENCED))
-_ADDED_PLACES = tuple(REFERENCED.index(name) for name in _ADDED_ORDER)
-
-
-def added_fields(record: MemoryRecord) -> dict[str, str]:
-    """A created record's :func:`differences` from nothing, as ``path → text`` (in the
-    walk's order: sort the paths): every field added. One walk over its values, nothing to
-    compare."""
-    return dict(added_pairs(record))
-
-
-def added_pairs(record: MemoryRecord) -> list[tuple[str, str]]:
-    """:func:`added_fields` as ``(path, text)`` pairs sorted by path: what the change feed
-    builds a creation's field changes from, once per created record. The values are
-    converted in one call, the scalars written here and the containers walked."""
-    refs = record_refs(record)
-    values = msgspec.to_builtins([refs[at] for at in _ADDED_PLACES])
-    flat: dict[str, str] = {}
-    for name, value in zip(_ADDED_ORDER, values, strict=True):
-        kind = type(value)
-        if kind is float:
-            flat[name] = _float_text(value)
-        elif kind is dict:
-            _dict_into(value, name, flat)
-        elif kind is list:
-            _list_into(value, name, flat)
-        # As the record's own encoding omits them (its defaults), so does record_values.
-        elif (value is None and name == "payload") or (name == "scope" and not value):
-            continue
-        else:
-            _put(value, name, flat)
-    pairs = list(flat.items())
-    pairs.sort()
-    return pairs
 
 
 def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Difference]:
