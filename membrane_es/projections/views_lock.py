@@ -62,7 +62,16 @@ class ViewsLock:
                 self._state.notify_all()
 
     def __enter__(self) -> bool:
-        return self.acquire()
+        me = threading.get_ident()
+        depth = self._depth if self._owner == me else 0  # only this thread changes it then
+        try:
+            return self.acquire()
+        except BaseException:
+            # An interrupt (Ctrl-C's KeyboardInterrupt) can land after the lock was taken and
+            # before the ``with`` block is entered, whose exit would then never release it.
+            if self._owner == me and self._depth > depth:
+                self.release()
+            raise
 
     def __exit__(
         self,
@@ -76,14 +85,15 @@ class ViewsLock:
     def shared(self) -> Iterator[None]:
         """Hold the lock shared: no event is applied meanwhile; other readers read on."""
         me = threading.get_ident()
-        with self._state:
-            if self._owner == me:  # held alone already: nothing else to wait for
-                counted = False
-            else:
-                self._state.wait_for(lambda: self._owner is None)
-                self._readers[me] = self._readers.get(me, 0) + 1
-                counted = True
+        counted = False
         try:
+            # Counted inside the ``try``: an interrupt landing right after the count still
+            # takes it back (a count left behind would keep every writer waiting).
+            with self._state:
+                if self._owner != me:  # held alone already: nothing else to wait for
+                    self._state.wait_for(lambda: self._owner is None)
+                    self._readers[me] = self._readers.get(me, 0) + 1
+                    counted = True
             yield
         finally:
             if counted:

@@ -63,10 +63,14 @@ def test_follow_hands_over_another_process_writes_and_stops_on_ctrl_c(tmp_path: 
         assert json.loads(follower.stdout.readline())["position"] == 2
         time.sleep(0.2)
         follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=30)
-    finally:
+        out, err = follower.communicate(timeout=60)
+    finally:  # a follower left running or a pipe left open would fail a later test
         if follower.poll() is None:
             follower.kill()
+        follower.wait()
+        for pipe in (follower.stdout, follower.stderr):
+            if pipe is not None:
+                pipe.close()
     assert follower.returncode == 0, err
     assert out == "" and "stopped after position 2" in err
     assert "Traceback" not in err

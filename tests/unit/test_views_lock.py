@@ -113,3 +113,47 @@ def test_a_search_does_not_wait_for_a_checkpoint_writing_the_views(
         checkpoint.join(10)
         writer.join(10)
         assert len(memory.views.table.ids) == 151
+
+
+class _InterruptedAfterTaking(ViewsLock):
+    """A lock whose acquire is interrupted (as by Ctrl-C) just after it took the lock."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        super().acquire(blocking, timeout)
+        raise KeyboardInterrupt
+
+
+class _InterruptedOnce(threading.Condition):
+    """A condition whose first exit is interrupted (as by Ctrl-C) once its lock is let go:
+    where a shared hold has counted its reader and not yet entered its block."""
+
+    interrupted = False
+
+    def __exit__(self, *args: Any) -> None:
+        super().__exit__(*args)
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+
+def _free_for_another_thread(lock: ViewsLock) -> bool:
+    taken: list[bool] = []
+    other = threading.Thread(target=lambda: taken.append(ViewsLock.acquire(lock, timeout=5)))
+    other.start()
+    other.join()
+    return taken == [True]
+
+
+def test_an_interrupt_after_taking_the_lock_alone_leaves_it_free() -> None:
+    lock = _InterruptedAfterTaking()
+    with pytest.raises(KeyboardInterrupt), lock:
+        pass  # never reached: the interrupt lands before the block
+    assert _free_for_another_thread(lock)
+
+
+def test_an_interrupt_after_counting_a_reader_takes_the_count_back() -> None:
+    lock = ViewsLock()
+    lock._state = _InterruptedOnce(threading.Lock())
+    with pytest.raises(KeyboardInterrupt), lock.shared():
+        pass
+    assert _free_for_another_thread(lock)
