@@ -4,11 +4,14 @@ hands over another process's writes and stops cleanly on Ctrl-C, saying where to
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from membrane_es import Membrane
 from tests.unit.builders import semantic
@@ -55,6 +58,9 @@ def test_follow_hands_over_another_process_writes_and_stops_on_ctrl_c(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A follower that does not stop is sent SIGABRT below: every thread's stack is then
+        # written to its standard error, for the failure to show where it waits.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         assert follower.stdout is not None
@@ -63,7 +69,12 @@ def test_follow_hands_over_another_process_writes_and_stops_on_ctrl_c(tmp_path: 
         assert json.loads(follower.stdout.readline())["position"] == 2
         time.sleep(0.2)
         follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=60)
+        try:
+            out, err = follower.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            follower.send_signal(signal.SIGABRT)
+            _, stacks = follower.communicate(timeout=30)
+            pytest.fail(f"the follower did not stop on Ctrl-C; its threads:\n{stacks[-6000:]}")
     finally:  # a follower left running or a pipe left open would fail a later test
         if follower.poll() is None:
             follower.kill()
