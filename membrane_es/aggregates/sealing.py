@@ -19,6 +19,7 @@ configured: that one protects the log with a single key; this one makes each rec
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -63,6 +64,13 @@ class _StoredVector(msgspec.Struct):
     sealed: bytes = b""
 
 
+class _StoredKey(msgspec.Struct):
+    """The id of the key a stored ``Created`` event's box is sealed under (every other field
+    is skipped)."""
+
+    key_id: bytes = b""
+
+
 class _BoxedVector(msgspec.Struct):
     """What a box says of its vector (every other field is skipped)."""
 
@@ -75,6 +83,7 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode_content = msgspec.msgpack.Decoder(SealedContent).decode
 _decode_stored_vector = msgspec.msgpack.Decoder(_StoredVector).decode
 _decode_boxed_vector = msgspec.msgpack.Decoder(_BoxedVector).decode
+_decode_stored_key = msgspec.msgpack.Decoder(_StoredKey).decode
 
 
 def structure_of(record: MemoryRecord) -> MemoryRecord:
@@ -108,6 +117,13 @@ class ContentSealer:
 
     def seals(self, cls: type[Any]) -> bool:
         return cls is self._created
+
+    def prefetch(self, states: Iterable[bytes]) -> None:
+        """Fetch together the keys that the boxes of these stored ``Created`` events' states
+        are sealed under, ahead of opening them one by one (each would otherwise be a
+        lookup of its own)."""
+        ids = [_decode_stored_key(state).key_id for state in states]
+        self.keys.prefetch([key_id for key_id in ids if key_id])
 
     def seal_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The stored form of a ``Created`` event's fields: content boxed under a new key."""

@@ -15,7 +15,7 @@ one-pass decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any, Protocol
 
@@ -107,6 +107,19 @@ class MsgspecMapper(Mapper[Any]):
             )
             raise MapperDeserialisationError(msg) from exc
 
+    def to_domain_events(self, stored_events: Sequence[StoredEvent]) -> list[Any]:
+        """:meth:`to_domain_event` of each, the keys their sealed boxes need fetched together
+        first (a read of several records scattered over the store: a search's results)."""
+        sealer = self.sealer
+        if sealer is not None and len(stored_events) > 1 and not (self.cipher or self.compressor):
+            try:
+                sealer.prefetch(
+                    [s.state for s in stored_events if sealer.seals(resolve_topic(s.topic))]
+                )
+            except (msgspec.DecodeError, ValueError):
+                pass  # a damaged event: its own decode below reports it, naming it
+        return [self.to_domain_event(stored) for stored in stored_events]
+
     def state_decoder(self, cls: Any) -> Callable[[bytes], Any]:
         """A function from an event's stored state to the event, for a class with no
         upcasters when this mapper has no cipher or compressor (the read model's fast path):
@@ -128,6 +141,8 @@ class Sealer(Protocol):
     def seal_state(self, state: dict[str, Any]) -> dict[str, Any]: ...
 
     def unseal(self, event: Any) -> Any: ...
+
+    def prefetch(self, states: Iterable[bytes]) -> None: ...
 
 
 @cache

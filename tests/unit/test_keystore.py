@@ -3,6 +3,7 @@ destroyed for good, and a store for every kind of log."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,36 @@ def test_every_key_is_destroyed_at_once(tmp_path: Path) -> None:
     assert keys.issue()[0] != issued[0]  # the pool went too: a fresh key, durable
     keys.close()
     assert not _files_hold(tmp_path, issued[1])
+
+
+def test_prefetch_brings_scattered_keys_in_one_lookup_and_never_a_withheld_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / KEY_STORE_FILE
+    writer = SqliteKeyStore(path)
+    issued = [writer.issue() for _ in range(400)]
+    lookups: list[int] = []
+
+    class Counting(SqliteKeyStore):
+        def _fetch_run(self, key_id: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+            lookups.append(limit)
+            return super()._fetch_run(key_id, limit)
+
+        def _fetch_ids(self, key_ids: Sequence[bytes]) -> list[tuple[bytes, bytes]]:
+            lookups.append(len(key_ids))
+            return super()._fetch_ids(key_ids)
+
+    reader = Counting(path)
+    scattered = issued[::3]  # 134 keys: more than one page of the query would be cut into
+    reader.withhold([scattered[0][0]])  # one being destroyed
+    reader.prefetch([key_id for key_id, _ in scattered] + [b"never-issued", scattered[1][0]])
+    # one lookup: the other 133 and the unknown id; not the withheld one, nor a duplicate
+    assert lookups == [len(scattered)]
+    assert [reader.get(key_id) for key_id, _ in scattered[1:]] == [k for _, k in scattered[1:]]
+    assert reader.get(scattered[0][0]) is None
+    assert reader.get(b"never-issued") is None
+    assert len(lookups) == 2  # only the unknown id was looked up again
+    reader.prefetch([key_id for key_id, _ in scattered[1:]])  # all cached: no lookup
+    assert len(lookups) == 2
+    reader.close()
+    writer.close()
