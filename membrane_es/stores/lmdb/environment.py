@@ -52,7 +52,8 @@ MAX_MAP_SIZE = 1 << 40
 POLL_INTERVAL = 0.005
 IDLE_POLL_INTERVAL = 0.025
 QUIET_AFTER = 10.0
-# The map's pages the process touched are unmapped (see mapped_pages) once this many
+# The map's pages the process touched are unmapped (see mapped_pages) when they are past
+# their budget (MappedPages.due), which is looked at once this many
 # places of the file were visited since the last time: a read transaction or a commit is one,
 # and a write's work counts what it visits (an append: each event it writes). Measured at
 # 100,000 records: one record read mapped up to 2.5 MB and a commit of 1,000 records under
@@ -439,14 +440,16 @@ class LMDBEnvironment:
 
     def touched(self, places: int = 1) -> None:
         """Count places of the file visited, and unmap the pages the process has touched
-        once ``RELEASE_EVERY`` were since the last time. Called holding the gate (after a
+        once ``RELEASE_EVERY`` were since the last time and the pages it maps are past
+        their budget (see :meth:`MappedPages.due`). Called holding the gate (after a
         read) or by a write's work inside its transaction (the map cannot move then: only
         the writer resizes it, between transactions, and closing waits for the writer).
         Counted without a lock: a count lost to a race only moves the next release."""
         self._touches += places
         if self._touches >= RELEASE_EVERY and not self.closed:
             self._touches = 0
-            self.mapped.release(self.env.info()["map_size"])
+            if self.mapped.due():
+                self.mapped.release(self.env.info()["map_size"])
 
     def map_size(self) -> int:
         """Return the current size of the memory map in bytes."""
