@@ -59,6 +59,7 @@ def operation_of(event: Any) -> str:
 
 
 _CREATED = RecordAggregate.Created
+_CREATED_OPERATION = _CAMEL.sub("_", _CREATED.__name__).lower()  # operation_of a creation
 _RECORD_EVENTS = (RecordAggregate.Created, RecordAggregate.Event)
 
 
@@ -193,7 +194,7 @@ class ChangeFolder:
                 type=str(record.type),
                 scope=record.scope,
                 sensitivity=str(record.sensitivity),
-                operation=operation_of(event),
+                operation=_CREATED_OPERATION,
                 action=event.action,
                 actor="",
                 rationale="",
@@ -211,7 +212,7 @@ class ChangeFolder:
             type=str(record.type),
             scope=record.scope,
             sensitivity=str(record.sensitivity),
-            operation=operation_of(event),
+            operation=_CREATED_OPERATION,
             action=event.action,
             actor=event.actor,
             rationale=event.rationale,
