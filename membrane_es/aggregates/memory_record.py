@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from uuid import UUID
 
 
-_AUDIT_ACTIONS = frozenset(a.value for a in AuditAction)
+# The audit actions by name: a lookup, where ``AuditAction(name)`` runs the enum's Python.
+_AUDIT_ACTIONS: dict[str, AuditAction] = {a.value: a for a in AuditAction}
 
 # Episodic compression (spec §5.5) is a penalty by this actor; its audit entry carries the
 # rationale as given, without the ``penalty:`` prefix (spec §1.7).
@@ -146,10 +147,11 @@ class RecordAggregate(Aggregate):
             return self.rationale
 
         def audit(self, aggregate: RecordAggregate) -> None:
-            if self.action in _AUDIT_ACTIONS:
+            action = _AUDIT_ACTIONS.get(self.action)
+            if action is not None:
                 aggregate.state.audit.append(
                     AuditEntry(
-                        action=AuditAction(self.action),
+                        action=action,
                         actor=self.actor,
                         timestamp=self.timestamp,
                         rationale=self.audit_rationale(),
