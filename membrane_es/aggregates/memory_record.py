@@ -27,11 +27,12 @@ from membrane_es.schema.enums import (
     ProvenanceKind,
     RevisionStatus,
 )
-from membrane_es.schema.payloads import EpisodicPayload, RevisionState, SemanticPayload
+from membrane_es.schema.payloads import EpisodicPayload, Payload, RevisionState, SemanticPayload
 from membrane_es.schema.records import (
     AuditEntry,
     Embedding,
     MemoryRecord,
+    Provenance,
     ProvenanceSource,
     Relation,
 )
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     from uuid import UUID
 
 
-_AUDIT_ACTIONS = frozenset(a.value for a in AuditAction)
+# The audit actions by name: a lookup, where ``AuditAction(name)`` runs the enum's Python.
+_AUDIT_ACTIONS: dict[str, AuditAction] = {a.value: a for a in AuditAction}
 
 # Episodic compression (spec §5.5) is a penalty by this actor; its audit entry carries the
 # rationale as given, without the ``penalty:`` prefix (spec §1.7).
@@ -120,25 +122,8 @@ class RecordAggregate(Aggregate):
             return self.rationale
 
         def apply(self, aggregate: Any) -> None:
-            record = self.record
-            anchor = record.lifecycle.last_reinforced_at or self.timestamp
-            aggregate.state = RecordState(
-                content=record,
-                salience_base=record.salience,
-                salience_anchor=anchor,
-                last_reinforced_at=anchor,
-                updated_at=record.updated_at or self.timestamp,
-                pinned=record.lifecycle.pinned,
-                relations=list(record.relations),
-                audit=[
-                    *record.audit_log,
-                    AuditEntry(
-                        action=AuditAction.CREATE,
-                        actor=self.actor,
-                        timestamp=self.timestamp,
-                        rationale=self.rationale,
-                    ),
-                ],
+            aggregate.state = creation_state(
+                self.record, self.actor, self.rationale, self.timestamp
             )
 
     class Event(Aggregate.Event):
@@ -162,10 +147,11 @@ class RecordAggregate(Aggregate):
             return self.rationale
 
         def audit(self, aggregate: RecordAggregate) -> None:
-            if self.action in _AUDIT_ACTIONS:
+            action = _AUDIT_ACTIONS.get(self.action)
+            if action is not None:
                 aggregate.state.audit.append(
                     AuditEntry(
-                        action=AuditAction(self.action),
+                        action=action,
                         actor=self.actor,
                         timestamp=self.timestamp,
                         rationale=self.audit_rationale(),
@@ -462,54 +448,14 @@ class RecordAggregate(Aggregate):
 
     def salience(self, at: datetime) -> float:
         """Salience at moment ``at`` (decay is computed, never stored)."""
-        state = self.state
-        created = state.content.created_at or self.created_on
-        return salience_at(
-            state.salience_base,
-            state.salience_anchor,
-            created,
-            state.content.lifecycle.decay,
-            at,
-            pinned=state.pinned,
-        )
+        return state_salience(self.state, self.created_on, at)
 
     def view(self, at: datetime) -> MemoryRecord:
         """The full record as a reader sees it at moment ``at``.
 
         The result shares nested payload objects with this aggregate: copy before mutating.
         """
-        state = self.state
-        content = state.content
-        payload = content.payload
-        if isinstance(payload, SemanticPayload) and (state.status or state.superseded_by):
-            revision = payload.revision or RevisionState()
-            revision = msgspec.structs.replace(
-                revision,
-                status=state.status or revision.status,
-                superseded_by=state.superseded_by or revision.superseded_by,
-            )
-            payload = msgspec.structs.replace(payload, revision=revision)
-        elif isinstance(payload, EpisodicPayload) and state.outcome:
-            payload = msgspec.structs.replace(payload, outcome=state.outcome)
-        provenance = content.provenance
-        if state.provenance_added:
-            provenance = msgspec.structs.replace(
-                provenance, sources=[*provenance.sources, *state.provenance_added]
-            )
-        lifecycle = msgspec.structs.replace(
-            content.lifecycle, last_reinforced_at=state.last_reinforced_at, pinned=state.pinned
-        )
-        return msgspec.structs.replace(
-            content,
-            salience=self.salience(at),
-            created_at=content.created_at or self.created_on,
-            updated_at=state.updated_at,
-            lifecycle=lifecycle,
-            provenance=provenance,
-            relations=list(state.relations),
-            payload=payload,
-            audit_log=list(state.audit),
-        )
+        return view_state(self.state, self.created_on, at)
 
     def copy(self) -> RecordAggregate:
         """An independent copy for one command to change.
@@ -669,6 +615,86 @@ class RecordAggregate(Aggregate):
 
     def unpin(self, *, actor: str, rationale: str, at: datetime) -> None:
         self.trigger_event(self.Unpinned, timestamp=at, actor=actor, rationale=rationale)
+
+
+def creation_state(record: MemoryRecord, actor: str, rationale: str, at: datetime) -> RecordState:
+    """The state a record's ``Created`` event (by ``actor``, for ``rationale``, at ``at``)
+    gives it (the change feed makes it without an aggregate)."""
+    anchor = record.lifecycle.last_reinforced_at or at
+    return RecordState(
+        content=record,
+        salience_base=record.salience,
+        salience_anchor=anchor,
+        last_reinforced_at=anchor,
+        updated_at=record.updated_at or at,
+        pinned=record.lifecycle.pinned,
+        relations=list(record.relations),
+        audit=[
+            *record.audit_log,
+            AuditEntry(action=AuditAction.CREATE, actor=actor, timestamp=at, rationale=rationale),
+        ],
+    )
+
+
+def state_salience(state: RecordState, created_on: datetime, at: datetime) -> float:
+    """:meth:`RecordAggregate.salience` of an aggregate with this state, created at
+    ``created_on``."""
+    content = state.content
+    return salience_at(
+        state.salience_base,
+        state.salience_anchor,
+        content.created_at or created_on,
+        content.lifecycle.decay,
+        at,
+        pinned=state.pinned,
+    )
+
+
+def view_state(state: RecordState, created_on: datetime, at: datetime) -> MemoryRecord:
+    """:meth:`RecordAggregate.view` of an aggregate with this state, created at
+    ``created_on`` (the change feed views states it keeps without an aggregate)."""
+    content = state.content
+    lifecycle = msgspec.structs.replace(
+        content.lifecycle, last_reinforced_at=state.last_reinforced_at, pinned=state.pinned
+    )
+    return msgspec.structs.replace(
+        content,
+        salience=state_salience(state, created_on, at),
+        created_at=content.created_at or created_on,
+        updated_at=state.updated_at,
+        lifecycle=lifecycle,
+        provenance=viewed_provenance(state),
+        relations=list(state.relations),
+        payload=viewed_payload(state),
+        audit_log=list(state.audit),
+    )
+
+
+def viewed_payload(state: RecordState) -> Payload | None:
+    """The payload as :func:`view_state` shows it: with the revision status and successor,
+    or the outcome, that later events gave the record."""
+    payload = state.content.payload
+    if isinstance(payload, SemanticPayload) and (state.status or state.superseded_by):
+        revision = payload.revision or RevisionState()
+        revision = msgspec.structs.replace(
+            revision,
+            status=state.status or revision.status,
+            superseded_by=state.superseded_by or revision.superseded_by,
+        )
+        return msgspec.structs.replace(payload, revision=revision)
+    if isinstance(payload, EpisodicPayload) and state.outcome:
+        return msgspec.structs.replace(payload, outcome=state.outcome)
+    return payload
+
+
+def viewed_provenance(state: RecordState) -> Provenance:
+    """The provenance as :func:`view_state` shows it: with the sources later events added."""
+    provenance = state.content.provenance
+    if state.provenance_added:
+        return msgspec.structs.replace(
+            provenance, sources=[*provenance.sources, *state.provenance_added]
+        )
+    return provenance
 
 
 def redact_state(state: RecordState) -> None:

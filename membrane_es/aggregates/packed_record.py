@@ -37,6 +37,12 @@ def pack(aggregate: RecordAggregate) -> PackedRecord:
     )
 
 
+def pack_state(version: int, created_on: datetime, state: RecordState) -> PackedRecord:
+    """:func:`pack` of the aggregate a ``Created`` event at ``created_on`` makes, from its
+    state alone (the change feed's creations: no aggregate made)."""
+    return PackedRecord(version, created_on, created_on, _encode(state))
+
+
 def unpack(key: UUID, packed: PackedRecord) -> RecordAggregate:
     """The aggregate :func:`pack` was given (an independent copy: nothing is shared)."""
     aggregate = RecordAggregate.__new__(RecordAggregate)

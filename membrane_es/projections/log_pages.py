@@ -18,6 +18,7 @@ consumes them, so a page's events are made and freed one by one, in cache.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -92,7 +93,8 @@ class LogReader:
         if len(fast) == 1:  # a page of one event type (most of a rebuild's): no lookups
             (decoder,) = fast.values()
             return map(decoder, rows.states)
-        return map(lambda topic, state: fast[topic](state), rows.topics, rows.states)
+        # Each row's decoder by its topic, called on its state: all in C, no frame per row.
+        return map(operator.call, map(fast.__getitem__, rows.topics), rows.states)
 
     def _row_event(self, rows: LogRows, index: int) -> Any:
         stored = StoredEvent(

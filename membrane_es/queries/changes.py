@@ -25,13 +25,20 @@ from uuid import UUID
 
 import msgspec
 
-from membrane_es.aggregates.memory_record import RecordAggregate
-from membrane_es.aggregates.packed_record import PackedRecord, pack, unpack
+from membrane_es.aggregates.memory_record import (
+    RecordAggregate,
+    creation_state,
+    state_salience,
+    viewed_payload,
+    viewed_provenance,
+)
+from membrane_es.aggregates.packed_record import PackedRecord, pack, pack_state, unpack
 from membrane_es.queries.created_fields import added_fields
-from membrane_es.queries.field_diff import differences_from
+from membrane_es.queries.field_diff import Refs, record_refs, refs_differences
 from membrane_es.queries.trust import Visibility, record_visibility, redact
 from membrane_es.schema.changes import Change, FieldChange
 from membrane_es.schema.records import MemoryRecord, TrustContext
+from membrane_es.timekeeping.decay import salience_at
 
 # How many records' aggregates the fold keeps; one met again after it was let go is rebuilt
 # from the store (a few reads), so a feed over a large log stays within bounded memory.
@@ -52,6 +59,7 @@ def operation_of(event: Any) -> str:
 
 
 _CREATED = RecordAggregate.Created
+_CREATED_OPERATION = _CAMEL.sub("_", _CREATED.__name__).lower()  # operation_of a creation
 _RECORD_EVENTS = (RecordAggregate.Created, RecordAggregate.Event)
 
 
@@ -96,7 +104,7 @@ class ChangeFolder:
             return None  # nothing of it is shown: not even its state is kept
         redacted = folded.visibility is Visibility.REDACTED
         at = event.timestamp
-        before: MemoryRecord | None = None
+        before: Refs | None = None
         aggregate: RecordAggregate
         if isinstance(event, _CREATED):  # a subclass of the creation
             aggregate = RecordAggregate.from_created(event)
@@ -105,7 +113,7 @@ class ChangeFolder:
         else:
             aggregate = unpack(key, folded.packed)
             if not redacted:  # the last version, as its own change showed it
-                before = aggregate.view(aggregate.modified_on)
+                before = _viewed_refs(aggregate)
             mutated: Any = event.mutate(aggregate)
             aggregate = mutated
         folded.packed = pack(aggregate)
@@ -123,21 +131,21 @@ class ChangeFolder:
                     before=was,
                     after=now,
                 )
-                for path, was, now in differences_from(before, record)
+                for path, was, now in refs_differences(before, record_refs(record))
             ]
         return self._made(position, event, aggregate, record, redacted, fields)
 
     def _created(self, position: int, event: Any) -> Change | None:
         """:meth:`change` of a record's creation: what most of a log is, so it goes the
         shortest way — nothing before it to view or compare, every field added
-        (:mod:`~membrane_es.queries.created_fields`), what :meth:`_folded` and
+        (:mod:`~membrane_es.queries.created_fields`), no aggregate made (its state is built,
+        packed and viewed as the aggregate's would be), what :meth:`_folded` and
         :meth:`_made` do written out in place."""
-        key: UUID = event.originator_id
         records = self._records
-        number = key.int
+        number = event.originator_id.int
+        content = event.record
         folded = records.get(number)
         if folded is None:
-            content = event.record
             seen = (content.sensitivity, content.scope)
             visibility = self._visibility.get(seen)
             if visibility is None:
@@ -150,11 +158,51 @@ class ChangeFolder:
             visibility = folded.visibility
         if visibility is Visibility.NONE:
             return None
-        aggregate = RecordAggregate.from_created(event)
-        folded.packed = pack(aggregate)
         at = event.timestamp
-        record = aggregate.view(at)
-        redacted = visibility is Visibility.REDACTED
+        state = creation_state(content, event.actor, event.rationale, at)
+        folded.packed = pack_state(event.originator_version, at, state)
+        # The record viewed at its creation (view_state, written out for a new state: its
+        # payload and provenance as written, no status, outcome or source added since).
+        # Packed already, the state is let go: the record takes its lists, not copies.
+        lifecycle = content.lifecycle
+        if lifecycle.last_reinforced_at is not state.last_reinforced_at:
+            lifecycle = msgspec.structs.replace(lifecycle, last_reinforced_at=at)
+        created = content.created_at or at
+        record = msgspec.structs.replace(
+            content,
+            salience=salience_at(
+                state.salience_base,
+                state.salience_anchor,
+                created,
+                lifecycle.decay,
+                at,
+                pinned=state.pinned,
+            ),
+            created_at=created,
+            updated_at=state.updated_at,
+            lifecycle=lifecycle,
+            relations=state.relations,
+            audit_log=state.audit,
+        )
+        if visibility is Visibility.REDACTED:
+            return Change(
+                position=position,
+                log_time=at,
+                event_time=record.created_at,
+                record_id=record.id,
+                version=event.originator_version,
+                type=str(record.type),
+                scope=record.scope,
+                sensitivity=str(record.sensitivity),
+                operation=_CREATED_OPERATION,
+                action=event.action,
+                actor="",
+                rationale="",
+                redacted=True,
+                erased=record.payload is None,
+                fields=[],
+                record=redact(record),
+            )
         return Change(
             position=position,
             log_time=at,
@@ -164,14 +212,14 @@ class ChangeFolder:
             type=str(record.type),
             scope=record.scope,
             sensitivity=str(record.sensitivity),
-            operation=operation_of(event),
+            operation=_CREATED_OPERATION,
             action=event.action,
-            actor="" if redacted else event.actor,
-            rationale="" if redacted else event.rationale,
-            redacted=redacted,
-            erased=aggregate.state.forgotten or record.payload is None,
-            fields=[] if redacted else added_fields(record),
-            record=redact(record) if redacted else record,
+            actor=event.actor,
+            rationale=event.rationale,
+            redacted=False,
+            erased=record.payload is None,  # a new state is never forgotten
+            fields=added_fields(record),
+            record=record,
         )
 
     @staticmethod
@@ -229,3 +277,22 @@ class ChangeFolder:
         if len(records) > FOLD_RECORDS:
             records.popitem(last=False)
         return folded
+
+
+def _viewed_refs(aggregate: RecordAggregate) -> Refs:
+    """:func:`~membrane_es.queries.field_diff.record_refs` of the aggregate's record viewed
+    at its last event, without viewing it whole (what the diff compares, nothing more). The
+    relations are copied: the next event may change the list in place."""
+    state = aggregate.state
+    content = state.content
+    return (
+        viewed_payload(state),
+        content.tags,
+        list(state.relations),
+        viewed_provenance(state),
+        content.scope,
+        content.confidence,
+        state_salience(state, aggregate.created_on, aggregate.modified_on),
+        state.pinned,
+        state.last_reinforced_at,
+    )

@@ -200,8 +200,14 @@ def differences_from(before: MemoryRecord, record: MemoryRecord) -> list[Differe
     Fields equal as structs are skipped without being converted (most events change one or
     two); the others are converted and flattened as :func:`record_values` does, and compared
     as text — so a salience that merely decayed is no change, as with :func:`differences`."""
+    return refs_differences(record_refs(before), record_refs(record))
+
+
+def refs_differences(before: Refs, after: Refs) -> list[Difference]:
+    """:func:`differences_from` of two versions' :func:`record_refs` (the change feed takes
+    the earlier version's without viewing it whole)."""
     found: list[Difference] = []
-    for name, was, now in zip(REFERENCED, record_refs(before), record_refs(record), strict=True):
+    for name, was, now in zip(REFERENCED, before, after, strict=True):
         if was is now or (type(was) is type(now) and was == now):
             continue
         old: dict[str, str] = {}
