@@ -184,25 +184,7 @@ class ChangeFolder:
             relations=state.relations,
             audit_log=state.audit,
         )
-        if visibility is Visibility.REDACTED:
-            return Change(
-                position=position,
-                log_time=at,
-                event_time=record.created_at,
-                record_id=record.id,
-                version=event.originator_version,
-                type=str(record.type),
-                scope=record.scope,
-                sensitivity=str(record.sensitivity),
-                operation=_CREATED_OPERATION,
-                action=event.action,
-                actor="",
-                rationale="",
-                redacted=True,
-                erased=record.payload is None,
-                fields=[],
-                record=redact(record),
-            )
+        redacted = visibility is Visibility.REDACTED
         return Change(
             position=position,
             log_time=at,
@@ -214,12 +196,12 @@ class ChangeFolder:
             sensitivity=str(record.sensitivity),
             operation=_CREATED_OPERATION,
             action=event.action,
-            actor=event.actor,
-            rationale=event.rationale,
-            redacted=False,
+            actor="" if redacted else event.actor,
+            rationale="" if redacted else event.rationale,
+            redacted=redacted,
             erased=record.payload is None,  # a new state is never forgotten
-            fields=added_fields(record),
-            record=record,
+            fields=[] if redacted else added_fields(record),
+            record=redact(record) if redacted else record,
         )
 
     @staticmethod

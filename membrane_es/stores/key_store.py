@@ -273,7 +273,7 @@ class KeyStore:
         found = self._fetch_ids(wanted)
         with self._lock:
             for key_id, key in found:
-                if key_id not in self._withheld:
+                if key_id not in self._withheld:  # again: a destroy may have begun meanwhile
                     self._remember(key_id, key)
 
     def cipher(self, key_id: bytes) -> AESGCM | None:

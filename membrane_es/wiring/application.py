@@ -136,14 +136,16 @@ class MemoryApplication(Application):
         seen = self._keep_cache_coherent()
         keys = [record_key(record_id) for record_id in record_ids]
         missing = [key for key in dict.fromkeys(keys) if self.cache.get(key) is None]
-        if len(missing) > 1:
-            self._load_together(missing, seen)
-        return [self._load(record_id, seen) for record_id in record_ids]
+        loaded = self._load_together(missing, seen) if len(missing) > 1 else {}
+        return [
+            self._load(record_id, seen) if (found := loaded.get(key)) is None else found.copy()
+            for record_id, key in zip(record_ids, keys, strict=True)
+        ]
 
-    def _load_together(self, missing: list[UUID], seen: int) -> None:
+    def _load_together(self, missing: list[UUID], seen: int) -> dict[UUID, RecordAggregate]:
         """Load records the cache lacks in one go: their events read in one transaction
-        (where the log can), the keys of their sealed boxes fetched in one lookup, and put
-        in the cache for :meth:`_load` to copy."""
+        (where the log can), the keys of their sealed boxes fetched in one lookup; each put
+        in the cache too. A record not found is left out (:meth:`_load` raises, naming it)."""
         select_of = getattr(self.recorder, "select_events_of", None)
         if select_of is not None:
             stored = select_of(missing)
@@ -153,19 +155,20 @@ class MemoryApplication(Application):
         assert isinstance(mapper, MsgspecMapper)  # made so by __init__
         events = mapper.to_domain_events([event for found in stored for event in found])
         at = 0
-        loaded: list[RecordAggregate] = []
-        for found in stored:
-            if not found:  # not found: _load raises, naming it
+        loaded: dict[UUID, RecordAggregate] = {}
+        for key, found in zip(missing, stored, strict=True):
+            if not found:
                 continue
             aggregate = _project(None, events[at : at + len(found)])
             at += len(found)
             assert isinstance(aggregate, RecordAggregate)
-            loaded.append(aggregate)
+            loaded[key] = aggregate
         with self._coherence_lock:
             # As in _load: only if no refresh has moved past what these reads saw.
             if seen >= self._coherent_through:
-                for aggregate in loaded:
+                for aggregate in loaded.values():
                     self.cache.put(aggregate)
+        return loaded
 
     def _load(self, record_id: str, seen: int) -> RecordAggregate:
         """Load through the cache; ``seen``: the log's head, read after the cache was made

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from membrane_es import Change, Membrane, TrustContext, ValidationError
-from tests.unit.builders import FULL_TRUST, semantic
+from membrane_es.queries.changes import _viewed_refs
+from membrane_es.queries.field_diff import record_refs
+from tests.unit.builders import FULL_TRUST, episodic, semantic
 
 SECRET = "the vault code is 4417"
 
@@ -181,3 +183,32 @@ def test_as_of_and_a_position_are_not_both_given(memory: Membrane) -> None:
     history(memory)
     with pytest.raises(ValidationError, match="as_of_position"):
         memory.get_metrics(as_of=datetime.now(UTC), as_of_position=1)
+
+
+def test_a_version_compared_without_viewing_it_whole_is_what_its_view_shows(
+    memory: Membrane,
+) -> None:
+    """The feed diffs an event against the fields of the record's previous version taken
+    from its state (``_viewed_refs``); they must be the fields its full view has, whatever
+    the events before it changed (status, outcome, provenance, relations, pin, salience)."""
+    fact = memory.create_record(semantic("api", "runs_on", "port 8080")).id
+    other = memory.create_record(semantic("api", "runs_on", "port 9090")).id
+    episode = memory.create_record(episodic()).id
+    memory.reinforce(fact, "ops", "confirmed")
+    memory.penalize(fact, 0.2, "ops", "doubtful")
+    memory.contest(fact, other, "ops", "conflicts")
+    memory.pin(fact, actor="ops")
+    memory.add_relation(fact, "supports", other, actor="ops")
+    memory.record_outcome(episode, "success", actor="ops")
+    moved = semantic(
+        "api",
+        "runs_on",
+        "port 9191",
+        provenance={"sources": [{"kind": "observation", "ref": "o1"}]},
+    )
+    memory.supersede(other, moved, "ops", "moved")
+    app = memory.application
+    for record_id in (fact, other, episode):
+        aggregate = app.load(record_id)
+        view = aggregate.view(aggregate.modified_on)
+        assert _viewed_refs(aggregate) == record_refs(view)
